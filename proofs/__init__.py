@@ -1,0 +1,1 @@
+"""The theorem catalogue: statements, checked steps and numeric cross-checks."""
