@@ -1,1 +1,76 @@
-"""Exact SymPy derivations of T1–T12 (never imports torch)."""
+"""Exact SymPy derivations of T1–T12, witnesses and certificates (never imports torch).
+
+Public API
+----------
+``derive_all() -> dict[str, Derivation]``
+    every theorem ``"T1"`` … ``"T12"``; ``Derivation.ok`` is true only when every step passed.
+``derive(theorem_id: str) -> Derivation``
+    one theorem (``InvalidInputError`` for an unknown id).
+``witness(A: sympy.Matrix) -> Witness | None``
+    ``None`` iff ``AᵀA = c²I``; otherwise exact rational ``(w, g, H)`` and
+    ``factor = D'/D != 1`` where ``D = (wᵀHw/wᵀw)/‖g‖²``, ``w' = Aw``, ``g' = A⁻ᵀg``,
+    ``H' = A⁻ᵀHA⁻¹``.
+``certificate(n: int) -> dict``
+    plain-data T4 certificate (``(wᵀMw)(gᵀNg) = (wᵀw)(gᵀg)`` forces ``M = c²I``).
+``check_witness(data) -> bool``, ``check_certificate(data) -> bool``, ``check_pinv_witness(data) -> bool``
+    the independent ``fractions.Fraction`` checker (:mod:`.checker`).
+``Derivation``, ``Step``, ``Witness``
+    data classes (:mod:`.derivation`).
+
+>>> import sympy as sp
+>>> W = witness(sp.Matrix([[1, 0], [0, 2]]))
+>>> W.factor, check_witness(W.to_data())
+(4, True)
+"""
+from __future__ import annotations
+
+import importlib
+
+from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.symbolic.checker import check_certificate, check_pinv_witness, check_witness
+from coupled_curvature.symbolic.derivation import Derivation, Step, Witness
+from coupled_curvature.symbolic.group import certificate
+from coupled_curvature.symbolic.witness import coupled_D, is_conformal, transform, witness
+
+__all__ = [
+    "derive_all", "derive", "THEOREMS", "witness", "certificate", "check_witness", "check_certificate",
+    "check_pinv_witness", "Derivation", "Step", "Witness", "coupled_D", "transform", "is_conformal",
+]
+
+#: theorem id -> (module, function) producing its :class:`Derivation`
+THEOREMS: dict[str, tuple[str, str]] = {
+    "T1": ("transformation", "derive_T1"),
+    "T2": ("homogeneous", "derive_T2"),
+    "T3": ("homogeneous", "derive_T3"),
+    "T4": ("group", "derive_T4"),
+    "T5": ("relu_group", "derive_T5"),
+    "T6": ("nonlinear", "derive_T6"),
+    "T7": ("pseudoinverse", "derive_T7"),
+    "T8": ("monotonicity", "derive_T8"),
+    "T9": ("homogeneous", "derive_T9"),
+    "T10": ("degenerate", "derive_T10"),
+    "T11": ("larger_groups", "derive_T11"),
+    "T12": ("loss_scaling", "derive_T12"),
+}
+
+
+def derive(theorem_id: str) -> Derivation:
+    """Build the derivation of one theorem, e.g. ``derive("T4").ok``.
+
+    >>> derive("T1").ok
+    True
+    """
+    if theorem_id not in THEOREMS:
+        raise InvalidInputError(f"unknown theorem id {theorem_id!r}; valid ids: {', '.join(THEOREMS)}")
+    mod, fn = THEOREMS[theorem_id]
+    return getattr(importlib.import_module(f"coupled_curvature.symbolic.{mod}"), fn)()
+
+
+def derive_all() -> dict[str, Derivation]:
+    """All derivations keyed ``"T1"`` … ``"T12"`` (each records ``elapsed`` seconds).
+
+    >>> ds = derive_all()            # doctest: +SKIP
+    >>> all(d.ok for d in ds.values())  # doctest: +SKIP
+    True
+    """
+    return {t: derive(t) for t in THEOREMS}

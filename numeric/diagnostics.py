@@ -1,0 +1,208 @@
+"""The coupled diagnostic ``D`` and its pseudo-inverse twin ``D⁺``, per parameter block."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+
+import torch
+from torch import nn
+
+from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.numeric._inputs import float64_copy, loss_reduction, prepare_batches
+from coupled_curvature.numeric.blocks import resolve_blocks
+from coupled_curvature.numeric.hvp import block_curvature
+from coupled_curvature.numeric.objective import Objective
+from coupled_curvature.numeric.pinv import pinv_quadratic_form
+
+
+@dataclass(frozen=True)
+class BlockDiagnosis:
+    """Per-block quantities; fields are ``None`` where undefined (see ``notes``).
+
+    ``rayleigh = wᵀHw/wᵀw``, ``coupled = rayleigh/‖g‖²`` (D),
+    ``inverse_coupled = (wᵀH⁺w/wᵀw)·‖g‖²`` (D⁺), with ``H = H_bb`` the diagonal block.
+    """
+
+    name: str
+    params: tuple[str, ...]
+    size: int
+    w_sq: float
+    g_sq: float
+    w_dot_g: float
+    wHw: float
+    rayleigh: float | None
+    coupled: float | None
+    wHpinvw: float | None
+    inverse_coupled: float | None
+    rank: int | None
+    cutoff: float | None
+    min_kept_rel_eig: float | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def radial_ratio(self) -> float | None:
+        """``ρ = wᵀHw / (wᵀg)²`` (T11), ``None`` when ``wᵀg = 0``."""
+        return None if self.w_dot_g == 0.0 else self.wHw / self.w_dot_g**2
+
+
+class Diagnosis:
+    """The result of :func:`diagnose`: block records by name, in partition order."""
+
+    def __init__(self, blocks: Sequence[BlockDiagnosis], meta: Mapping[str, object]):
+        self._blocks = {b.name: b for b in blocks}
+        self.meta = dict(meta)
+
+    def __getitem__(self, name: str) -> BlockDiagnosis:
+        try:
+            return self._blocks[name]
+        except KeyError:
+            raise KeyError(f"no block {name!r}; blocks are: {', '.join(self._blocks)}") from None
+
+    def __iter__(self) -> Iterator[BlockDiagnosis]:
+        return iter(self._blocks.values())
+
+    def __len__(self) -> int:
+        return len(self._blocks)
+
+    def names(self) -> list[str]:
+        return list(self._blocks)
+
+    def to_dict(self) -> dict:
+        """Plain data: ``{"meta": {...}, "blocks": [{field: value}, ...]}``."""
+        blocks = []
+        for b in self:
+            d = asdict(b)
+            d["params"] = list(b.params)
+            d["notes"] = list(b.notes)
+            blocks.append(d)
+        return {"meta": dict(self.meta), "blocks": blocks}
+
+    def table(self) -> str:
+        """Aligned text: one row per block."""
+        head = ["block", "size", "‖g‖²", "wᵀHw", "RQ", "D", "D⁺", "rank"]
+        rows = [head]
+        for b in self:
+            rows.append(
+                [b.name, str(b.size), _fmt(b.g_sq), _fmt(b.wHw), _fmt(b.rayleigh),
+                 _fmt(b.coupled), _fmt(b.inverse_coupled), "-" if b.rank is None else str(b.rank)]
+            )
+        widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+        lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
+                 for r in rows]
+        notes = [f"  {b.name}: {n}" for b in self for n in b.notes]
+        return "\n".join(lines + (["notes:"] + notes if notes else []))
+
+    def __repr__(self) -> str:
+        return f"Diagnosis({len(self)} blocks)\n{self.table()}"
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.6e}"
+
+
+def diagnose(
+    model: nn.Module,
+    loss_fn: Callable,
+    data: object,
+    *,
+    blocks: str | Mapping[str, Sequence[str]] = "tensor",
+    inverse: bool = True,
+    pinv_rtol: float = 1e-10,
+    max_dense: int = 4096,
+    allow_train_mode: bool = False,
+) -> Diagnosis:
+    """Coupled diagnostics of every parameter block of ``model`` in float64.
+
+    For block ``b`` with value ``w``, gradient ``g = ∇_b L`` and Hessian block
+    ``H = ∇²_bb L`` of ``L = Σ_batches weight·loss_fn(model(X), y)``::
+
+        D  = (wᵀHw / wᵀw) / ‖g‖²
+        D⁺ = (wᵀH⁺w / wᵀw) · ‖g‖²,  H⁺ = Σ_{|λ_i| > pinv_rtol·max|λ|} λ_i⁻¹ u_i u_iᵀ
+
+    ``wᵀHw`` comes from Hessian-vector products on one retained gradient graph per
+    batch; ``D⁺`` from a dense float64 eigendecomposition for blocks of at most
+    ``max_dense`` parameters (larger blocks get ``None`` and a note). Mean-reduction
+    losses are weighted by batch size. The model is copied to float64; the user's
+    model and data are never modified.
+
+    >>> import torch
+    >>> torch.manual_seed(0) and None
+    >>> net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    >>> X, y = torch.randn(16, 3), torch.randint(0, 2, (16,))
+    >>> d = diagnose(net, torch.nn.CrossEntropyLoss(), (X, y))
+    >>> d.names()
+    ['0.weight', '0.bias', '2.weight', '2.bias']
+    >>> d["0.weight"].coupled > 0
+    True
+    """
+    if not isinstance(pinv_rtol, (int, float)) or not (0.0 <= pinv_rtol < 1.0):
+        raise InvalidInputError(f"pinv_rtol must be a number in [0, 1), got {pinv_rtol!r}")
+    if not isinstance(max_dense, int) or max_dense < 0:
+        raise InvalidInputError(f"max_dense must be a non-negative int, got {max_dense!r}")
+    if not callable(loss_fn):
+        raise InvalidInputError("loss_fn must be callable as loss_fn(outputs, targets)")
+    source_dtypes = sorted({str(p.dtype) for p in model.parameters()}) if isinstance(model, nn.Module) else []
+    net = float64_copy(model, allow_train_mode=allow_train_mode)
+    batches = prepare_batches(data, loss_fn)
+    objective = Objective(net, loss_fn, batches)
+    if not objective.names:
+        raise InvalidInputError("the model has no parameters to diagnose")
+    partition = resolve_blocks(objective.names, blocks)
+    sizes = {b: sum(objective.values[m].numel() for m in ms) for b, ms in partition.items()}
+    dense = {b for b, n in sizes.items() if inverse and n <= max_dense}
+    curv = block_curvature(objective, partition, dense)
+
+    records = []
+    for block, members in partition.items():
+        w = torch.cat([objective.values[m].reshape(-1) for m in members])
+        c = curv[block]
+        records.append(_block_record(block, members, w, c, inverse, pinv_rtol, max_dense))
+    meta = {
+        "n_samples": sum(b.X.shape[0] for b in batches),
+        "n_batches": len(batches),
+        "reduction": loss_reduction(loss_fn),
+        "loss": objective.loss(),
+        "blocks": blocks if isinstance(blocks, str) else "custom",
+        "pinv_rtol": pinv_rtol,
+        "max_dense": max_dense,
+        "source_dtypes": source_dtypes,
+    }
+    return Diagnosis(records, meta)
+
+
+def _block_record(block, members, w, c, inverse, pinv_rtol, max_dense) -> BlockDiagnosis:
+    notes: list[str] = list(c.notes)
+    w_sq = float(w @ w)
+    g_sq = float(c.grad @ c.grad)
+    wHw = float(w @ c.Hw)
+    rayleigh = coupled = wHpinvw = inverse_coupled = cutoff = rank = min_rel = None
+    if w_sq == 0.0:
+        notes.append("w = 0: the Rayleigh quotient, D and D⁺ are undefined")
+    else:
+        rayleigh = wHw / w_sq
+        if g_sq == 0.0:
+            notes.append("g = 0: D = RQ/‖g‖² is undefined (stationary block)")
+        else:
+            coupled = rayleigh / g_sq
+    if c.dense is not None:
+        form = pinv_quadratic_form(c.dense, w, pinv_rtol)
+        wHpinvw, rank, cutoff, min_rel = form.value, form.rank, form.cutoff, form.min_kept_rel_eig
+        if form.rank == 0:
+            notes.append("H_bb = 0 under the cutoff: H⁺ = 0")
+        if w_sq != 0.0:
+            inverse_coupled = wHpinvw / w_sq * g_sq
+    elif inverse:
+        notes.append(
+            f"D⁺ not computed: block has {w.numel()} parameters, above max_dense={max_dense} "
+            "(raise max_dense to build the dense block)"
+        )
+    if w_sq != 0.0 and g_sq != 0.0 and abs(float(w @ c.grad)) <= 1e-12 * math.sqrt(w_sq * g_sq):
+        notes.append("wᵀg ≈ 0: the block may be scale-invariant (T10); D is then uninformative")
+    return BlockDiagnosis(
+        name=block, params=tuple(members), size=w.numel(), w_sq=w_sq, g_sq=g_sq,
+        w_dot_g=float(w @ c.grad), wHw=wHw, rayleigh=rayleigh, coupled=coupled,
+        wHpinvw=wHpinvw, inverse_coupled=inverse_coupled, rank=rank, cutoff=cutoff,
+        min_kept_rel_eig=min_rel, notes=tuple(notes),
+    )

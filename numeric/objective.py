@@ -1,0 +1,46 @@
+"""The total loss ``L(θ)`` of a model over weighted batches, as a function of named parameters."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+
+import torch
+from torch import Tensor, nn
+from torch.func import functional_call
+
+from coupled_curvature.numeric._inputs import Batch, checked_loss
+
+
+class Objective:
+    """``L(θ) = Σ_batches weight·loss_fn(model(X; θ), y)`` as a function of named parameters."""
+
+    def __init__(self, model: nn.Module, loss_fn: Callable, batches: Sequence[Batch]):
+        self.model = model
+        self.loss_fn = loss_fn
+        self.batches = list(batches)
+        self.names = [n for n, _ in model.named_parameters()]
+        self.values = {n: p.detach() for n, p in model.named_parameters()}
+        self.buffers = {n: b.detach() for n, b in model.named_buffers()}
+
+    def batch_loss(self, i: int, params: dict[str, Tensor]) -> Tensor:
+        batch = self.batches[i]
+        out = functional_call(self.model, {**params, **self.buffers}, (batch.X,))
+        return batch.weight * checked_loss(self.loss_fn(out, batch.y), i)
+
+    def loss(self) -> float:
+        with torch.no_grad():
+            return float(sum(self.batch_loss(i, self.values) for i in range(len(self.batches))))
+
+    def graphs(self) -> Iterator[tuple[dict[str, Tensor], dict[str, Tensor]]]:
+        """Per batch: leaf parameters and their gradients, built with ``create_graph=True``."""
+        for i in range(len(self.batches)):
+            leaves = {n: v.clone().requires_grad_(True) for n, v in self.values.items()}
+            loss = self.batch_loss(i, leaves)
+            grads = torch.autograd.grad(
+                loss, list(leaves.values()), create_graph=True, allow_unused=True
+            )
+            grads = {
+                n: torch.zeros_like(v) if g is None else g
+                for (n, v), g in zip(leaves.items(), grads)
+            }
+            yield leaves, grads

@@ -1,0 +1,279 @@
+"""Data classes of the symbolic layer: :class:`Step`, :class:`Derivation`, :class:`Witness`.
+
+A :class:`Step` records an expression pair ``(lhs, rhs)``, the method that established
+``lhs = rhs`` and the outcome, computed by actually running the method.  Methods:
+
+* ``exact``        -- ``expand``/``cancel``/``Poly(...).is_zero`` on ``lhs - rhs`` (entrywise
+  for matrices), i.e. rational-function identity;
+* ``groebner``     -- ideal membership decided by reduction modulo a Gröbner basis;
+* ``certificate``  -- a plain-data certificate accepted by the independent checker
+  (:mod:`coupled_curvature.symbolic.checker`);
+* ``rewrite:<rule>`` -- ``rhs`` is ``lhs`` after applying a named rewrite rule, which is a
+  declared hypothesis (see :mod:`coupled_curvature.symbolic.rules`).
+
+Example:
+
+>>> import sympy as sp
+>>> x = sp.Symbol("x")
+>>> d = Derivation("demo", "(x+1)^2 = x^2+2x+1", ["x is a complex number"])
+>>> d.exact("square of a sum", (x + 1) ** 2, x**2 + 2 * x + 1).outcome
+True
+>>> d.ok
+True
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy as sp
+from sympy.logic.boolalg import BooleanAtom
+from sympy.matrices.expressions import MatrixExpr, ZeroMatrix
+
+__all__ = ["Step", "Derivation", "Witness", "is_zero_exact", "exact_equal"]
+
+
+def _scalar_zero(e: Any) -> bool:
+    """Exact zero test of a scalar expression: ``expand`` then ``cancel`` then ``Poly``."""
+    e = sp.sympify(e)
+    if e.is_zero is True and e.is_number:
+        return True
+    e = sp.expand(e)
+    if e == 0:
+        return True
+    e = sp.cancel(sp.together(e))
+    if e == 0:
+        return True
+    # combine powers of a common base (x^a x^b = x^(a+b)) and retry; still an identity
+    e2 = sp.expand(sp.powsimp(sp.expand_power_exp(e), combine="exp"))
+    if e2 == 0:
+        return True
+    num, _den = sp.fraction(sp.cancel(sp.together(e2)))
+    if not num.free_symbols:
+        # a constant: decided only when rational (conservative: otherwise "not proved")
+        return bool(num.is_Rational and num == 0)
+    try:
+        return sp.Poly(num).is_zero
+    except (sp.PolynomialError, sp.polys.polyerrors.GeneratorsNeeded):  # pragma: no cover
+        return False
+
+
+def is_zero_exact(e: Any) -> bool:
+    """True iff ``e`` (scalar or matrix) is identically zero as a rational function.
+
+    >>> import sympy as sp
+    >>> a, b = sp.symbols("a b")
+    >>> is_zero_exact((a + b) ** 2 - a**2 - 2 * a * b - b**2)
+    True
+    >>> is_zero_exact(sp.Matrix([a - a, b]))
+    False
+    """
+    if isinstance(e, sp.MatrixBase):
+        return all(_scalar_zero(x) for x in e)
+    return _scalar_zero(e)
+
+
+def exact_equal(lhs: Any, rhs: Any) -> bool:
+    """``is_zero_exact(lhs - rhs)``, entrywise for matrices of equal shape.
+
+    >>> import sympy as sp
+    >>> x = sp.Symbol("x")
+    >>> exact_equal(x / (x + 1) + 1 / (x + 1), 1)
+    True
+    """
+    if isinstance(lhs, (bool, BooleanAtom)) or isinstance(rhs, (bool, BooleanAtom)):
+        return sp.sympify(lhs) is sp.sympify(rhs)
+    if isinstance(lhs, sp.MatrixBase) and isinstance(rhs, sp.MatrixBase):
+        lhs, rhs = sp.Matrix(lhs), sp.Matrix(rhs)
+        if lhs.shape != rhs.shape:
+            return False
+        return is_zero_exact(lhs - rhs)
+    if isinstance(lhs, MatrixExpr) or isinstance(rhs, MatrixExpr):
+        # MatrixSymbol algebra: canonical form (associativity, scalar pull-out, A⁻¹A = I)
+        diff = (lhs - rhs).doit()
+        if isinstance(diff, sp.MatrixBase):
+            return is_zero_exact(sp.Matrix(diff))
+        return isinstance(diff, ZeroMatrix) or diff == 0
+    return is_zero_exact(sp.sympify(lhs) - sp.sympify(rhs))
+
+
+_METHODS = ("exact", "groebner", "certificate")
+
+
+@dataclass
+class Step:
+    """One checked step: ``lhs = rhs`` established by ``method`` with result ``outcome``."""
+
+    description: str
+    lhs: Any
+    rhs: Any
+    method: str
+    outcome: bool
+    detail: str = ""
+
+    def __post_init__(self) -> None:
+        if self.method not in _METHODS and not self.method.startswith("rewrite:"):
+            raise ValueError(f"unknown method {self.method!r}; use one of {_METHODS} or 'rewrite:<rule>'")
+
+    def __str__(self) -> str:
+        return self._render(sp.sstr, _brief_text)
+
+    def full_str(self) -> str:
+        """Like ``str(step)`` but never abbreviates large expressions."""
+        return self._render(sp.sstr, None)
+
+    def _render(self, show, brief) -> str:
+        mark = "ok " if self.outcome else "FAIL"
+        sh = (lambda e: brief(e) or show(e)) if brief else show
+        s = f"[{mark}] ({self.method}) {self.description}: {sh(self.lhs)} = {sh(self.rhs)}"
+        if self.detail:
+            s += f"   # {self.detail}"
+        return s
+
+    def latex(self) -> str:
+        """LaTeX of the step's identity, e.g. ``a = b \\quad\\text{(exact)}``; expressions with more than
+        ``BRIEF_NODES`` nodes are abbreviated (``full_str`` gives them in full)."""
+        sh = lambda e: _brief_latex(e) or sp.latex(e)
+        return f"{sh(self.lhs)} = {sh(self.rhs)} \\quad \\text{{({self.method})}}"
+
+
+#: expressions larger than this many tree nodes are abbreviated when printed
+BRIEF_NODES = 250
+
+
+def _size(e: Any, limit: int) -> int:
+    if isinstance(e, sp.MatrixBase):
+        tot = 0
+        for x in e:
+            tot += _size(x, limit - tot)
+            if tot > limit:
+                break
+        return tot
+    if not isinstance(e, sp.Basic):
+        return 1
+    k = 0
+    for _ in sp.preorder_traversal(e):
+        k += 1
+        if k > limit:
+            break
+    return k
+
+
+def _brief_text(e: Any) -> str | None:
+    if _size(e, BRIEF_NODES) <= BRIEF_NODES:
+        return None
+    shape = f" {e.shape[0]}x{e.shape[1]} matrix" if isinstance(e, sp.MatrixBase) else ""
+    return f"<large{shape} expression, > {BRIEF_NODES} nodes>"
+
+
+def _brief_latex(e: Any) -> str | None:
+    t = _brief_text(e)
+    return None if t is None else "\\langle\\text{" + t.strip("<>") + "}\\rangle"
+
+
+@dataclass
+class Witness:
+    """Exact rational witness of non-invariance of ``D`` under ``A``.
+
+    ``w' = A w``, ``g' = A^{-T} g``, ``H' = A^{-T} H A^{-1}``,
+    ``D = (wᵀHw / wᵀw) / ‖g‖²`` and ``factor = D'/D`` (an exact rational ``!= 1``).
+    """
+
+    A: sp.Matrix
+    w: sp.Matrix
+    g: sp.Matrix
+    H: sp.Matrix
+    factor: sp.Rational
+    note: str = ""
+
+    def to_data(self) -> dict:
+        """Plain data (strings) for :func:`coupled_curvature.symbolic.checker.check_witness`."""
+        return {
+            "A": [[str(x) for x in self.A.row(i)] for i in range(self.A.rows)],
+            "w": [str(x) for x in self.w],
+            "g": [str(x) for x in self.g],
+            "H": [[str(x) for x in self.H.row(i)] for i in range(self.H.rows)],
+            "factor": str(self.factor),
+        }
+
+    def __str__(self) -> str:
+        return (
+            f"Witness(A={self.A.tolist()}, w={list(self.w)}, g={list(self.g)}, "
+            f"H={self.H.tolist()}, D'/D={self.factor})" + (f"  # {self.note}" if self.note else "")
+        )
+
+
+@dataclass
+class Derivation:
+    """A theorem's machine-checked derivation: statement, hypotheses, steps, witnesses.
+
+    ``ok`` is true only when there is at least one step and every step passed.
+    """
+
+    theorem: str
+    statement: str
+    hypotheses: list[str] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    witnesses: list[Any] = field(default_factory=list)
+    elapsed: float = 0.0
+    _t0: float = field(default_factory=time.perf_counter, repr=False)
+
+    # -- building -------------------------------------------------------------------------
+    def add(self, step: Step) -> Step:
+        self.steps.append(step)
+        return step
+
+    def exact(self, description: str, lhs: Any, rhs: Any, detail: str = "") -> Step:
+        """Add a step ``lhs = rhs`` decided by :func:`exact_equal`."""
+        return self.add(Step(description, lhs, rhs, "exact", exact_equal(lhs, rhs), detail))
+
+    def rewrite(self, rule: Any, description: str, lhs: Any, rhs: Any, detail: str = "") -> Step:
+        """Add a step: apply the named rule to ``lhs``; passes iff the result equals ``rhs`` exactly."""
+        applied = rule(lhs)
+        ok = exact_equal(applied, rhs)
+        return self.add(Step(description, lhs, rhs, f"rewrite:{rule.name}", ok, detail))
+
+    def finish(self) -> "Derivation":
+        self.elapsed = time.perf_counter() - self._t0
+        return self
+
+    # -- reading --------------------------------------------------------------------------
+    @property
+    def ok(self) -> bool:
+        return bool(self.steps) and all(s.outcome for s in self.steps)
+
+    @property
+    def rules_used(self) -> list[str]:
+        return sorted({s.method[8:] for s in self.steps if s.method.startswith("rewrite:")})
+
+    def __str__(self) -> str:
+        lines = [f"{self.theorem}: {self.statement}", "  hypotheses:"]
+        lines += [f"    - {h}" for h in self.hypotheses]
+        if self.rules_used:
+            lines.append("  rewrite rules cited (declared hypotheses): " + ", ".join(self.rules_used))
+        lines.append("  steps:")
+        lines += [f"    {i + 1}. {s}" for i, s in enumerate(self.steps)]
+        if self.witnesses:
+            lines.append("  witnesses:")
+            lines += [f"    - {w}" for w in self.witnesses]
+        lines.append(f"  status: {'PROVED' if self.ok else 'NOT PROVED'} ({self.elapsed:.3f} s)")
+        return "\n".join(lines)
+
+    def latex(self) -> str:
+        """LaTeX rendering: statement, then one ``align*`` row per step (via ``sympy.latex``)."""
+        rows = " \\\\\n".join(
+            f"& {s.latex()} && \\text{{{'✓' if s.outcome else '✗'} {_tex_escape(s.description)}}}"
+            for s in self.steps
+        )
+        return (
+            f"\\paragraph{{{self.theorem}}} {_tex_escape(self.statement)}\n"
+            f"\\begin{{align*}}\n{rows}\n\\end{{align*}}"
+        )
+
+
+def _tex_escape(s: str) -> str:
+    for a, b in (("\\", r"\textbackslash{}"), ("_", r"\_"), ("%", r"\%"), ("&", r"\&"), ("#", r"\#"), ("^", r"\^{}")):
+        s = s.replace(a, b)
+    return s

@@ -1,0 +1,266 @@
+"""T2, T3, T9: homogeneous networks (generic width via ``Indexed``/``Sum``; explicit instances).
+
+* T2: ``W_l -> cW_l, b_l -> cb_l, W_{l+1} -> c^{-k}W_{l+1}`` preserves
+  ``z^{(l+1)}_r = Σ_i W_{l+1}[r,i] σ(Σ_j W_l[i,j] h_j + b_l[i]) + b_{l+1}[r]`` for every input
+  ``h`` and symbolic widths; likewise neuron-wise scalings ``a_i > 0`` and permutations.
+* T3: per block ``w -> αw`` (``α = c`` on ``W_l, b_l``; ``α = c^{-k}`` on ``W_{l+1}``):
+  ``‖g‖² -> α⁻²‖g‖²``, ``RQ -> α⁻²RQ``, ``wᵀHw``, ``wᵀg``, ``D``, ``D⁺`` unchanged.
+* T9: bias-free, degree-``k`` activation: ``f(tW_l) = t^p f(W_l)`` with ``p = k^{m-l}``;
+  ``wᵀg = pP``, ``wᵀHw = p(p-1)P + p²Q``; for ``k = 1``: ``D_l = (Q/P²)cos²∠(w_l, g_l)``.
+
+>>> derive_T2().ok
+True
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import sympy as sp
+from sympy.matrices.expressions import MatMul
+
+from coupled_curvature.symbolic.derivation import Derivation
+from coupled_curvature.symbolic.functions import activation, smooth_function
+from coupled_curvature.symbolic.instances import at, block_grad_hess, layer_scaling, mlp
+from coupled_curvature.symbolic.rules import RewriteRule, homogeneity, sum_linearity, sum_reindex, word_rule
+
+__all__ = ["derive_T2", "derive_T3", "derive_T9", "two_layer_generic", "quadratic_scalar"]
+
+_k = sp.Symbol("k", positive=True)
+_c = sp.Symbol("c", positive=True)
+
+
+def two_layer_generic():
+    """Symbols of the generic-width layer pair ``l, l+1`` (``h`` = arbitrary input of layer ``l``)."""
+    n0, n1 = sp.symbols("n_{l-1} n_l", integer=True, positive=True)
+    i, j = sp.symbols("i j", integer=True)
+    r = sp.Symbol("r", integer=True)
+    W1, b1, W2, b2, h = (sp.IndexedBase(s) for s in ("W_l", "b_l", "W_{l+1}", "b_{l+1}", "h"))
+    sig = activation()[0]
+
+    def out(w1=lambda i, j: W1[i, j], bb=lambda i: b1[i], w2=lambda r, i: W2[r, i]):
+        z = sp.Sum(w1(i, j) * h[j], (j, 0, n0 - 1)) + bb(i)
+        return sp.Sum(w2(r, i) * sig(z), (i, 0, n1 - 1)) + b2[r]
+
+    return dict(n0=n0, n1=n1, i=i, j=j, r=r, W1=W1, b1=b1, W2=W2, b2=b2, h=h, sig=sig, out=out)
+
+
+def derive_T2() -> Derivation:
+    """Derive T2 at symbolic widths (layer-wise, neuron-wise, permutation) and max-pooling."""
+    d = Derivation(
+        "T2",
+        "For an MLP with activation positively homogeneous of degree k, W_l -> cW_l, b_l -> cb_l, "
+        "W_{l+1} -> c^-k W_{l+1} preserves the output for every input, at any depth and width; so do neuron-wise "
+        "scalings a > 0 (diag(a) on rows, diag(a)^-k on the next columns) and permutations of hidden units; "
+        "max-pooling commutes with a positive scale.",
+        [
+            "σ positively homogeneous of degree k (rule 'sigma_homogeneity')",
+            "finite sums are linear (rule 'sum_linearity'); re-indexing by a bijection (rule 'sum_reindex')",
+            "network = composition of layers: only layers l, l+1 are changed and h (the input of layer l) is an "
+            "arbitrary symbol, so equality of z^(l+1) for all h gives equality of the output at any depth",
+        ],
+    )
+    G = two_layer_generic()
+    i, j, W1, b1, W2, h, sig, out = (G[s] for s in ("i", "j", "W1", "b1", "W2", "h", "sig", "out"))
+    n0, n1, r, b2 = G["n0"], G["n1"], G["r"], G["b2"]
+    c, k = _c, _k
+    z = sp.Sum(W1[i, j] * h[j], (j, 0, n0 - 1)) + b1[i]
+    orig = out()
+    # layer-wise
+    lay = out(lambda i, j: c * W1[i, j], lambda i: c * b1[i], lambda r, i: c ** (-k) * W2[r, i])
+    s1 = c ** (-k) * sp.Sum(W2[r, i] * sig(c * sp.Sum(W1[i, j] * h[j], (j, 0, n0 - 1)) + c * b1[i]), (i, 0, n1 - 1)) + b2[r]
+    d.rewrite(sum_linearity, "layer-wise: pull c out of Σ_j and c^-k out of Σ_i", lay, s1)
+    s2 = c ** (-k) * sp.Sum(c**k * W2[r, i] * sig(z), (i, 0, n1 - 1)) + b2[r]
+    hom = homogeneity(k, {c})
+    d.rewrite(hom, "σ(c z_i) = c^k σ(z_i)", s1, s2)
+    d.rewrite(sum_linearity, "c^-k Σ_i c^k(…) = Σ_i (…): output unchanged", s2, orig)
+    # neuron-wise
+    a = sp.IndexedBase("a")
+    neu = out(lambda i, j: a[i] * W1[i, j], lambda i: a[i] * b1[i], lambda r, i: a[i] ** (-k) * W2[r, i])
+    t1 = sp.Sum(a[i] ** (-k) * W2[r, i] * sig(a[i] * sp.Sum(W1[i, j] * h[j], (j, 0, n0 - 1)) + a[i] * b1[i]),
+                (i, 0, n1 - 1)) + b2[r]
+    d.rewrite(sum_linearity, "neuron-wise: pull a_i out of Σ_j (a_i is free of j)", neu, t1)
+    homa = homogeneity(k, {a})
+    d.rewrite(homa, "σ(a_i z_i) = a_i^k σ(z_i) (a_i > 0), and a_i^-k a_i^k = 1: output unchanged", t1, orig)
+    # permutation
+    pi = sp.Function("pi")
+    per = out(lambda i, j: W1[pi(i), j], lambda i: b1[pi(i)], lambda r, i: W2[r, pi(i)])
+    d.rewrite(sum_reindex(pi), "permutation π of hidden units: re-index Σ_i by the bijection π", per, orig)
+    # max pooling
+    x, y = sp.symbols("x y", real=True)
+    mx = lambda u, v: (u + v + sp.Abs(u - v)) / 2
+    abs_rule = RewriteRule("abs_positive_scale", "|s u| = s|u| for s > 0",
+                           lambda e: e.replace(lambda q: isinstance(q, sp.Abs), lambda q: _abs_pull(q, c)))
+    d.rewrite(abs_rule, "max(cx, cy) = c·max(x, y) with max(u, v) = (u + v + |u - v|)/2", mx(c * x, c * y), c * mx(x, y))
+    # explicit instance: the output of a 2-3-2-1 network with the generic activation
+    net = mlp([2, 3, 2, 1], "sigma")
+    sub = layer_scaling(net, 1, c, k)
+    d.rewrite(homogeneity(k, {c}), "instance 2-3-2-1, generic σ: f(Tθ) = f(θ) after σ(c z) = c^k σ(z)",
+              at(net.outputs[0], sub), net.outputs[0])
+    return d.finish()
+
+
+def _abs_pull(q: Any, c: Any) -> Any:
+    arg = sp.factor_terms(q.args[0])
+    s = sp.Integer(1)
+    for f in sp.Mul.make_args(arg):
+        b, _e = f.as_base_exp()
+        if b == c:
+            s *= f
+    return s * sp.Abs(sp.expand(arg / s)) if s != 1 else q
+
+
+def quadratic_scalar(e: Any) -> Any:
+    """Scalar form of a 1×1 matrix-symbol product: ``coeff · <word>`` (bilinearity).
+
+    >>> import sympy as sp
+    >>> n = sp.Symbol("n", integer=True, positive=True)
+    >>> w = sp.MatrixSymbol("w", n, 1); c = sp.Symbol("c", positive=True)
+    >>> quadratic_scalar((c * w).T * (c * w))
+    [w.T*w]*c**2
+    """
+    e = e.doit()
+    coeff, mm = e.as_coeff_mmul() if isinstance(e, MatMul) else (sp.Integer(1), e)
+    return coeff * sp.Symbol(f"[{sp.sstr(mm)}]", positive=True)
+
+
+def derive_T3() -> Derivation:
+    """Derive the c⁻² law per block (generic dimension) and on explicit instances."""
+    d = Derivation(
+        "T3",
+        "Under T2's layer-wise map: for W_l, b_l, ‖g‖² and RQ scale by c^-2 and wᵀHw, wᵀg, D, D+ are unchanged; "
+        "for W_{l+1} both scale by c^{2k} with D, D+ unchanged; other blocks are untouched.",
+        [
+            "T2: the layer-wise map is a linear symmetry acting on each block as αI (α = c on W_l, b_l; "
+            "α = c^-k on W_{l+1}; α = 1 elsewhere), so T1 gives w -> αw, g -> g/α, H -> H/α²",
+            "H⁺ is the Moore–Penrose pseudo-inverse (rule 'penrose')",
+            "instances: ReLU with a fixed activation pattern (preserved by c > 0), generic C² loss ℓ",
+        ],
+    )
+    n = sp.Symbol("n", integer=True, positive=True)
+    w, g = sp.MatrixSymbol("w", n, 1), sp.MatrixSymbol("g", n, 1)
+    H, Hp = sp.MatrixSymbol("H", n, n), sp.MatrixSymbol("H^+", n, n)
+    pen = word_rule("penrose", "HH⁺H = H, H⁺HH⁺ = H⁺", [((H, Hp, H), (H,)), ((Hp, H, Hp), (Hp,))])
+    for blk, al, law in (("W_l, b_l", _c, _c**-2), ("W_{l+1}", _c ** (-_k), _c ** (2 * _k))):
+        wq, gq, Hq, Hpq = al * w, g / al, H / al**2, al**2 * Hp
+        gg, gg0 = quadratic_scalar(gq.T * gq), quadratic_scalar(g.T * g)
+        ww, ww0 = quadratic_scalar(wq.T * wq), quadratic_scalar(w.T * w)
+        q, q0 = quadratic_scalar(wq.T * Hq * wq), quadratic_scalar(w.T * H * w)
+        p, p0 = quadratic_scalar(wq.T * gq), quadratic_scalar(w.T * g)
+        qp, qp0 = quadratic_scalar(wq.T * Hpq * wq), quadratic_scalar(w.T * Hp * w)
+        d.exact(f"{blk}: ‖g'‖²/‖g‖² = {sp.sstr(law)}", gg / gg0, law)
+        d.exact(f"{blk}: RQ'/RQ = {sp.sstr(law)}", (q / ww) / (q0 / ww0), law)
+        d.exact(f"{blk}: w'ᵀH'w' = wᵀHw", q, q0)
+        d.exact(f"{blk}: w'ᵀg' = wᵀg", p, p0)
+        d.exact(f"{blk}: D' = D", q / ww / gg, q0 / ww0 / gg0)
+        d.rewrite(pen, f"{blk}: Penrose 1 for (H/α²)⁺ = α²H⁺", Hq * Hpq * Hq, Hq)
+        d.rewrite(pen, f"{blk}: Penrose 2 for (H/α²)⁺ = α²H⁺ (3, 4: symmetric since scalar multiples)",
+                  Hpq * Hq * Hpq, Hpq)
+        d.exact(f"{blk}: D⁺' = D⁺", qp / ww * gg, qp0 / ww0 * gg0)
+    # explicit instances: SymPy differentiates everything
+    c = _c
+    for widths, pattern, l in (([2, 3, 2, 1], [[1, 0, 1], [1, 1]], 1), ([3, 2, 2, 2], [[1, 1], [0, 1]], 2)):
+        net = mlp(widths, "relu", pattern)
+        sub = layer_scaling(net, l, c)
+        tag = "-".join(map(str, widths))
+        d.exact(f"{tag}: pre-activations of layer {l} scale by c > 0 (pattern preserved)",
+                sp.Matrix(at(sp.Matrix(net.pre[l - 1]), sub)), c * sp.Matrix(net.pre[l - 1]))
+        d.exact(f"{tag}: output unchanged", sp.Matrix(at(sp.Matrix(net.outputs), sub)), sp.Matrix(net.outputs))
+        L = net.L
+        for name, blk in net.blocks.items():
+            lay = int(name[1:])
+            al = c if lay == l else (1 / c if (lay == l + 1 and name[0] == "W") else sp.Integer(1))
+            gb, Hb = block_grad_hess(L, blk)
+            wv = sp.Matrix(blk)
+            g2, H2, w2 = at(gb, sub), at(Hb, sub), at(wv, sub)
+            gg, gg2 = (gb.T * gb)[0], (g2.T * g2)[0]
+            q, q2 = (wv.T * Hb * wv)[0], (w2.T * H2 * w2)[0]
+            d.exact(f"{tag} block {name}: ‖g'‖² = {sp.sstr(al**-2)}·‖g‖²", gg2, al**-2 * gg)
+            d.exact(f"{tag} block {name}: w'ᵀH'w' = wᵀHw", q2, q)
+            d.exact(f"{tag} block {name}: w'ᵀg' = wᵀg", (w2.T * g2)[0], (wv.T * gb)[0])
+    # generic homogeneous activation with the c^{2k} law on W_{l+1} (rules for σ, σ′, σ″)
+    net = mlp([2, 2, 1], "sigma")
+    sub = layer_scaling(net, 1, c, _k)
+    hom = homogeneity(_k, {c})
+    for name, al in (("W1", c), ("W2", c ** (-_k))):
+        gb, Hb = block_grad_hess(net.L, net.blocks[name])
+        wv = sp.Matrix(net.blocks[name])
+        g2, H2 = at(gb, sub), at(Hb, sub)
+        d.rewrite(hom, f"2-2-1 generic σ, block {name}: g' = g/α (α = {sp.sstr(al)})", g2, gb / al)
+        d.rewrite(hom, f"2-2-1 generic σ, block {name}: H' = H/α²", H2, Hb / al**2)
+    return d.finish()
+
+
+def derive_T9() -> Derivation:
+    """Euler identities for bias-free homogeneous nets, generic and on instances."""
+    d = Derivation(
+        "T9",
+        "Bias-free MLP, degree-k activation, m weight layers: f is homogeneous of degree p = k^(m-l) in W_l; "
+        "w_lᵀg_l = pP and w_lᵀH_ll w_l = p(p-1)P + p²Q (P = E⟨∇_fℓ, f⟩, Q = E[fᵀ∇²_fℓ f]); for k = 1, "
+        "D_l = (Q/P²)cos²∠(w_l, g_l) <= Q/P².",
+        [
+            "σ positively homogeneous of degree k (rule 'sigma_homogeneity'); finite sums linear (rule 'sum_linearity')",
+            "fixed activation pattern along the ray t -> tW_l",
+            "E is a finite average over samples (shown for two samples, two outputs)",
+            "for the bound: cos² <= 1 (Cauchy–Schwarz; Lagrange identity checked for n = 3) and Q >= 0 (ℓ convex in f)",
+        ],
+    )
+    t = sp.Symbol("t", positive=True)
+    k = _k
+    q = sp.Symbol("q", positive=True)
+    i, rr = sp.symbols("i r", integer=True)
+    nw = sp.Symbol("n_j", integer=True, positive=True)
+    W, z = sp.IndexedBase("W_{j+1}"), sp.IndexedBase("z_j")
+    sig = activation()[0]
+    # induction: if z_j scales by t^q then z_{j+1} scales by t^(qk)
+    zn = sp.Sum(W[rr, i] * sig(t**q * z[i]), (i, 0, nw - 1))
+    mid = sp.Sum(t ** (q * k) * W[rr, i] * sig(z[i]), (i, 0, nw - 1))
+    d.rewrite(homogeneity(k, {t}), "induction step: σ(t^q z_i) = t^(qk) σ(z_i)", zn, mid)
+    d.rewrite(sum_linearity, "z_{j+1}(t) = t^(qk) z_{j+1}", mid, t ** (q * k) * sp.Sum(W[rr, i] * sig(z[i]), (i, 0, nw - 1)))
+    jj, l, m = sp.symbols("j l m", integer=True)
+    qf = lambda jv: k ** (jv - l)
+    d.exact("closed form q_j = k^(j-l): q_l = 1", qf(l), 1)
+    d.exact("closed form: q_{j+1} = k·q_j", qf(jj + 1), k * qf(jj))
+    p = sp.Symbol("p", positive=True)
+    # Euler identities via the ray t -> t w: d/dt L(tw) = wᵀ∇L(tw), d²/dt² = wᵀ∇²L(tw)w
+    L2 = smooth_function("L2", 2)
+    w1, w2 = sp.symbols("w1 w2")
+    ray = L2(t * w1, t * w2)
+    gL = sp.Matrix([L2(w1, w2).diff(w1), L2(w1, w2).diff(w2)])
+    HL = sp.hessian(L2(w1, w2), (w1, w2))
+    wv = sp.Matrix([w1, w2])
+    d.exact("d/dt L(tw)|_{t=1} = wᵀg (SymPy diff)", ray.diff(t).subs(t, 1), (wv.T * gL)[0])
+    d.exact("d²/dt² L(tw)|_{t=1} = wᵀHw (SymPy diff)", ray.diff(t, 2).subs(t, 1), (wv.T * HL * wv)[0])
+    ell = smooth_function("ell", 2)
+    F = [sp.symbols("f1_1 f1_2"), sp.symbols("f2_1 f2_2")]  # two samples, two outputs
+    Lt = sum(ell(t**p * a, t**p * b) for a, b in F) / 2
+    P = sum(ell(a, b).diff(a) * a + ell(a, b).diff(b) * b for a, b in F) / 2
+    Qv = sum((sp.Matrix([a, b]).T * sp.hessian(ell(a, b), (a, b)) * sp.Matrix([a, b]))[0] for a, b in F) / 2
+    d.exact("f(tW_l) = t^p f: wᵀg = d/dt L|_{t=1} = pP", Lt.diff(t).subs(t, 1), p * P)
+    d.exact("wᵀHw = d²/dt² L|_{t=1} = p(p-1)P + p²Q", Lt.diff(t, 2).subs(t, 1), p * (p - 1) * P + p**2 * Qv)
+    Ps, Qs, ww, gg = sp.symbols("P Q w^Tw g^Tg", positive=True)
+    wHw = (p * (p - 1) * Ps + p**2 * Qs).subs(p, 1)
+    d.exact("k = 1 (p = 1): wᵀHw = Q for every layer", wHw, Qs)
+    cos2 = Ps**2 / (ww * gg)  # (wᵀg)² / (‖w‖²‖g‖²) with wᵀg = P
+    d.exact("k = 1: D_l = Q/(‖w‖²‖g‖²) = (Q/P²)·cos²∠(w_l, g_l)", wHw / ww / gg, Qs / Ps**2 * cos2)
+    a3, b3 = sp.Matrix(sp.symbols("u1:4")), sp.Matrix(sp.symbols("v1:4"))
+    lag = sum((a3[x] * b3[y] - a3[y] * b3[x]) ** 2 for x in range(3) for y in range(x + 1, 3))
+    d.exact("Lagrange identity (n=3): ‖u‖²‖v‖² - (uᵀv)² = Σ_{i<j}(u_i v_j - u_j v_i)² >= 0, so cos² <= 1",
+            (a3.T * a3)[0] * (b3.T * b3)[0] - (a3.T * b3)[0] ** 2, lag)
+    # instances: SymPy differentiates everything
+    for act, widths, pattern, kk in (("relu", [2, 3, 2, 1], [[1, 0, 1], [1, 1]], 1), ("relu2", [1, 2, 2, 1], [[1, 1], [1, 0]], 2)):
+        net = mlp(widths, act, pattern, bias=False)
+        f = net.outputs[0]
+        l1 = net.loss
+        y = sp.Symbol("y")
+        Pe = (l1(y).diff(y) * y).subs(y, f)
+        Qe = (l1(y).diff(y, 2) * y**2).subs(y, f)
+        mm = len(widths) - 1
+        Lf = l1(f)
+        for lay in range(1, mm + 1):
+            pp = kk ** (mm - lay)
+            gb, Hb = block_grad_hess(Lf, net.blocks[f"W{lay}"])
+            wv = sp.Matrix(net.blocks[f"W{lay}"])
+            tag = f"{'-'.join(map(str, widths))} {act}, W{lay} (p = {pp})"
+            d.exact(f"{tag}: wᵀg = pP", (wv.T * gb)[0], pp * Pe)
+            d.exact(f"{tag}: wᵀHw = p(p-1)P + p²Q", (wv.T * Hb * wv)[0], pp * (pp - 1) * Pe + pp**2 * Qe)
+    return d.finish()

@@ -1,0 +1,64 @@
+"""T8: monotonicity in curvature and the Laplace / PAC-Bayes connection.
+
+``H -> tH`` (``t > 0``): ``D -> tD``, ``D⁺ -> D⁺/t``.  In a Gaussian-posterior PAC-Bayes KL the
+term ``½ log det(H + δI)`` grows with curvature and ``½ tr((H + δI)⁻¹)/σ²`` shrinks.
+
+>>> derive_T8().ok
+True
+"""
+from __future__ import annotations
+
+import sympy as sp
+
+from coupled_curvature.symbolic.derivation import Derivation
+from coupled_curvature.symbolic.homogeneous import quadratic_scalar
+from coupled_curvature.symbolic.rules import positivity, word_rule
+
+__all__ = ["derive_T8"]
+
+
+def derive_T8() -> Derivation:
+    """Derive T8 (scaling laws, derivative signs, KL curvature terms)."""
+    d = Derivation(
+        "T8",
+        "Under H -> tH (t > 0): D -> tD and D+ -> D+/t. wᵀH⁺w/wᵀw is the Laplace posterior variance along w, "
+        "D+ = (that variance)·‖g‖². In a Gaussian PAC-Bayes KL, ½ log det(H+δI) increases and ½ tr((H+δI)^-1)/σ² "
+        "decreases with curvature (eigenvalues λ_i + δ > 0); D moves opposite to the variance terms, D+ with them. "
+        "No bound is claimed.",
+        ["t > 0, δ > 0, σ > 0, and H + δI positive definite (λ_i + δ > 0; shown with λ_i > 0)",
+         "log det and tr(·)^-1 are spectral: computed in an eigenbasis of H (orthogonal invariance)",
+         "H⁺ is the Moore–Penrose pseudo-inverse (rule 'penrose')"],
+    )
+    n = sp.Symbol("n", integer=True, positive=True)
+    w, g = sp.MatrixSymbol("w", n, 1), sp.MatrixSymbol("g", n, 1)
+    H, Hp = sp.MatrixSymbol("H", n, n), sp.MatrixSymbol("H^+", n, n)
+    t = sp.Symbol("t", positive=True)
+    pen = word_rule("penrose", "HH⁺H = H, H⁺HH⁺ = H⁺", [((H, Hp, H), (H,)), ((Hp, H, Hp), (Hp,))])
+    d.rewrite(pen, "(tH)⁺ = H⁺/t: Penrose 1", (t * H) * (Hp / t) * (t * H), t * H)
+    d.rewrite(pen, "(tH)⁺ = H⁺/t: Penrose 2 (3, 4: scalar multiples of symmetric HH⁺, H⁺H)", (Hp / t) * (t * H) * (Hp / t), Hp / t)
+    ww, gg = quadratic_scalar(w.T * w), quadratic_scalar(g.T * g)
+    q, q2 = quadratic_scalar(w.T * H * w), quadratic_scalar(w.T * (t * H) * w)
+    qp, qp2 = quadratic_scalar(w.T * Hp * w), quadratic_scalar(w.T * (Hp / t) * w)
+    D0, Dt = q / ww / gg, q2 / ww / gg
+    P0, Pt = qp / ww * gg, qp2 / ww * gg
+    d.exact("D(tH) = t·D(H)", Dt, t * D0)
+    d.exact("D⁺(tH) = D⁺(H)/t", Pt, P0 / t)
+    d.exact("dD(tH)/dt = D(H): D increases with curvature when D > 0", sp.diff(Dt, t), D0)
+    d.exact("dD⁺(tH)/dt = -D⁺(H)/t²: D⁺ decreases with curvature", sp.diff(Pt, t), -P0 / t**2)
+    d.exact("D⁺ = (posterior variance wᵀH⁺w/wᵀw)·‖g‖²", P0, (qp / ww) * gg)
+    lam = sp.symbols("lambda1:4", positive=True)
+    delta, sig = sp.symbols("delta sigma", positive=True)
+    Hd = sp.diag(*lam)
+    d.exact("eigenbasis: det(H + δI) = Π(λ_i + δ)", (Hd + delta * sp.eye(3)).det(), sp.Mul(*[x + delta for x in lam]))
+    d.exact("eigenbasis: tr((H + δI)⁻¹) = Σ 1/(λ_i + δ)", (Hd + delta * sp.eye(3)).inv().trace(), sum(1 / (x + delta) for x in lam))
+    logdet = sp.Rational(1, 2) * sum(sp.log(x + delta) for x in lam)
+    trace = sp.Rational(1, 2) * sum(1 / (x + delta) for x in lam) / sig**2
+    pos = positivity({*lam, delta, sig, t})
+    d.exact("∂/∂λ_1 ½log det(H+δI) = 1/(2(λ_1+δ))", sp.diff(logdet, lam[0]), 1 / (2 * (lam[0] + delta)))
+    d.rewrite(pos, "... > 0: grows with curvature", 1 / (2 * (lam[0] + delta)), sp.true)
+    d.exact("∂/∂λ_1 ½tr((H+δI)⁻¹)/σ² = -1/(2σ²(λ_1+δ)²)", sp.diff(trace, lam[0]), -1 / (2 * sig**2 * (lam[0] + delta) ** 2))
+    d.rewrite(pos, "-(...) > 0: shrinks with curvature", 1 / (2 * sig**2 * (lam[0] + delta) ** 2), sp.true)
+    ld_t = sp.Rational(1, 2) * sum(sp.log(t * x + delta) for x in lam)
+    d.exact("d/dt ½log det(tH+δI) = ½Σ λ_i/(tλ_i+δ)", sp.diff(ld_t, t), sp.Rational(1, 2) * sum(x / (t * x + delta) for x in lam))
+    d.rewrite(pos, "... > 0", sp.Rational(1, 2) * sum(x / (t * x + delta) for x in lam), sp.true)
+    return d.finish()

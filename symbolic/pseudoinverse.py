@@ -1,0 +1,129 @@
+"""T7: the pseudo-inverse variant ``D⁺ = (wᵀH⁺w / wᵀw)·‖g‖²``.
+
+For ``A = cQ``: ``(A⁻ᵀHA⁻¹)⁺ = AH⁺Aᵀ`` (checked through the four Penrose conditions), so
+``D⁺`` is invariant, also with the relative cutoff ``|λ| > rtol·max|λ|``.  Conversely, with
+``H = uuᵀ`` (``H⁺ = uuᵀ/(uᵀu)²``) and ``g = u``: ``D⁺'/D⁺ = (uᵀu·wᵀw)/(‖A⁻ᵀu‖²‖Aw‖²)``, so
+invariance forces T4 (ii) and hence ``A ∈ CO(n)``.  For singular ``H`` and a shear, even
+``wᵀH⁺w`` changes: :func:`shear_pinv_witness`.
+
+>>> W = shear_pinv_witness()
+>>> W["before"], W["after"]
+('1', '1/4')
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import sympy as sp
+
+from coupled_curvature.symbolic.checker import check_certificate, check_pinv_witness
+from coupled_curvature.symbolic.derivation import Derivation, Step
+from coupled_curvature.symbolic.group import certificate
+from coupled_curvature.symbolic.rules import positivity, word_rule
+
+__all__ = ["derive_T7", "shear_pinv_witness", "penrose_conditions"]
+
+
+def penrose_conditions(X: sp.Matrix, P: sp.Matrix) -> list[tuple[Any, Any]]:
+    """The four Penrose identities ``(XPX, X), (PXP, P), ((XP)ᵀ, XP), ((PX)ᵀ, PX)``; all hold
+    (exactly) iff ``P = X⁺``.
+
+    >>> import sympy as sp
+    >>> X = sp.Matrix([[1, 0], [0, 0]])
+    >>> all((a - b).is_zero_matrix for a, b in penrose_conditions(X, X))
+    True
+    """
+    return [(X * P * X, X), (P * X * P, P), ((X * P).T, X * P), ((P * X).T, P * X)]
+
+
+def shear_pinv_witness(A: Any = None, H: Any = None, w: Any = None) -> dict[str, Any]:
+    """Exact witness that ``wᵀH⁺w`` changes under ``A`` (default: shear ``[[1,1],[0,1]]``,
+    ``H = diag(1, 0)``, ``w = e_1``).  Returns plain data for ``check_pinv_witness``:
+    ``before = wᵀH⁺w``, ``after = (Aw)ᵀ(A⁻ᵀHA⁻¹)⁺(Aw)`` (pseudo-inverses from ``Matrix.pinv``,
+    exact on rationals, and re-checked by Penrose).
+    """
+    A = sp.Matrix([[1, 1], [0, 1]]) if A is None else sp.Matrix(A)
+    H = sp.diag(1, 0) if H is None else sp.Matrix(H)
+    w = sp.Matrix([1, 0]) if w is None else sp.Matrix(w)
+    Ai = A.inv()
+    H2 = Ai.T * H * Ai
+    Hp, Hp2 = H.pinv(), H2.pinv()
+    w2 = A * w
+    s = lambda M: [[str(x) for x in M.row(i)] for i in range(M.rows)]
+    return {
+        "A": s(A), "H": s(H), "Hp": s(Hp), "Hp2": s(Hp2), "w": [str(x) for x in w],
+        "before": str((w.T * Hp * w)[0]), "after": str((w2.T * Hp2 * w2)[0]),
+        "wHw_before": str((w.T * H * w)[0]), "wHw_after": str((w2.T * H2 * w2)[0]),
+    }
+
+
+def derive_T7() -> Derivation:
+    """Derive T7 (sufficiency with cutoff, converse, shear witness)."""
+    d = Derivation(
+        "T7",
+        "For A = cQ: (A^-T H A^-1)^+ = A H^+ A^T, so D+ is invariant, also with a relative cutoff; conversely "
+        "invariance of D+ for all (w, g, H) forces A in CO(n); for singular H and a shear even wᵀH⁺w changes.",
+        [
+            "H symmetric; H⁺ its Moore–Penrose pseudo-inverse (rule 'penrose': HH⁺H = H, H⁺HH⁺ = H⁺, "
+            "HH⁺ = (HH⁺)ᵀ = H⁺H)",
+            "Q orthogonal (rule 'orthogonality'), c > 0",
+            "converse: a polynomial identity on the dense set wᵀu != 0 holds everywhere (continuity)",
+        ],
+    )
+    n = sp.Symbol("n", integer=True, positive=True)
+    Q, H, Hp = (sp.MatrixSymbol(s, n, n) for s in ("Q", "H", "H^+"))
+    w, g, u = (sp.MatrixSymbol(s, n, 1) for s in ("w", "g", "u"))
+    c = sp.Symbol("c", positive=True)
+    lam, rtol, mx = sp.symbols("lambda_i rtol m")
+    pats = [((Q.T, Q), ()), ((Q.T.I,), (Q,)), ((Q.I.T,), (Q,)), ((Q.I,), (Q.T,)),
+            ((H, Hp, H), (H,)), ((Hp, H, Hp), (Hp,)), ((Hp.T,), (Hp,)), ((H.T,), (H,)), ((Hp, H), (H, Hp))]
+    R = word_rule("orthogonality+penrose", "QᵀQ = I, Q⁻ᵀ = Q, HH⁺H = H, H⁺HH⁺ = H⁺, Hᵀ = H, H⁺ᵀ = H⁺, H⁺H = HH⁺", pats)
+    A = c * Q
+    H2 = (A.I.T * H * A.I).doit()
+    X = A * Hp * A.T
+    d.rewrite(R, "H' = A⁻ᵀHA⁻¹ = c⁻² Q H Qᵀ", H2, c**-2 * Q * H * Q.T)
+    H2 = c**-2 * Q * H * Q.T
+    d.rewrite(R, "Penrose 1: H'XH' = H' for X = AH⁺Aᵀ", H2 * X * H2, H2)
+    d.rewrite(R, "Penrose 2: XH'X = X", X * H2 * X, X)
+    d.rewrite(R, "H'X = Q H H⁺ Qᵀ", H2 * X, Q * H * Hp * Q.T)
+    d.rewrite(R, "Penrose 3: (H'X)ᵀ = Q H H⁺ Qᵀ = H'X", (Q * H * Hp * Q.T).T, Q * H * Hp * Q.T)
+    d.rewrite(R, "X H' = Q H H⁺ Qᵀ", X * H2, Q * H * Hp * Q.T)
+    d.rewrite(R, "Penrose 4: (XH')ᵀ = XH'", (Q * H * Hp * Q.T).T, Q * H * Hp * Q.T)
+    d.rewrite(R, "w'ᵀH'⁺w' = c⁴ wᵀH⁺w", (A * w).T * X * (A * w), c**4 * w.T * Hp * w)
+    d.rewrite(R, "‖w'‖² = c²‖w‖²", (A * w).T * (A * w), c**2 * w.T * w)
+    d.rewrite(R, "‖g'‖² = c⁻²‖g‖²", (A.I.T * g).T * (A.I.T * g), c**-2 * g.T * g)
+    p, ww, gg = sp.symbols("p w^Tw g^Tg", positive=True)
+    d.exact("D⁺'/D⁺ = 1", (c**4 * p / (c**2 * ww) * gg / c**2) / (p / ww * gg), 1)
+    # relative cutoff
+    d.rewrite(R, "H u = λu  =>  H'(Qu) = c⁻² Q H u (eigenvectors map to eigenvectors)", H2 * (Q * u), c**-2 * Q * H * u)
+    d.exact("kept-set test: c⁻²|λ_i| - rtol·c⁻²max|λ| = c⁻²(|λ_i| - rtol·max|λ|)",
+            c**-2 * sp.Abs(lam) - rtol * c**-2 * mx, c**-2 * (sp.Abs(lam) - rtol * mx))
+    d.rewrite(positivity({c}), "c⁻² > 0, so the relative cutoff keeps the same eigen-indices", c**-2, sp.true)
+    d.exact("each kept term: (c⁻²λ)⁻¹(Qu)(Qu)ᵀ = c² Q (λ⁻¹uuᵀ) Qᵀ, so H'⁺_τ' = A H⁺_τ Aᵀ",
+            (c**-2 * lam) ** -1 * (Q * u) * (Q * u).T, c**2 * Q * (lam**-1 * u * u.T) * Q.T)
+    # converse: rank-one H
+    uu = sp.Matrix(sp.symbols("u1:4"))
+    Hr = uu * uu.T
+    Pr = Hr / (uu.T * uu)[0] ** 2
+    for i, (a, b) in enumerate(penrose_conditions(Hr, Pr)):
+        d.exact(f"(uuᵀ)⁺ = uuᵀ/(uᵀu)² (n=3): Penrose condition {i + 1}", a, b)
+    wu, uAu, wAw = sp.symbols("w^Tu ||A^-Tu||^2 ||Aw||^2", positive=True)
+    uu_s = sp.Symbol("u^Tu", positive=True)
+    Dp_before = (wu**2 / uu_s**2) / ww * uu_s
+    Dp_after = (wu**2 / uAu**2) / wAw * uAu  # w'ᵀu' = wᵀu (T1), H' = u'u'ᵀ with u' = A⁻ᵀu, g' = u'
+    d.exact("H = uuᵀ, g = u: D⁺'/D⁺ = (uᵀu·wᵀw)/(‖A⁻ᵀu‖²‖Aw‖²), i.e. T4 (ii)", Dp_after / Dp_before, uu_s * ww / (uAu * wAw))
+    for k in (2, 3):
+        d.add(Step(f"T4 (ii) => AᵀA = c²I (certificate n={k})", f"certificate({k})", True, "certificate",
+                   check_certificate(certificate(k))))
+    # shear witness
+    W = shear_pinv_witness()
+    d.witnesses.append(W)
+    Am, Hm, Hpm, Hp2m = (sp.Matrix([[sp.Rational(x) for x in r] for r in W[k]]) for k in ("A", "H", "Hp", "Hp2"))
+    H2m = Am.inv().T * Hm * Am.inv()
+    for i, (a, b) in enumerate(penrose_conditions(H2m, Hp2m) + penrose_conditions(Hm, Hpm)):
+        d.exact(f"shear witness: Penrose condition {i % 4 + 1} for {'H' if i >= 4 else 'H' + chr(39)}", a, b)
+    d.exact("shear: wᵀHw unchanged (T1)", sp.Rational(W["wHw_after"]), sp.Rational(W["wHw_before"]))
+    d.add(Step("shear: wᵀH⁺w changes, ratio after/before = 1/4 != 1 (checker re-verifies)",
+               sp.Rational(W["after"]) / sp.Rational(W["before"]), sp.Rational(1, 4),
+               "certificate", check_pinv_witness(W)))
+    return d.finish()

@@ -1,0 +1,81 @@
+"""T5: ReLU symmetries inside ``CO``.
+
+Neuron-wise scaling acts on ``vec(W_l)`` (column-major) as ``diag(b)^{-k} ⊗ diag(a)``; this is
+conformal iff ``a`` and ``b`` are uniform (entries ``a_i b_j^{-k}`` all equal); on ``b_l`` as
+``diag(a)``; permutations are orthogonal.  On the "layer" partition a uniform rescaling of layer
+``l`` maps the block ``(W_{l+1}, b_{l+1})`` by ``diag(c^{-k} I, I)``: not conformal.
+
+>>> derive_T5().ok
+True
+"""
+from __future__ import annotations
+
+import itertools
+
+import sympy as sp
+
+from coupled_curvature.symbolic.checker import check_witness
+from coupled_curvature.symbolic.derivation import Derivation, Step
+from coupled_curvature.symbolic.witness import is_conformal, witness
+
+__all__ = ["derive_T5", "kron_action"]
+
+
+def kron_action(a: list, b: list, k=1) -> sp.Matrix:
+    """``diag(b)^{-k} ⊗ diag(a)``: the action of neuron-wise scaling on ``vec(W_l)``.
+
+    >>> kron_action([1, 2], [1])
+    Matrix([
+    [1, 0],
+    [0, 2]])
+    """
+    return sp.kronecker_product(sp.diag(*[sp.sympify(x) ** (-k) for x in b]), sp.diag(*[sp.sympify(x) for x in a]))
+
+
+def derive_T5() -> Derivation:
+    """Derive T5 with symbolic scales (2×3 weight) and exact witnesses."""
+    d = Derivation(
+        "T5",
+        "Neuron-wise scaling acts on W_l as vec(W) -> (diag(b)^-k ⊗ diag(a)) vec(W); conformal iff a and b are "
+        "uniform; on b_l iff a is uniform; permutations are orthogonal; on the 'layer' partition a uniform "
+        "rescaling of layer l breaks D of layer l+1 (block map diag(c^-k I, I)).",
+        ["a_i, b_j > 0 (positive scalings); k != 0", "T4 (conformal <=> AᵀA = c²I)"],
+    )
+    k = sp.Symbol("k", positive=True)
+    a = sp.symbols("a1:3", positive=True)
+    b = sp.symbols("b1:4", positive=True)
+    W = sp.Matrix(2, 3, lambda i, j: sp.Symbol(f"W{i + 1}{j + 1}"))
+    vec = lambda X: sp.Matrix(list(X.T))
+    Wt = sp.diag(*a) * W * sp.diag(*[x ** (-k) for x in b])
+    K = kron_action(a, b, k)
+    d.exact("vec(diag(a) W diag(b)^-k) = (diag(b)^-k ⊗ diag(a)) vec(W)", vec(Wt), K * vec(W))
+    d.exact("KᵀK is diagonal with entries a_i² b_j^-2k", K.T * K, sp.diag(*[(a[i] * b[j] ** (-k)) ** 2 for j in range(3) for i in range(2)]))
+    d.exact("ratio of entries (i,j), (i',j): a_i/a_i' (b cancels), so equal entries force a uniform",
+            K[0, 0] / K[1, 1], a[0] / a[1])
+    d.exact("ratio of entries (i,j), (i,j'): (b_j'/b_j)^k, so equal entries force b uniform (t -> t^k injective)",
+            K[0, 0] / K[2, 2], (b[1] / b[0]) ** k)
+    cc = sp.Symbol("c", positive=True)
+    Ku = kron_action([cc, cc], [cc, cc, cc], k)
+    d.exact("uniform a = b = c: KᵀK = c^(2-2k)·I (conformal)", Ku.T * Ku, cc ** (2 - 2 * k) * sp.eye(6))
+    for n in (2, 3):
+        ok = all(
+            sp.Matrix(n, n, lambda i, j: int(p[i] == j)).T * sp.Matrix(n, n, lambda i, j: int(p[i] == j)) == sp.eye(n)
+            for p in itertools.permutations(range(n))
+        )
+        d.add(Step(f"all {n}! permutation matrices P satisfy PᵀP = I", "PᵀP", "I", "exact", ok))
+    cases = [
+        ("non-uniform a = (1, 2), b = (1, 1, 1), k = 1 on W_l", kron_action([1, 2], [1, 1, 1])),
+        ("non-uniform b = (1, 2), a = (1, 1), k = 1 on W_l", kron_action([1, 1], [1, 2])),
+        ("non-uniform a = (1, 3) on b_l", sp.diag(1, 3)),
+        ("'layer' partition, block (W_{l+1}, b_{l+1}) with c = 2, k = 1: diag(1/2 I_2, I_1)",
+         sp.diag(sp.Rational(1, 2), sp.Rational(1, 2), 1)),
+    ]
+    for desc, A in cases:
+        Wn = witness(A)
+        d.witnesses.append(Wn)
+        d.add(Step(f"{desc}: not conformal, witness D'/D = {Wn.factor} (checker)", Wn.factor, "D'/D", "certificate",
+                   (not is_conformal(A)) and check_witness(Wn.to_data())))
+    Au = kron_action([2, 2], [2, 2, 2])
+    d.add(Step("uniform a = b = 2, k = 1 on W_l: identity action, conformal, witness is None", witness(Au) is None, True,
+               "exact", witness(Au) is None and is_conformal(Au)))
+    return d.finish()

@@ -1,0 +1,115 @@
+"""Witness generator for T4: exact rational ``(w, g, H)`` with ``D'/D != 1`` for ``A ∉ CO(n)``.
+
+Action (T1): ``w' = A w``, ``g' = A⁻ᵀ g``, ``H' = A⁻ᵀ H A⁻¹``; ``D = (wᵀHw / wᵀw) / ‖g‖²``.
+Construction (SPEC T4), ``M = AᵀA``:
+
+* some ``e_i`` is not an eigenvector of ``M``: ``w = g = e_i``, ``H = e_i e_iᵀ``, factor
+  ``1 / (M_ii (M⁻¹)_ii) < 1``;
+* else ``M`` is diagonal and non-scalar: ``w = e_i``, ``g = e_j`` with ``M_ii != M_jj``,
+  ``H = e_i e_iᵀ``, factor ``M_jj / M_ii``.
+
+>>> import sympy as sp
+>>> W = witness(sp.Matrix([[1, 0], [0, 2]]))
+>>> W.factor
+4
+>>> witness(sp.Matrix([[3, -4], [4, 3]])) is None
+True
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import sympy as sp
+
+from coupled_curvature.errors import CoupledCurvatureError, InvalidInputError
+from coupled_curvature.symbolic.derivation import Witness
+
+__all__ = ["witness", "coupled_D", "transform", "is_conformal", "as_rational_matrix"]
+
+
+def as_rational_matrix(A: Any, name: str = "A", square: bool = True) -> sp.Matrix:
+    """Validate and return ``A`` as a SymPy matrix of rationals (``InvalidInputError`` otherwise)."""
+    if not isinstance(A, sp.MatrixBase):
+        try:
+            A = sp.Matrix(A)
+        except (TypeError, ValueError, sp.SympifyError) as exc:
+            raise InvalidInputError(
+                f"{name} must be a square sympy.Matrix of rationals, e.g. sp.Matrix([[1, 0], [0, 2]]); got {type(A).__name__}"
+            ) from exc
+    A = sp.Matrix(A)
+    if square and (A.rows != A.cols or A.rows < 2):
+        raise InvalidInputError(f"{name} must be square with n >= 2, got shape {A.shape}; pass an n x n matrix")
+    bad = [x for x in A if not (isinstance(x, sp.Basic) and x.is_Rational)]
+    if bad:
+        raise InvalidInputError(
+            f"{name} must have exact rational entries (sp.Rational / int), got {bad[0]!r}; "
+            "convert floats exactly with sp.Rational(str(x)) or fractions.Fraction"
+        )
+    return A
+
+
+def coupled_D(w: sp.Matrix, g: sp.Matrix, H: sp.Matrix) -> Any:
+    """``D = (wᵀHw / wᵀw) / (gᵀg)`` exactly.
+
+    >>> import sympy as sp
+    >>> coupled_D(sp.Matrix([1, 1]), sp.Matrix([0, 2]), sp.eye(2))
+    1/4
+    """
+    return (w.T * H * w)[0, 0] / (w.T * w)[0, 0] / (g.T * g)[0, 0]
+
+
+def transform(A: sp.Matrix, w: sp.Matrix, g: sp.Matrix, H: sp.Matrix) -> tuple[sp.Matrix, sp.Matrix, sp.Matrix]:
+    """``(A w, A⁻ᵀ g, A⁻ᵀ H A⁻¹)`` (T1 block action).
+
+    >>> import sympy as sp
+    >>> transform(sp.diag(2, 1), sp.Matrix([1, 0]), sp.Matrix([1, 0]), sp.eye(2))[1].T
+    Matrix([[1/2, 0]])
+    """
+    Ai = A.inv()
+    return A * w, Ai.T * g, Ai.T * H * Ai
+
+
+def is_conformal(A: sp.Matrix) -> bool:
+    """Exact test ``AᵀA = c² I`` (``c² = (AᵀA)_11``).
+
+    >>> import sympy as sp
+    >>> is_conformal(sp.Matrix([[3, 4], [-4, 3]])), is_conformal(sp.diag(1, 2))
+    (True, False)
+    """
+    M = A.T * A
+    return M == M[0, 0] * sp.eye(A.rows)
+
+
+def witness(A: Any) -> Witness | None:
+    """``None`` iff ``AᵀA = c² I``; otherwise a :class:`Witness` with ``factor = D'/D != 1``.
+
+    ``A``: square (``n >= 2``), invertible ``sympy.Matrix`` of rationals.
+
+    >>> import sympy as sp
+    >>> W = witness(sp.Matrix([[1, 1], [0, 1]]))   # a shear
+    >>> W.w.T, W.g.T, W.factor                      # 1/(M_11 (M⁻¹)_11)
+    (Matrix([[1, 0]]), Matrix([[1, 0]]), 1/2)
+    """
+    A = as_rational_matrix(A)
+    if A.det() == 0:
+        raise InvalidInputError("A must be invertible (det A = 0); witnesses are for A in GL(n)")
+    n = A.rows
+    if is_conformal(A):
+        return None
+    M = A.T * A
+    e = lambda i: sp.Matrix([int(t == i) for t in range(n)])
+    i = next((i for i in range(n) if any(M[j, i] != 0 for j in range(n) if j != i)), None)
+    if i is not None:
+        w = g = e(i)
+        note = f"e_{i + 1} is not an eigenvector of AᵀA; factor = 1/(M_ii (M⁻¹)_ii)"
+    else:
+        j = next(j for j in range(1, n) if M[j, j] != M[0, 0])
+        i = 0
+        w, g = e(0), e(j)
+        note = f"AᵀA diagonal, non-scalar: w = e_1, g = e_{j + 1}; factor = M_jj/M_ii"
+    H = e(i) * e(i).T
+    w2, g2, H2 = transform(A, w, g, H)
+    factor = sp.Rational(coupled_D(w2, g2, H2) / coupled_D(w, g, H))
+    if factor == 1:  # pragma: no cover - excluded by T4
+        raise CoupledCurvatureError(f"internal error: no witness found for non-conformal {A}")
+    return Witness(A, w, g, H, factor, note)
