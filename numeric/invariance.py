@@ -72,7 +72,7 @@ class ChainResult:
         return self.max_dD <= self.tol_D and self.max_dDplus <= self.tol_Dplus and self.max_drq > 1e-3
 
     def table(self) -> str:
-        head = ["block", "D", "max rel ΔD", "D⁺", "max rel ΔD⁺", "D⁺ bound", "RQ", "rel ΔRQ"]
+        head = ["block", "D", "max rel ΔD", "D⁺", "max rel ΔD⁺", "ε/λmin_rel", "RQ", "rel ΔRQ"]
         f = lambda x: "-" if x is None else f"{x:.3e}"  # noqa: E731
         rows = [head] + [
             [b.name, f(b.D), f(b.dD), f(b.Dplus), f(b.dDplus), f(b.dplus_bound), f(b.rq), f(b.drq)]

@@ -1,0 +1,1 @@
+"""Report assembly: Markdown, HTML (offline MathML) and LaTeX, written atomically."""
