@@ -1,3 +1,3 @@
 """Sub-commands of ``ccurv``; each module has ``register(subparsers)`` and ``run(args)``."""
 
-COMMANDS = ("check",)
+COMMANDS = ("check", "report", "explore")

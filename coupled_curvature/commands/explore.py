@@ -1,0 +1,13 @@
+"""``ccurv explore``: placeholder until its issue lands (its owner replaces this module)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def run(args: argparse.Namespace) -> int:
+    raise SystemExit("ccurv explore is not available yet")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    sub.add_parser("explore", help="(not available yet)").set_defaults(func=run)
