@@ -1,0 +1,194 @@
+"""Each measure against a brute-force reference on tiny models (dense Hessians, grids, loops)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch.func import functional_call, hessian
+
+from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.numeric import measures as M
+from coupled_curvature.numeric.curvature_rate import directional_derivatives
+from coupled_curvature.numeric.lanczos import lanczos_top
+from coupled_curvature.numeric.sharpness import adaptive_average, adaptive_worst, sam_sharpness
+from coupled_curvature.numeric.symmetries import layer_rescale, neuron_rescale, permute_neurons
+
+
+def _net(widths=(3, 4, 3), seed=0, act=nn.ReLU):
+    torch.manual_seed(seed)
+    layers = []
+    for i in range(len(widths) - 1):
+        layers.append(nn.Linear(widths[i], widths[i + 1], dtype=torch.float64))
+        if i < len(widths) - 2:
+            layers.append(act())
+    return nn.Sequential(*layers)
+
+
+def _data(n=20, d=3, k=3, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, d, generator=g, dtype=torch.float64), torch.randint(0, k, (n,), generator=g)
+
+
+def _dense(model, loss_fn, X, y):
+    names = [n for n, _ in model.named_parameters()]
+    params = {n: p.detach() for n, p in model.named_parameters()}
+    sizes = [params[n].numel() for n in names]
+    theta = torch.cat([params[n].reshape(-1) for n in names])
+
+    def f(t):
+        parts = torch.split(t, sizes)
+        return loss_fn(functional_call(model, {n: p.reshape(params[n].shape) for n, p in zip(names, parts)}, (X,)), y)
+
+    return theta, hessian(f)(theta), f, dict(zip(names, sizes))
+
+
+NET, (X, Y), CE = _net(), _data(), nn.CrossEntropyLoss()
+THETA, H, F, SIZES = _dense(NET, CE, X, Y)
+
+
+def _blocks():
+    start = 0
+    for n, s in SIZES.items():
+        yield n, slice(start, start + s)
+        start += s
+
+
+def test_top_eigenvalue_matches_dense_spectrum():
+    r = M.top_eigenvalue(NET, CE, (X, Y))
+    assert r["converged"] and r["residual"] < 1e-6
+    assert abs(r["value"] - float(torch.linalg.eigvalsh(H)[-1])) < 1e-10
+
+
+def test_lanczos_reports_non_convergence():
+    A = torch.diag(torch.linspace(1.0, 2.0, 200, dtype=torch.float64))
+    r = lanczos_top(lambda v: A @ v, 200, max_iter=3)
+    assert not r.converged and r.residual > 1e-6
+
+
+def test_trace_diagonal_and_normalized_flatness_match_dense():
+    assert abs(M.hessian_trace(NET, CE, (X, Y))["value"] - float(torch.trace(H))) < 1e-12
+    ref = 2 * float((THETA.abs() * torch.diagonal(H).clamp(min=0).sqrt()).sum())
+    assert abs(M.normalized_flatness(NET, CE, (X, Y))["value"] - ref) < 1e-10
+
+
+def test_hutchinson_path_is_unbiased_within_its_error():
+    net = _net((3, 4, 3), act=nn.Tanh)  # tanh: also exact via factors; force Hutchinson with max_dense=0
+    net = nn.Sequential(*[m for m in net])
+    theta, Hn, _, _ = _dense(net, CE, X, Y)
+    cache = {}
+    ctx = M._context(net, CE, (X, Y), {"cache": cache})
+    ctx._factors = {}  # disable the exact path
+    r = M.hessian_trace(net, CE, (X, Y), cache=cache, max_dense=0, probes=100)
+    assert r["stderr"] > 0 and abs(r["value"] - float(torch.trace(Hn))) < 5 * r["stderr"]
+
+
+def test_relative_flatness_matches_dense_block():
+    W = NET[2].weight.detach()
+    sl = dict(_blocks())["2.weight"]
+    Hw = H[sl, sl].reshape(3, 4, 3, 4)
+    ref = float(((W @ W.T) * torch.einsum("sjtj->st", Hw)).sum())
+    assert abs(M.relative_flatness(NET, CE, (X, Y))["value"] - ref) < 1e-12
+
+
+def test_laplace_and_newton_match_dense_blocks():
+    lap = M.laplace_logdet(NET, CE, (X, Y), delta=1e-2)["blocks"]
+    newt = M.newton_decrement(NET, CE, (X, Y))["blocks"]
+    g = torch.autograd.functional.jacobian(F, THETA)
+    for n, sl in _blocks():
+        B = H[sl, sl]
+        assert abs(lap[n] - float(torch.linalg.slogdet(B + 1e-2 * torch.eye(B.shape[0], dtype=torch.float64))[1])) < 1e-9
+        ref = float(g[sl] @ torch.from_numpy(np.linalg.pinv(B.numpy(), rcond=1e-10, hermitian=True)) @ g[sl])
+        assert abs(newt[n] - ref) <= 1e-7 * abs(ref)
+
+
+def test_fisher_rao_matches_per_sample_loop():
+    vals = []
+    for i in range(len(X)):
+        net = _net()
+        loss = CE(net(X[i:i + 1]), Y[i:i + 1])
+        grads = torch.autograd.grad(loss, list(net.parameters()))
+        vals.append(sum(float((p.detach() * gr).sum()) for p, gr in zip(net.parameters(), grads)) ** 2)
+    assert abs(M.fisher_rao_norm(NET, CE, (X, Y))["value"] - sum(vals) / len(vals)) < 1e-12
+
+
+def _quad2(t):  # a 2-parameter non-quadratic loss
+    return (t[0] ** 2) * 3.0 + torch.sin(t[1]) + 0.5 * t[0] * t[1] ** 2
+
+
+def test_sam_sharpness_against_grid_search():
+    theta = torch.tensor([0.3, -0.2], dtype=torch.float64)
+    r = sam_sharpness(_quad2, theta, rho=0.1, steps=50)
+    ang = torch.linspace(0, 2 * math.pi, 20001, dtype=torch.float64)
+    rad = torch.linspace(0, 0.1, 51, dtype=torch.float64)
+    best = max(float((_quad2(theta.unsqueeze(1) + rr * torch.stack([ang.cos(), ang.sin()])) - _quad2(theta)).max()) for rr in rad)
+    assert best - 1e-6 <= r.value <= best + 1e-8  # grid resolution
+
+
+def test_adaptive_worst_against_grid_search():
+    theta = torch.tensor([0.3, -0.2], dtype=torch.float64)
+    r = adaptive_worst(_quad2, theta, rho=0.5, steps=60)
+    ang = torch.linspace(0, 2 * math.pi, 20001, dtype=torch.float64)
+    best = -1.0
+    for rr in torch.linspace(0, 0.5, 51, dtype=torch.float64):
+        pts = theta.unsqueeze(1) + theta.abs().unsqueeze(1) * rr * torch.stack([ang.cos(), ang.sin()])
+        best = max(best, float((_quad2(pts) - _quad2(theta)).max()))
+    assert best - 1e-6 <= r.value <= best + 1e-8  # grid resolution
+
+
+def test_adaptive_average_uses_common_random_numbers():
+    theta = torch.tensor([0.3, -0.2], dtype=torch.float64)
+    r = adaptive_average(_quad2, theta, rho=0.5, samples=5, seed=3)
+    g = torch.Generator().manual_seed(3)
+    ref = []
+    for _ in range(5):
+        z = torch.randn(2, generator=g, dtype=torch.float64)
+        ref.append(float(_quad2(theta + theta.abs() * 0.5 * z / z.norm()) - _quad2(theta)))
+    assert abs(r.value - sum(ref) / 5) < 1e-15
+
+
+def test_directional_derivatives_match_torch_func():
+    u = torch.nn.functional.normalize(torch.randn(4, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(5)), dim=1)
+    d = directional_derivatives(NET, CE, X[:4], Y[:4], u, 4)
+    for i in range(4):
+        f = lambda t, i=i: nn.functional.cross_entropy(NET(X[i:i + 1] + t * u[i:i + 1]), Y[i:i + 1])  # noqa: E731
+        g = f
+        for n in range(4):
+            g = torch.func.grad(g)
+            assert abs(float(g(torch.tensor(0.0, dtype=torch.float64))) - float(d[i, n])) < 1e-10
+
+
+def _values(name, model, **kw):
+    r = M.evaluate(name, model, CE, (X, Y), **kw)
+    return r["blocks"] if "blocks" in r else {"v": r["value"]}
+
+
+def _maxdev(a, b):
+    return max(abs(b[k] - v) / abs(v) for k, v in a.items() if v is not None and b.get(k) is not None)
+
+
+@pytest.mark.parametrize("name,sym,invariant", [
+    ("top_eig", "layer", False), ("top_eig", "perm", True), ("trace", "perm", True), ("trace", "layer", False),
+    ("sam", "layer", False), ("sam", "perm", True), ("adaptive_worst", "neuron", True), ("adaptive_avg", "neuron", True),
+    ("norm_flat", "neuron", True), ("rel_flat", "layer", True), ("rel_flat", "neuron", False),
+    ("fisher_rao", "neuron", True), ("laplace_logdet", "layer", False), ("lambda", "neuron", True),
+    ("D", "layer", True), ("D", "neuron", False), ("Dplus", "layer", True), ("rho", "neuron", True),
+    ("newton", "layer", True),
+])
+def test_invariance_cells(name, sym, invariant):
+    moved = {"layer": layer_rescale(NET, 0, 4.0), "neuron": neuron_rescale(NET, 0, [0.5, 2.0, 4.0, 1.0]),
+             "perm": permute_neurons(NET, 0, [2, 0, 3, 1])}[sym]
+    dev = _maxdev(_values(name, NET), _values(name, moved))
+    assert dev <= 1e-9 if invariant else dev >= 1e-3
+
+
+def test_unknown_names_and_options_are_clear_errors():
+    with pytest.raises(InvalidInputError, match="available: all, top_eig"):
+        M.select("top_eig,sharpest")
+    with pytest.raises(InvalidInputError, match="unknown option"):
+        M.top_eigenvalue(NET, CE, (X, Y), radius=3)
+    with pytest.raises(InvalidInputError, match="rho"):
+        M.sam_sharpness_measure(NET, CE, (X, Y), rho=-1.0)
