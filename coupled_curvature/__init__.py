@@ -14,6 +14,7 @@ torch and ``coupled_curvature.numeric`` never pulls in sympy.
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any
 
 from coupled_curvature.errors import (
@@ -24,6 +25,13 @@ from coupled_curvature.errors import (
 )
 
 __version__ = "0.1.0"
+
+# In a source checkout (tests, benchmarks run from the repository root) the sub-packages
+# sit beside this folder, as symbolic/, numeric/ and proofs/; installs map them by
+# package-dir. Let the import system find them in both cases.
+_checkout = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if os.path.isfile(os.path.join(_checkout, "numeric", "diagnostics.py")) and _checkout not in __path__:
+    __path__.append(_checkout)
 
 _LAZY = {
     "diagnose": "coupled_curvature.numeric.diagnostics",
