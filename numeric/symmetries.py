@@ -156,3 +156,9 @@ def function_gap(a: nn.Module, b: nn.Module, X: Tensor) -> float:
     if ya.shape != yb.shape:
         raise InvalidInputError(f"the models' outputs differ in shape: {tuple(ya.shape)} vs {tuple(yb.shape)}")
     return float((ya - yb).abs().max()) if ya.numel() else 0.0
+
+
+from coupled_curvature.numeric.reparam import (  # noqa: E402,F401  (more symmetries, issue 5)
+    ScaledLoss, SymmetryResult, bn_rescale, linear_mix, orthogonal_mix, random_invertible,
+    random_orthogonal, reparametrize, scale_loss,
+)

@@ -82,7 +82,7 @@ def test_hutchinson_path_is_unbiased_within_its_error():
     cache = {}
     ctx = M._context(net, CE, (X, Y), {"cache": cache})
     ctx._factors = {}  # disable the exact path
-    r = M.hessian_trace(net, CE, (X, Y), cache=cache, max_dense=0, probes=100)
+    r = M.hessian_trace(net, CE, (X, Y), cache=cache, max_dense=0, probes=30)
     assert r["stderr"] > 0 and abs(r["value"] - float(torch.trace(Hn))) < 5 * r["stderr"]
 
 
@@ -158,7 +158,7 @@ def test_directional_derivatives_match_torch_func():
         g = f
         for n in range(4):
             g = torch.func.grad(g)
-            assert abs(float(g(torch.tensor(0.0, dtype=torch.float64))) - float(d[i, n])) < 1e-10
+            assert abs(float(g(torch.tensor(0.0, dtype=torch.float64)).detach()) - float(d[i, n])) < 1e-10
 
 
 def _values(name, model, **kw):

@@ -1,0 +1,279 @@
+"""The invariance matrix: every measure under every symmetry sweep, against the theory's prediction.
+
+Rows are measures (:mod:`measures`), columns symmetries. A cell holds the maximum relative
+deviation ``max_points max_entries |m(T_α) − m| / |m|`` over the sweep, the prediction from
+:data:`PREDICTIONS` (a plain table citing SPEC theorem ids; numeric/ never imports the proofs
+package) and whether they agree: "invariant" needs deviation ≤ ``tol_invariant`` (1e-9),
+"moves" needs ≥ ``tol_moves`` (1e-3), "degenerate" needs the measure to flag the block the
+symmetry acts on as undefined (T10).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.numeric import measures as M
+from coupled_curvature.numeric.reparam import (
+    SymmetryResult, bn_rescale, orthogonal_mix, linear_mix, random_invertible, random_orthogonal,
+    reparametrize, scale_loss,
+)
+from coupled_curvature.numeric.symmetries import function_gap, layer_rescale, neuron_rescale, permute_neurons, weight_layers
+
+SYMMETRIES = ("layer", "neuron", "perm", "bn", "orthogonal", "gl", "nonlinear", "loss")
+
+I, MV, DG = "invariant", "moves", "degenerate"
+_EW = "element-wise scaling θ_i -> a_iθ_i"
+# (prediction, reason) per measure and symmetry; symmetries act on the last hidden layer.
+PREDICTIONS: dict[str, dict[str, tuple[str, str]]] = {
+    "top_eig": {"layer": (MV, "T3: blocks scale by c^∓2"), "neuron": (MV, "T1: H -> A⁻ᵀHA⁻¹, A non-orthogonal"),
+                "perm": (I, "T1: orthogonal T keeps the spectrum"), "bn": (MV, "T1: block scales by c⁻²"),
+                "orthogonal": (I, "T1: orthogonal T keeps the spectrum"), "gl": (MV, "T1, A non-orthogonal"),
+                "nonlinear": (MV, "T6: H' = JᵀHJ + Σg∇²φ"), "loss": (MV, "T12: H -> sH")},
+    "trace": {"layer": (MV, "T3"), "neuron": (MV, "T1"), "perm": (I, "T1: orthogonal T"), "bn": (MV, "T1"),
+              "orthogonal": (I, "T1: orthogonal T"), "gl": (MV, "T1"), "nonlinear": (MV, "T6"), "loss": (MV, "T12")},
+    "sam": {"layer": (MV, "§4: fixed ℓ2 radius, T3 (Dinh α-scale)"), "neuron": (MV, "§4 fixed radius"),
+            "perm": (I, "§4: ball and ascent from 0 are orthogonally equivariant"), "bn": (MV, "§4 fixed radius"),
+            "orthogonal": (I, "§4: orthogonally equivariant"), "gl": (MV, "§4"), "nonlinear": (MV, "§4"),
+            "loss": (MV, "§4: L -> sL")},
+    "adaptive_worst": {"layer": (I, f"§4: {_EW}"), "neuron": (I, f"§4: {_EW}"), "perm": (I, "§4: ascent from 0 is permutation-equivariant"),
+                       "bn": (I, f"§4: {_EW}"), "orthogonal": (MV, "§4: mixing is not element-wise"), "gl": (MV, "§4"),
+                       "nonlinear": (MV, "§4"), "loss": (MV, "§4: L -> sL")},
+    "adaptive_avg": {"layer": (I, f"§4 CRN: {_EW}"), "neuron": (I, f"§4 CRN: {_EW}"),
+                     "perm": (MV, "§4 CRN draws are tied to coordinate indices: invariant only in distribution"),
+                     "bn": (I, f"§4 CRN: {_EW}"), "orthogonal": (MV, "§4"), "gl": (MV, "§4"), "nonlinear": (MV, "§4"),
+                     "loss": (MV, "§4: L -> sL")},
+    "norm_flat": {"layer": (I, f"§4: {_EW}, H_ii -> H_ii/a_i²"), "neuron": (I, f"§4: {_EW}"), "perm": (I, "§4: re-indexing"),
+                  "bn": (I, f"§4: {_EW}"), "orthogonal": (MV, "§4: diagonal not preserved by mixing"), "gl": (MV, "§4"),
+                  "nonlinear": (MV, "§4"), "loss": (MV, "§4: √s")},
+    "rel_flat": {"layer": (I, "§4: uniform column scaling of the last layer"), "neuron": (MV, "§4: non-uniform column scaling"),
+                 "perm": (I, "§4: column permutation"), "bn": (I, "§4: last layer untouched"),
+                 "orthogonal": (I, "§4: orthogonal column mixing"), "gl": (MV, "§4"), "nonlinear": (MV, "§4"), "loss": (MV, "§4: s")},
+    "fisher_rao": {"layer": (I, "T1: θᵀ∇ℓ_n under linear symmetries"), "neuron": (I, "T1"), "perm": (I, "T1"), "bn": (I, "T1"),
+                   "orthogonal": (I, "T1"), "gl": (I, "T1"), "nonlinear": (MV, "T6: φᵀ(h'⊙∇ℓ) ≠ θᵀ∇ℓ"), "loss": (MV, "T12: s²")},
+    "laplace_logdet": {"layer": (MV, "T3/T8: det(c⁻²H+δI)"), "neuron": (MV, "T1"), "perm": (I, "T1: orthogonal per block"),
+                       "bn": (MV, "T8"), "orthogonal": (I, "T1: orthogonal per block"), "gl": (MV, "T1"),
+                       "nonlinear": (MV, "T6"), "loss": (MV, "T8/T12")},
+    "lambda": {s: (I, "§4: depends on the function only") for s in SYMMETRIES[:-1]}
+    | {"loss": (I, "§4: log|s d_n| = log s + log|d_n|: slope unchanged")},
+    "D": {"layer": (I, "T3"), "neuron": (MV, "T5: non-uniform scaling is not conformal"), "perm": (I, "T5: orthogonal"),
+          "bn": (DG, "T10: scale-invariant block, wᵀg = 0, D ≡ 0"), "orthogonal": (I, "T4: CO(n)"),
+          "gl": (MV, "T4: A ∉ CO(n)"), "nonlinear": (MV, "T6"), "loss": (MV, "T12: D/s")},
+    "Dplus": {"layer": (I, "T3/T7"), "neuron": (MV, "T7"), "perm": (I, "T7"), "bn": (I, "T7: conformal cI"),
+              "orthogonal": (I, "T7"), "gl": (MV, "T7"), "nonlinear": (MV, "T6"), "loss": (MV, "T12: sD⁺")},
+    "D*Dplus": {"layer": (I, "T3/T7"), "neuron": (MV, "T5/T7"), "perm": (I, "T7"), "bn": (DG, "T10: D ≡ 0"),
+                "orthogonal": (I, "T4/T7"), "gl": (MV, "T4/T7"), "nonlinear": (MV, "T6"), "loss": (I, "T12: D·D⁺ invariant")},
+    "rho": {"layer": (I, "T11"), "neuron": (I, "T11: block-diagonal linear"), "perm": (I, "T11"),
+            "bn": (DG, "T10/T11: wᵀg = 0, ρ undefined"), "orthogonal": (I, "T11"), "gl": (I, "T11: block-diagonal linear"),
+            "nonlinear": (MV, "T6"), "loss": (MV, "T12: ρ/s")},
+    "newton": {"layer": (I, "T11"), "neuron": (I, "T11: g ∈ range(H_bb)"), "perm": (I, "T11"), "bn": (I, "T11"),
+               "orthogonal": (I, "T11"), "gl": (I, "T11"), "nonlinear": (MV, "T6"), "loss": (MV, "T12: s·gᵀH⁺g")},
+}
+
+
+@dataclass
+class SweepPoint:
+    x: float
+    label: str
+    result: SymmetryResult
+
+
+@dataclass
+class Cell:
+    measure: str
+    symmetry: str
+    deviation: float | None
+    predicted: str
+    reason: str
+    agrees: bool
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        return {"measure": self.measure, "symmetry": self.symmetry, "deviation": self.deviation,
+                "predicted": self.predicted, "agrees": self.agrees, "reason": self.reason, "note": self.note}
+
+
+@dataclass
+class Matrix:
+    """Cells, the measured values per sweep point (for the figures) and timings."""
+
+    measures: list[str]
+    symmetries: list[str]
+    cells: list[Cell]
+    values: dict[str, dict[str, list[tuple[float, float | None]]]]  # symmetry -> measure -> (x, summary)
+    gaps: dict[str, list[tuple[str, float]]]
+    seconds: float
+    measure_seconds: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def cell(self, measure: str, symmetry: str) -> Cell:
+        return next(c for c in self.cells if c.measure == measure and c.symmetry == symmetry)
+
+    @property
+    def disagreements(self) -> list[Cell]:
+        return [c for c in self.cells if not c.agrees]
+
+
+def entries(result: dict) -> dict[str, float | None]:
+    """Comparable numbers of a measure result: its per-block values, or ``{"value": v}``."""
+    if "blocks" in result:  # parametrized tensors compare with their plain names
+        return {k.replace(".parametrizations.", ".").removesuffix(".original"): v for k, v in result["blocks"].items()}
+    return {"value": result["value"]}
+
+
+def summary(result: dict) -> float | None:
+    """One number per result for plots: the value, or the mean |entry| over defined blocks."""
+    if "blocks" not in result:
+        return result["value"]
+    vals = [abs(v) for v in result["blocks"].values() if v is not None and math.isfinite(v)]
+    return sum(vals) / len(vals) if vals else None
+
+
+def relative_deviation(base: dict, new: dict) -> float | None:
+    """``max_k |new_k − base_k| / |base_k|`` over entries defined in both (``None`` if none are)."""
+    a, b = entries(base), entries(new)
+    devs = []
+    for k, v in a.items():
+        w = b.get(k)
+        if v is None or w is None or not (math.isfinite(v) and math.isfinite(w)):
+            continue
+        devs.append(0.0 if v == w else (abs(w - v) / abs(v) if v != 0 else math.inf))
+    return max(devs) if devs else None
+
+
+def judge(predicted: str, deviation: float | None, degenerate: bool, *, tol_invariant: float = 1e-9,
+          tol_moves: float = 1e-3) -> bool:
+    """Agreement of one cell with its prediction."""
+    if predicted == DG:
+        return degenerate
+    if deviation is None:
+        return False
+    return deviation <= tol_invariant if predicted == I else deviation >= tol_moves
+
+
+def evaluate_all(model: nn.Module, loss_fn: Callable, data, measures: Sequence[str], options: dict,
+                 allow_train_mode: bool, timings: dict[str, float]) -> dict[str, dict]:
+    """Every measure on one model, sharing one cache."""
+    cache: dict = {}
+    out = {}
+    for name in measures:
+        start = time.perf_counter()
+        out[name] = M.REGISTRY[name].func(model, loss_fn, data, cache=cache, allow_train_mode=allow_train_mode,
+                                          **options.get(name, {}))
+        timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
+    return out
+
+
+def sweep(symmetry: str, model: nn.Module, loss_fn: Callable, X: torch.Tensor, *, layer: int, seed: int = 0,
+          quick: bool = False) -> list[SweepPoint]:
+    """The default sweep of one symmetry acting on weight layer ``layer`` (and ``layer + 1``).
+
+    Scale parameters are powers of two (exact in floating point); neuron-wise scales are
+    ``2^{m_i}``, integers ``m_i ∈ [−t, t]``; mixing uses ``exp(tS)`` (orthogonal) or ``exp(tG/√n)``.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    pts: list[SweepPoint] = []
+    if symmetry == "layer":
+        for c in ((2.0**-4, 2.0**4) if quick else (2.0**-4, 2.0**-2, 2.0**2, 2.0**4)):
+            m = layer_rescale(model, layer, c)
+            pts.append(SweepPoint(c, f"c={c:g}", SymmetryResult(m, None, function_gap(model, m, X), f"layer_rescale(c={c:g})")))
+    elif symmetry == "neuron":
+        units = weight_layers(model)[layer].weight.shape[0]
+        u = torch.rand(units, generator=gen, dtype=torch.float64) * 2 - 1
+        for t in ((2,) if quick else (1, 3)):
+            a = 2.0 ** torch.round(t * u)
+            m = neuron_rescale(model, layer, a)
+            pts.append(SweepPoint(2.0**t, f"max ratio 2^{2 * t}", SymmetryResult(m, None, function_gap(model, m, X), f"neuron_rescale(2^m, |m|≤{t})")))
+    elif symmetry == "perm":
+        units = weight_layers(model)[layer].weight.shape[0]
+        for k in range(1 if quick else 2):
+            p = torch.randperm(units, generator=gen)
+            m = permute_neurons(model, layer, p)
+            pts.append(SweepPoint(float(k + 1), f"draw {k + 1}", SymmetryResult(m, None, function_gap(model, m, X), "permute_neurons")))
+    elif symmetry == "bn":
+        for c in ((2.0**4,) if quick else (2.0**-4, 2.0**4)):
+            pts.append(SweepPoint(c, f"c={c:g}", bn_rescale(model, layer, c, X)))
+    elif symmetry in ("orthogonal", "gl"):
+        n = weight_layers(model)[layer].weight.shape[0]
+        s = int(torch.randint(0, 2**31 - 1, (1,), generator=gen))
+        for t in ((1.0,) if quick else (0.5, 2.0)):
+            if symmetry == "orthogonal":
+                pts.append(SweepPoint(t, f"t={t:g}", orthogonal_mix(model, layer, random_orthogonal(n, t, s), X)))
+            else:
+                pts.append(SweepPoint(t, f"t={t:g}", linear_mix(model, layer, random_invertible(n, t, s), X)))
+    elif symmetry == "nonlinear":
+        kinds = (("sinh", 1.0),) if quick else (("sinh", 1.0), ("cube", 1.0))
+        for k, (kind, scale) in enumerate(kinds):
+            pts.append(SweepPoint(float(k + 1), kind, reparametrize(model, kind, X, scale=scale)))
+    elif symmetry == "loss":
+        for s in ((2.0**4,) if quick else (2.0**-4, 2.0**4)):
+            pts.append(SweepPoint(s, f"s={s:g}", scale_loss(model, loss_fn, s, X)))
+    else:
+        raise InvalidInputError(f"unknown symmetry {symmetry!r}; available: {', '.join(SYMMETRIES)}")
+    return pts
+
+
+def invariance_matrix(
+    targets: dict[str, tuple[nn.Module, Callable, object, bool]],
+    measures: Sequence[str],
+    symmetries: Sequence[str],
+    *,
+    layer: Callable[[nn.Module], int] | None = None,
+    options: dict | None = None,
+    seed: int = 0,
+    quick: bool = False,
+    tol_invariant: float = 1e-9,
+    tol_moves: float = 1e-3,
+    progress: Callable[[str], None] | None = None,
+) -> Matrix:
+    """Run the sweeps and fill the matrix.
+
+    ``targets`` maps each symmetry (or ``"*"`` for the default) to ``(model, loss_fn, data,
+    allow_train_mode)`` — e.g. the ``bn`` column runs on a BatchNorm twin. Symmetries act on
+    weight layer ``layer(model)`` (default: the last hidden layer).
+    """
+    say = progress or (lambda s: None)
+    options = options or {}
+    layer = layer or (lambda m: len(weight_layers(m)) - 2)
+    measures = M.select(list(measures))
+    start = time.perf_counter()
+    timings: dict[str, float] = {}
+    baselines: dict[int, dict] = {}
+    cells, values, gaps = [], {}, {}
+    for sym in symmetries:
+        model, loss_fn, data, allow = targets[sym] if sym in targets else targets["*"]
+        X = data[0]
+        key = id(model)
+        if key not in baselines:
+            say(f"baseline measures on {'the BatchNorm twin' if sym == 'bn' else 'the model'}")
+            baselines[key] = evaluate_all(model, loss_fn, data, measures, options, allow, timings)
+        base = baselines[key]
+        points = sweep(sym, model, loss_fn, X, layer=layer(model), seed=seed, quick=quick)
+        gaps[sym] = [(p.label, p.result.function_gap) for p in points]
+        results = []
+        for p in points:
+            say(f"  {sym}: {p.label} (function gap {p.result.function_gap:.2e})")
+            lf = p.result.loss_fn or loss_fn
+            results.append(evaluate_all(p.result.model, lf, data, measures, options, allow, timings))
+        values[sym] = {m: [(1.0, summary(base[m]))] + [(p.x, summary(r[m])) for p, r in zip(points, results)]
+                       for m in measures}
+        for m in measures:
+            devs = [relative_deviation(base[m], r[m]) for r in results]
+            known = [d for d in devs if d is not None]
+            dev = max(known) if known else None
+            degenerate = bool(base[m].get("degenerate")) and all(bool(r[m].get("degenerate")) for r in results)
+            predicted, reason = PREDICTIONS[m][sym]
+            ok = judge(predicted, dev, degenerate, tol_invariant=tol_invariant, tol_moves=tol_moves)
+            note = ""
+            if degenerate:
+                note = "degenerate blocks: " + ", ".join(base[m]["degenerate"])
+            if sym == "bn" and not ok:
+                note += " BatchNorm eps > 0 makes the scale symmetry inexact (exact only as eps -> 0)"
+            cells.append(Cell(m, sym, dev, predicted, reason, ok, note.strip()))
+    return Matrix(list(measures), list(symmetries), cells, values, gaps, time.perf_counter() - start, timings)
