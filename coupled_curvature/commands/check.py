@@ -1,32 +1,47 @@
-"""``ccurv check``: machine-check the invariance results."""
+"""``ccurv check``: machine-check T1–T12 (symbolic proofs and numeric cross-checks on trained nets).
+
+Prints one summary row per theorem (status, steps by trust label, numeric figure, time); exit 0
+when every selected theorem is proved (or, numeric only, agrees), 1 otherwise, 2 on bad input.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import tempfile
 import time
+from typing import Any
 
 from coupled_curvature.commands._common import say as _say
+from coupled_curvature.errors import InvalidInputError
 
 
-def _check_numeric(args: argparse.Namespace) -> bool:
-    import torch
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2e}"
 
-    from coupled_curvature.numeric.datasets import load
-    from coupled_curvature.numeric.invariance import chain_check
-    from coupled_curvature.numeric.training import train_mlp
 
-    data = load("digits", seed=args.seed)
-    _say("numeric check: digits, ReLU MLP 64x3, float64")
-    trained = train_mlp(data, (64, 64, 64), seed=args.seed, progress=True)
-    _say(
-        f"trained ({trained.criterion}): train acc {trained.train_acc:.3f}, "
-        f"test acc {trained.test_acc:.3f}, train loss {trained.train_loss:.3e}"
-    )
-    result = chain_check(
-        trained.model, torch.nn.CrossEntropyLoss(), data.train, seed=args.seed,
-        progress=lambda s: _say("  " + s),
-    )
-    print("Numeric check (T3): D and D⁺ under a random chain of layer rescalings and permutations")
+def summary_table(report: Any) -> str:
+    """Aligned text: one row per theorem."""
+    head = ["theorem", "status", "exact", "certificate", "rewrite", "numeric", "numeric figure", "agrees", "time"]
+    rows = [head]
+    for t, s in report.statuses.items():
+        num = s.numeric
+        rows.append([
+            t, s.status, *(str(s.steps[k]) for k in ("exact", "certificate", "rewrite", "numeric")),
+            "-" if num is None else f"{num.figure_name} = {_fmt(num.figure)}",
+            "-" if num is None else ("yes" if num.agrees else "NO"), f"{s.seconds:.1f}s",
+        ])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) if i in (0, 1, 6) else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+             for r in rows]
+    lines.insert(1, "-" * len(lines[0]))
+    return "\n".join(lines)
+
+
+def _print_chain(result: Any) -> None:
+    print("Numeric check (T3): D and D⁺ under a random chain of layer rescalings and permutations "
+          "(digits, ReLU MLP 64x3, float64)")
     for step in result.steps:
         print(f"  {step}")
     print(f"  function gap after the chain: {result.function_gap:.3e}")
@@ -36,19 +51,72 @@ def _check_numeric(args: argparse.Namespace) -> bool:
         f"D⁺ {result.max_dDplus:.3e} (tol {result.tol_Dplus:g}), "
         f"Rayleigh quotient {result.max_drq:.3e} (must move > 1e-3)"
     )
-    print("numeric check: " + ("PASS" if result.passed else "FAIL"))
-    return result.passed
+    print("numeric check: " + ("PASS" if result.passed else "FAIL") + " (digits 64x3, T3)")
+    print()
+
+
+def write_json_atomic(path: str, data: dict) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        raise InvalidInputError(f"cannot write {path!r}: folder {folder!r} does not exist or is not writable")
+    fd, tmp = tempfile.mkstemp(prefix=".ccurv-", suffix=".json", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2, sort_keys=False)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
 
 
 def run(args: argparse.Namespace) -> int:
+    from coupled_curvature.proofs import check_all, parse_only
+
     start = time.perf_counter()
-    ok = _check_numeric(args)
-    _say(f"check finished in {time.perf_counter() - start:.1f}s")
-    return 0 if ok else 1
+    only = parse_only(args.only)  # bad ids fail before any work
+    if args.json:
+        folder = os.path.dirname(os.path.abspath(args.json))
+        if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+            raise InvalidInputError(f"--json {args.json!r}: folder {folder!r} does not exist or is not writable")
+    symbolic = args.symbolic or not args.numeric
+    numeric = args.numeric or not args.symbolic
+    report = check_all(only=only, symbolic=symbolic, numeric=numeric, seed=args.seed, progress=_say,
+                       heavy=not args.quick)
+    lab = report.lab
+    if lab is not None and "digits-64x3" in getattr(lab, "_chains", {}):
+        _print_chain(lab._chains["digits-64x3"])
+    what = " + ".join(k for k, v in (("symbolic", symbolic), ("numeric", numeric)) if v)
+    print(f"ccurv check ({what}, seed {args.seed}): {len(report.statuses)} theorems")
+    print(summary_table(report))
+    for t, s in report.statuses.items():
+        for r in s.reasons:
+            print(f"  {t}: {r}")
+    total = time.perf_counter() - start
+    if not report.ok:
+        verdict = "SOME THEOREMS FAILED"
+    elif all(s.status == "proved" for s in report.statuses.values()):
+        verdict = "all proved"
+    else:
+        verdict = "no failures (numeric evidence only, nothing proved by numbers)"
+    print(f"{verdict}; total {total:.1f}s")
+    if args.json:
+        data = report.to_json()
+        data["seconds"] = round(total, 3)
+        write_json_atomic(args.json, data)
+        _say(f"wrote {args.json}")
+    return 0 if report.ok else 1
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    check = sub.add_parser("check", help="machine-check the invariance results (default: everything)")
-    check.add_argument("--numeric", action="store_true", help="only the numeric cross-checks")
-    check.add_argument("--seed", type=int, default=0, help="seed for training and the symmetry chain")
+    check = sub.add_parser("check", help="machine-check T1-T12 (default: symbolic proofs and numeric cross-checks)")
+    check.add_argument("--symbolic", action="store_true", help="only the symbolic derivations")
+    check.add_argument("--numeric", action="store_true", help="only the numeric cross-checks on trained nets")
+    check.add_argument("--only", metavar="IDS", default=None, help="comma-separated theorem ids, e.g. T4,T6")
+    check.add_argument("--json", metavar="FILE", default=None, help="write the machine-readable result to FILE")
+    check.add_argument("--seed", type=int, default=0, help="seed for training and the symmetry chains")
+    check.add_argument("--quick", action="store_true",
+                       help="skip the digits 64x3 D⁺ chain (the slow part); small nets only")
     check.set_defaults(func=run)

@@ -1,0 +1,107 @@
+"""A compilable LaTeX source (``pdflatex``/``lualatex``; packages amsmath, graphicx, longtable)."""
+
+from __future__ import annotations
+
+import sympy as sp
+
+from coupled_curvature.reporting.content import NUMERIC_HEAD, ReportData, as_math, fmt_num, summary_rows
+
+__all__ = ["render_latex", "tex_text"]
+
+_SPECIAL = {"\\": r"\textbackslash{}", "_": r"\_", "%": r"\%", "&": r"\&", "#": r"\#", "^": r"\^{}",
+            "$": r"\$", "{": r"\{", "}": r"\}", "~": r"\~{}", "<": r"$<$", ">": r"$>$", "|": r"$|$"}
+_UNICODE = {
+    "²": r"$^2$", "³": r"$^3$", "⁴": r"$^4$", "¹": r"$^1$", "⁺": r"$^+$", "⁻": r"$^-$", "ᵀ": r"$^T$",
+    "·": r"$\cdot$", "½": r"$\frac12$", "ö": r"\"o", "Δ": r"$\Delta$", "Π": r"$\Pi$", "Σ": r"$\Sigma$",
+    "α": r"$\alpha$", "δ": r"$\delta$", "θ": r"$\theta$", "κ": r"$\kappa$", "λ": r"$\lambda$", "π": r"$\pi$",
+    "ρ": r"$\rho$", "σ": r"$\sigma$", "τ": r"$\tau$", "φ": r"$\varphi$", "γ": r"$\gamma$", "ε": r"$\varepsilon$",
+    "–": "--", "—": "---", "‖": r"$\|$", "…": r"\dots{}", "ℓ": r"$\ell$", "∂": r"$\partial$", "∇": r"$\nabla$",
+    "−": "-", "∘": r"$\circ$", "∠": r"$\angle$", "≡": r"$\equiv$", "≤": r"$\le$", "≥": r"$\ge$", "⊗": r"$\otimes$",
+    "⟨": r"$\langle$", "⟩": r"$\rangle$", "→": r"$\to$", "⇔": r"$\Leftrightarrow$", "⇒": r"$\Rightarrow$",
+    "∈": r"$\in$", "∉": r"$\notin$", "≠": r"$\ne$", "≈": r"$\approx$", "∥": r"$\parallel$", "×": r"$\times$",
+    "✓": "ok", "✗": "FAIL", "′": "'", "⋊": r"$\rtimes$", "∀": r"$\forall$", "√": r"$\surd$", "∞": r"$\infty$",
+    "±": r"$\pm$", "∓": r"$\mp$", "·": r"$\cdot$", "’": "'", "“": "``", "”": "''",
+}
+
+
+def tex_text(s: object) -> str:
+    """Escape plain text for LaTeX; math-like Unicode becomes inline math, anything else unknown ``?``.
+
+    >>> tex_text("‖g‖² ≤ 1 & D⁺")
+    '$\\\\|$g$\\\\|$$^2$ $\\\\le$ 1 \\\\& D$^+$'
+    """
+    out = []
+    for ch in str(s):
+        if ch in _SPECIAL:
+            out.append(_SPECIAL[ch])
+        elif ord(ch) < 128:
+            out.append(ch)
+        else:
+            out.append(_UNICODE.get(ch, "?"))
+    return "".join(out)
+
+
+def _math(v) -> str:
+    m = as_math(v)
+    return "$" + sp.latex(m) + "$" if not isinstance(m, str) else tex_text(m)
+
+
+def _ascii_math(tex: str) -> str:
+    return "".join(_UNICODE.get(ch, "?").strip("$") if ord(ch) >= 128 else ch for ch in tex)
+
+
+def _longtable(rows: list[list[str]], spec: str) -> list[str]:
+    head = " & ".join(rf"\textbf{{{c}}}" for c in rows[0]) + r" \\ \hline"
+    return [rf"\begin{{longtable}}{{{spec}}}", r"\hline", head, r"\endhead"] + \
+        [" & ".join(r) + r" \\" for r in rows[1:]] + [r"\hline", r"\end{longtable}"]
+
+
+def render_latex(data: ReportData) -> str:
+    chk = data.check
+    L = [r"\documentclass[10pt]{article}", r"\usepackage[margin=2cm]{geometry}", r"\usepackage{amsmath,amssymb}",
+         r"\usepackage{graphicx}", r"\usepackage{longtable}", r"\allowdisplaybreaks",
+         r"\title{coupled-curvature: proof catalogue and numeric cross-checks}", r"\date{}", r"\begin{document}",
+         r"\maketitle", f"% Generated: {data.generated}",
+         tex_text(f"Seed {data.seed}. Trust labels: exact (exact symbolic identity or Gröbner reduction), certificate "
+                  "(re-checked by the independent Fraction checker), rewrite (a named rule, declared as a hypothesis), "
+                  "numeric (floating-point evidence, never proof)."),
+         r"\section*{Summary}"]
+    rows = [[tex_text(c) for c in r] for r in summary_rows(chk)]
+    L += _longtable(rows, r"p{0.05\linewidth}p{0.22\linewidth}lrrrrp{0.3\linewidth}")
+    for f in data.figures:
+        L += [r"\begin{figure}[h]\centering", rf"\includegraphics[width=0.75\linewidth]{{{f.name}.png}}",
+              rf"\caption{{{tex_text(f.caption)}}}", r"\end{figure}"]
+    for t, e in chk.entries.items():
+        s = chk.statuses[t]
+        L += [rf"\section*{{{t} --- {tex_text(e.title)}}}", rf"\textbf{{Status: {s.status}}}\par",
+              rf"\textbf{{Statement.}} {tex_text(e.statement)}\par"]
+        if e.hypotheses:
+            L += [r"\textbf{Hypotheses.}", r"\begin{itemize}"] + [rf"\item {tex_text(h)}" for h in e.hypotheses] + [r"\end{itemize}"]
+        if e.rules:
+            L.append(r"Rewrite rules cited (declared hypotheses): " + tex_text(", ".join(e.rules)) + r"\par")
+        if s.reasons:
+            L += [r"\textbf{Reasons for failure.}", r"\begin{itemize}"] + [rf"\item {tex_text(r)}" for r in s.reasons] + [r"\end{itemize}"]
+        if e.steps:
+            L += [r"\subsection*{Steps}", r"\begin{enumerate}"]
+            for st in e.steps:
+                L += [rf"\item {'ok' if st.passed else 'FAIL'} \texttt{{[{st.label}]}} ({tex_text(st.method)}, "
+                      rf"{tex_text(st.verification)}) {tex_text(st.description)}",
+                      r"\begin{multline*}", _ascii_math(st.latex).replace("\n", " "), r"\end{multline*}"]
+            L.append(r"\end{enumerate}")
+        if e.witnesses:
+            L.append(r"\subsection*{Witnesses}")
+            for w in e.witnesses:
+                verdict = "no checker" if w.checker is None else f"{w.checker}: {'accepted' if w.accepted else 'REJECTED'}"
+                L.append(rf"\textbf{{{tex_text(w.kind)}}} ({tex_text(verdict)}) {tex_text(w.note)}\par")
+                L += _longtable([["field", "value"]] + [[tex_text(k), _math(v)] for k, v in w.data.items()],
+                                r"lp{0.75\linewidth}")
+        if e.numeric is not None:
+            n = e.numeric
+            L += [r"\subsection*{Numeric cross-check (evidence)}",
+                  tex_text(f"Prediction: {n.prediction}. {n.figure_name} = {fmt_num(n.figure)}; agrees: "
+                           f"{'yes' if n.agrees else 'NO'}.") + r"\par"]
+            rows = [list(NUMERIC_HEAD)] + [[tex_text(r["net"]), tex_text(r["quantity"]), fmt_num(r["measured"]),
+                                            tex_text(r["bound"]), "yes" if r["agrees"] else "NO"] for r in n.rows]
+            L += _longtable(rows, r"lp{0.45\linewidth}rll")
+    L.append(r"\end{document}")
+    return "\n".join(L) + "\n"

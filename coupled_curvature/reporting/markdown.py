@@ -1,0 +1,67 @@
+"""Markdown rendering of a report; math in ``$$ … $$`` blocks (LaTeX from SymPy)."""
+
+from __future__ import annotations
+
+import sympy as sp
+
+from coupled_curvature.reporting.content import NUMERIC_HEAD, ReportData, as_math, fmt_num, summary_rows
+
+__all__ = ["render_markdown"]
+
+
+def _cell(s: str) -> str:
+    return str(s).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(_cell(c) for c in rows[0]) + " |", "|" + "---|" * len(rows[0])]
+    out += ["| " + " | ".join(_cell(c) for c in r) + " |" for r in rows[1:]]
+    return out
+
+
+def _tex(v) -> str:
+    m = as_math(v)
+    return sp.latex(m) if not isinstance(m, str) else "\\text{" + m.replace("\\", "/").replace("{", "(").replace("}", ")") + "}"
+
+
+def render_markdown(data: ReportData) -> str:
+    chk = data.check
+    L = ["# coupled-curvature: proof catalogue and numeric cross-checks", "",
+         f"Generated: {data.generated}", "",
+         f"Seed {data.seed}. Trust labels: **exact** (exact symbolic identity or Gröbner reduction), "
+         "**certificate** (re-checked by the independent Fraction checker), **rewrite** (a named rule, declared "
+         "as a hypothesis), **numeric** (floating-point evidence, never proof).", "", "## Summary", ""]
+    L += _table(summary_rows(chk)) + [""]
+    for f in data.figures:
+        L += [f"![{f.caption}]({f.name}.svg)", "", f"*{f.caption}*", ""]
+    for t, e in chk.entries.items():
+        s = chk.statuses[t]
+        L += [f"## {t} — {e.title}", "", f"**Status: {s.status}**", "", f"**Statement.** {e.statement}", ""]
+        if e.hypotheses:
+            L += ["**Hypotheses.**", ""] + [f"- {h}" for h in e.hypotheses] + [""]
+        if e.rules:
+            L += ["Rewrite rules cited (declared hypotheses): " + ", ".join(f"`{r}`" for r in e.rules), ""]
+        if s.reasons:
+            L += ["**Reasons for failure.**", ""] + [f"- {r}" for r in s.reasons] + [""]
+        if e.steps:
+            L += ["### Steps", ""]
+            for i, st in enumerate(e.steps, 1):
+                mark = "✓" if st.passed else "✗"
+                L += [f"{i}. {mark} `{st.label}` ({st.method}, {st.verification}) — {st.description}", "",
+                      "$$", st.latex.replace("\n", " "), "$$", ""]
+        if e.witnesses:
+            L += ["### Witnesses", ""]
+            for w in e.witnesses:
+                verdict = "no checker" if w.checker is None else f"{w.checker}: {'accepted' if w.accepted else 'REJECTED'}"
+                L += [f"- **{w.kind}** ({verdict}){' — ' + w.note if w.note else ''}", ""]
+                L += ["  | field | value |", "  |---|---|"]
+                for k, v in w.data.items():
+                    L += [f"  | {_cell(k)} | ${_cell(_tex(v))}$ |"]
+                L += [""]
+        if e.numeric is not None:
+            n = e.numeric
+            L += ["### Numeric cross-check (evidence)", "", f"Prediction: {n.prediction}. "
+                  f"{n.figure_name} = {fmt_num(n.figure)}; agrees: {'yes' if n.agrees else 'NO'}.", ""]
+            L += _table([list(NUMERIC_HEAD)] + [[r["net"], r["quantity"], fmt_num(r["measured"]), r["bound"],
+                                                  "yes" if r["agrees"] else "NO"] for r in n.rows]) + [""]
+    return "\n".join(L)

@@ -1,0 +1,351 @@
+"""Numeric cross-checks of the theorems on trained float64 networks (evidence, never proof).
+
+Each check compares a theorem's prediction (invariant, or must move) with a measurement on
+trained ReLU MLPs: digits and breast cancer, with biases and bias-free. Trained models and
+shared measurements (symmetry chains, neuron scalings) live in a :class:`Lab`, computed once
+per seed and reused across theorems.
+
+>>> lab = Lab(seed=0, heavy=False)                  # doctest: +SKIP
+>>> crosscheck("T12", lab).agrees                   # doctest: +SKIP
+True
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+__all__ = ["NumericCheck", "Lab", "NETS", "CROSSCHECKS", "crosscheck", "rescaling_sweep", "neuron_scaling_changes"]
+
+#: key -> (dataset, hidden widths, bias); "digits-64x3" is the issue-2 reference net (D⁺ heavy)
+NETS: dict[str, tuple[str, tuple[int, ...], bool]] = {
+    "digits-64x3": ("digits", (64, 64, 64), True),
+    "bc-16x2": ("breast_cancer", (16, 16), True),
+    "digits-nobias-16x2": ("digits", (16, 16), False),
+    "bc-nobias-16x2": ("breast_cancer", (16, 16), False),
+}
+SMALL = ("bc-16x2", "digits-nobias-16x2", "bc-nobias-16x2")
+BIAS_FREE = ("digits-nobias-16x2", "bc-nobias-16x2")
+TOL_D = 1e-10
+TOL_DPLUS = 1e-5
+MOVE = 1e-3
+
+
+@dataclass
+class NumericCheck:
+    """A theorem's prediction against a measurement; ``rows`` is the cross-check table."""
+
+    theorem: str
+    prediction: str
+    figure_name: str
+    figure: float
+    agrees: bool
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+    label: str = "numeric"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"agrees": bool(self.agrees), "figure": float(self.figure)}
+
+
+@contextlib.contextmanager
+def threads(n: int) -> Iterator[None]:
+    """Run a block with ``n`` torch intra-op threads (restored after). Small nets run on one thread:
+    on a busy 2-core machine, two threads per tiny op cost far more in synchronisation than they gain."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(max(1, int(n)))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+def _rel(a: float | None, b: float | None) -> float:
+    if a is None or b is None:
+        return float("nan")
+    if a == 0.0:
+        return 0.0 if b == 0.0 else float("inf")
+    return abs(b - a) / abs(a)
+
+
+def _row(net: str, quantity: str, measured: float, bound: str, agrees: bool) -> dict[str, Any]:
+    return {"net": net, "quantity": quantity, "measured": float(measured), "bound": bound, "agrees": bool(agrees)}
+
+
+class Lab:
+    """Trained nets and shared measurements for one seed (computed lazily, cached).
+
+    ``heavy`` adds the digits 64x3 net with ``D⁺`` (three 4096² eigendecompositions per
+    diagnosis, ~1.5 min on 2 cores) to the T3/T7 chains.
+    """
+
+    def __init__(self, seed: int = 0, *, heavy: bool = True, progress: Callable[[str], None] | None = None):
+        self.seed, self.heavy = int(seed), bool(heavy)
+        self.say = progress or (lambda s: None)
+        self._verbose = progress is not None
+        self._data: dict[str, Any] = {}
+        self._nets: dict[str, Any] = {}
+        self._chains: dict[str, Any] = {}
+        self._neuron: dict[str, Any] = {}
+        self.loss = nn.CrossEntropyLoss()
+        self._threads0 = torch.get_num_threads()
+
+    def chain_nets(self) -> tuple[str, ...]:
+        return (("digits-64x3",) if self.heavy else ()) + SMALL
+
+    def dataset(self, name: str):
+        if name not in self._data:
+            from coupled_curvature.numeric.datasets import load
+
+            self._data[name] = load(name, seed=self.seed)
+        return self._data[name]
+
+    def net(self, key: str):
+        """``(TrainedModel, Dataset)`` for a key of :data:`NETS`."""
+        if key not in self._nets:
+            from coupled_curvature.numeric.training import train_mlp
+
+            ds_name, hidden, bias = NETS[key]
+            ds = self.dataset(ds_name)
+            self.say(f"training {key} (seed {self.seed})")
+            with threads(self._threads0 if key == "digits-64x3" else 1):
+                self._nets[key] = (train_mlp(ds, hidden, bias=bias, seed=self.seed, progress=self._verbose), ds)
+        return self._nets[key]
+
+    def chain(self, key: str):
+        """:class:`~coupled_curvature.numeric.invariance.ChainResult` of a random rescaling chain + permutations."""
+        if key not in self._chains:
+            from coupled_curvature.numeric.invariance import chain_check
+
+            trained, ds = self.net(key)
+            self.say(f"T3 chain on {key}" + (" (D⁺ on 4096-parameter blocks, the slow part)" if key == "digits-64x3" else ""))
+            with threads(self._threads0 if key == "digits-64x3" else 1):
+                self._chains[key] = chain_check(
+                    trained.model, self.loss, ds.train, seed=self.seed, tol_D=TOL_D, tol_Dplus=TOL_DPLUS,
+                    progress=lambda s: self.say("  " + s),
+                )
+        return self._chains[key]
+
+    def neuron(self, key: str, draws: int = 4):
+        """Non-uniform neuron scalings of layer 0: list of ``(gap, before, after)``; ``inverse=False``."""
+        if key not in self._neuron or len(self._neuron[key]) < draws:
+            from coupled_curvature.numeric.diagnostics import diagnose
+            from coupled_curvature.numeric.symmetries import function_gap, neuron_rescale
+
+            trained, ds = self.net(key)
+            self.say(f"T5 neuron scalings on {key} ({draws} draws)")
+            rng = np.random.default_rng(self.seed + 7)
+            before = diagnose(trained.model, self.loss, ds.train, inverse=False)
+            units = trained.model[0].weight.shape[0]
+            out = []
+            for _ in range(draws):
+                a = 2.0 ** rng.uniform(-2.0, 2.0, size=units)
+                moved = neuron_rescale(trained.model, 0, a.tolist())
+                after = diagnose(moved, self.loss, ds.train, inverse=False)
+                out.append((function_gap(trained.model, moved, ds.X_train), before, after))
+            self._neuron[key] = out
+        return self._neuron[key][:draws]
+
+
+# -- per-theorem checks --------------------------------------------------------------------------
+
+
+def _t2(lab: Lab) -> NumericCheck:
+    rows = []
+    for key in lab.chain_nets():
+        trained, ds = lab.net(key)
+        with torch.no_grad():
+            scale = float(trained.model(ds.X_train).abs().max())
+        gap = lab.chain(key).function_gap / scale
+        rows.append(_row(key, "max|f'−f|/max|f| after rescaling chain + permutations", gap, "≤ 1e-10", gap <= 1e-10))
+    for key in SMALL[:1]:
+        trained, ds = lab.net(key)
+        with torch.no_grad():
+            scale = float(trained.model(ds.X_train).abs().max())
+        gap = max(g for g, _, _ in lab.neuron(key)) / scale
+        rows.append(_row(key, "max|f'−f|/max|f| after neuron-wise scaling", gap, "≤ 1e-10", gap <= 1e-10))
+    fig = max(r["measured"] for r in rows)
+    return NumericCheck("T2", "the output is unchanged (up to rounding)", "max relative function gap", fig,
+                        all(r["agrees"] for r in rows), rows)
+
+
+def _t3(lab: Lab) -> NumericCheck:
+    rows = []
+    for key in lab.chain_nets():
+        ch = lab.chain(key)
+        rows.append(_row(key, "max rel ΔD (all blocks)", ch.max_dD, f"≤ {TOL_D:g}", ch.max_dD <= TOL_D))
+        rows.append(_row(key, "max rel ΔD⁺ (all blocks)", ch.max_dDplus, f"≤ {TOL_DPLUS:g}", ch.max_dDplus <= TOL_DPLUS))
+        rows.append(_row(key, "max rel ΔRQ (raw curvature moves)", ch.max_drq, f"> {MOVE:g}", ch.max_drq > MOVE))
+    fig = max(r["measured"] for r in rows if "ΔD " in r["quantity"])
+    return NumericCheck("T3", "D and D⁺ unchanged; the raw Rayleigh quotient moves", "max rel ΔD", fig,
+                        all(r["agrees"] for r in rows), rows)
+
+
+def _t5(lab: Lab) -> NumericCheck:
+    from coupled_curvature.numeric.diagnostics import diagnose
+    from coupled_curvature.numeric.symmetries import layer_rescale
+
+    rows = []
+    for key in ("bc-16x2", "digits-nobias-16x2"):
+        runs = lab.neuron(key)
+        names = [n for n in runs[0][1].names() if n.startswith(("0.", "2.weight"))]
+        for name in names:
+            moved = min(_rel(b[name].coupled, a[name].coupled) for _, b, a in runs)
+            rows.append(_row(key, f"min over {len(runs)} draws of rel ΔD[{name}], non-uniform scaling", moved,
+                             f"> {MOVE:g}", moved > MOVE))
+    trained, ds = lab.net("bc-16x2")
+    before = diagnose(trained.model, lab.loss, ds.train, blocks="layer", inverse=False)
+    after = diagnose(layer_rescale(trained.model, 0, 8.0), lab.loss, ds.train, blocks="layer", inverse=False)
+    d_next = _rel(before["2"].coupled, after["2"].coupled)
+    d_this = _rel(before["0"].coupled, after["0"].coupled)
+    rows.append(_row("bc-16x2", "'layer' partition, uniform c=8 on layer 0: rel ΔD[layer 0]", d_this, f"≤ {TOL_D:g}",
+                     d_this <= TOL_D))
+    rows.append(_row("bc-16x2", "'layer' partition, uniform c=8 on layer 0: rel ΔD[layer 1]", d_next, f"> {MOVE:g}",
+                     d_next > MOVE))
+    fig = min(r["measured"] for r in rows if "non-uniform" in r["quantity"])
+    return NumericCheck("T5", "non-uniform neuron scaling moves D; layer-uniform keeps it (per-tensor blocks)",
+                        "min rel ΔD under non-uniform scaling", fig, all(r["agrees"] for r in rows), rows)
+
+
+def _t7(lab: Lab) -> NumericCheck:
+    rows = []
+    for key in lab.chain_nets():
+        ch = lab.chain(key)
+        bound = max((b.dplus_bound for b in ch.blocks if b.dplus_bound is not None), default=float("nan"))
+        rows.append(_row(key, f"max rel ΔD⁺ (float64 conditioning limit {bound:.1e})", ch.max_dDplus,
+                         f"≤ {TOL_DPLUS:g}", ch.max_dDplus <= TOL_DPLUS))
+    fig = max(r["measured"] for r in rows)
+    return NumericCheck("T7", "D⁺ (relative cutoff) unchanged under conformal block maps", "max rel ΔD⁺", fig,
+                        all(r["agrees"] for r in rows), rows)
+
+
+def _euler_PQ(model: nn.Module, X: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
+    """``P = E⟨∇_fℓ, f⟩``, ``Q = E[fᵀ∇²_fℓ f]`` for cross-entropy: ``∇_fℓ = p − e_y``, ``∇²_fℓ = diag(p) − ppᵀ``."""
+    with torch.no_grad():
+        f = model(X)
+        p = torch.softmax(f, dim=1)
+        onehot = torch.nn.functional.one_hot(y, f.shape[1]).to(f.dtype)
+        P = ((p - onehot) * f).sum(1).mean()
+        pf = (p * f).sum(1)
+        Q = ((p * f * f).sum(1) - pf**2).mean()
+    return float(P), float(Q)
+
+
+def _t9(lab: Lab) -> NumericCheck:
+    from coupled_curvature.numeric.diagnostics import diagnose
+
+    rows = []
+    for key in BIAS_FREE:
+        trained, ds = lab.net(key)
+        P, Q = _euler_PQ(trained.model, *ds.train)
+        diag = diagnose(trained.model, lab.loss, ds.train, inverse=False)
+        for b in diag:
+            e1, e2 = _rel(P, b.w_dot_g), _rel(Q, b.wHw)
+            rows.append(_row(key, f"{b.name}: rel |wᵀg − P|/|P|", e1, "≤ 1e-10", e1 <= 1e-10))
+            rows.append(_row(key, f"{b.name}: rel |wᵀHw − Q|/|Q|", e2, "≤ 1e-10", e2 <= 1e-10))
+            bound = Q / P**2
+            ratio = b.coupled / bound
+            rows.append(_row(key, f"{b.name}: D / (Q/P²) (= cos²∠(w, g))", ratio, "≤ 1", ratio <= 1.0 + 1e-12))
+    fig = max(r["measured"] for r in rows if "rel |" in r["quantity"])
+    return NumericCheck("T9", "bias-free, k=1: wᵀg = P and wᵀHw = Q for every layer; D ≤ Q/P²",
+                        "max rel Euler-identity error", fig, all(r["agrees"] for r in rows), rows)
+
+
+def _t11(lab: Lab) -> NumericCheck:
+    rows = []
+    for key in ("bc-16x2", "digits-nobias-16x2"):
+        worst = 0.0
+        for _, b, a in lab.neuron(key):
+            for blk in b:
+                worst = max(worst, _rel(blk.radial_ratio, a[blk.name].radial_ratio))
+        rows.append(_row(key, "max rel Δρ under non-uniform neuron scaling (all blocks)", worst, f"≤ {TOL_D:g}",
+                         worst <= TOL_D))
+    fig = max(r["measured"] for r in rows)
+    return NumericCheck("T11", "ρ = wᵀHw/(wᵀg)² unchanged even under non-uniform neuron scaling", "max rel Δρ", fig,
+                        all(r["agrees"] for r in rows), rows)
+
+
+def _t12(lab: Lab) -> NumericCheck:
+    from coupled_curvature.numeric.diagnostics import diagnose
+
+    rows = []
+    for key in ("bc-16x2", "bc-nobias-16x2"):
+        trained, ds = lab.net(key)
+        N = len(ds.y_train)
+        mean = diagnose(trained.model, nn.CrossEntropyLoss(), ds.train)
+        tot = diagnose(trained.model, nn.CrossEntropyLoss(reduction="sum"), ds.train)
+        eD = max(_rel(m.coupled / N, tot[m.name].coupled) for m in mean)
+        eP = max(_rel(m.inverse_coupled * N, tot[m.name].inverse_coupled) for m in mean)
+        eR = max(_rel(m.radial_ratio / N, tot[m.name].radial_ratio) for m in mean)
+        eDD = max(_rel(m.coupled * m.inverse_coupled, tot[m.name].coupled * tot[m.name].inverse_coupled) for m in mean)
+        rows.append(_row(key, f"sum vs mean (s = N = {N}): rel |D_sum − D_mean/N|", eD, f"≤ {TOL_D:g}", eD <= TOL_D))
+        rows.append(_row(key, "rel |D⁺_sum − N·D⁺_mean|", eP, f"≤ {TOL_DPLUS:g}", eP <= TOL_DPLUS))
+        rows.append(_row(key, "rel |ρ_sum − ρ_mean/N|", eR, f"≤ {TOL_D:g}", eR <= TOL_D))
+        rows.append(_row(key, "rel Δ(D·D⁺)", eDD, f"≤ {TOL_DPLUS:g}", eDD <= TOL_DPLUS))
+    fig = max(r["measured"] for r in rows if "D_sum" in r["quantity"])
+    return NumericCheck("T12", "L -> sL: D -> D/s, D⁺ -> sD⁺, ρ -> ρ/s, D·D⁺ unchanged", "max rel error of D/s", fig,
+                        all(r["agrees"] for r in rows), rows)
+
+
+#: theorem id -> cross-check (theorems without numbers to measure are absent)
+CROSSCHECKS: dict[str, Callable[[Lab], NumericCheck]] = {
+    "T2": _t2, "T3": _t3, "T5": _t5, "T7": _t7, "T9": _t9, "T11": _t11, "T12": _t12,
+}
+
+
+def crosscheck(theorem: str, lab: Lab) -> NumericCheck | None:
+    """Run the cross-check of ``theorem`` (``None`` where the theorem has none)."""
+    fn = CROSSCHECKS.get(theorem)
+    if fn is None:
+        return None
+    t0 = time.perf_counter()
+    with threads(1):  # the heavy chain restores the full thread count inside Lab.chain
+        res = fn(lab)
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+# -- measurements for the report's figures --------------------------------------------------------
+
+
+def rescaling_sweep(lab: Lab, key: str = "bc-16x2", layer: int = 0, exponents=range(-8, 9, 4)) -> dict[str, Any]:
+    """``D``, ``D⁺``, RQ and ``‖g‖²`` of block ``{2·layer}.weight`` under ``layer_rescale(c = 2^k)``.
+
+    Powers of two make the rescaled weights exact, so ``D`` and ``D⁺`` are flat to rounding while
+    RQ and ‖g‖² move as ``c⁻²`` (T3).
+    """
+    with threads(1):
+        return _sweep(lab, key, layer, exponents)
+
+
+def _sweep(lab: Lab, key: str, layer: int, exponents) -> dict[str, Any]:
+    from coupled_curvature.numeric.diagnostics import diagnose
+    from coupled_curvature.numeric.symmetries import layer_rescale
+
+    trained, ds = lab.net(key)
+    block = f"{2 * layer}.weight"
+    out: dict[str, Any] = {"net": key, "block": block, "c": [], "D": [], "Dplus": [], "RQ": [], "g_sq": []}
+    for k in exponents:
+        c = 2.0**k
+        b = diagnose(layer_rescale(trained.model, layer, c), lab.loss, ds.train)[block]
+        for name, v in (("c", c), ("D", b.coupled), ("Dplus", b.inverse_coupled), ("RQ", b.rayleigh), ("g_sq", b.g_sq)):
+            out[name].append(float(v))
+    return out
+
+
+def neuron_scaling_changes(lab: Lab, key: str = "bc-16x2", draws: int = 12) -> dict[str, list[float]]:
+    """Relative change of ``D`` per block over ``draws`` random non-uniform scalings of layer 0."""
+    out: dict[str, list[float]] = {}
+    with threads(1):
+        runs = lab.neuron(key, draws)
+    for _, b, a in runs:
+        for blk in b:
+            out.setdefault(blk.name, []).append(_rel(blk.coupled, a[blk.name].coupled))
+    return out

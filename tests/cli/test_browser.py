@@ -1,0 +1,72 @@
+"""Load the HTML report in headless Chromium: no console errors, math rendered with size, heading visible.
+
+Skipped only when no ``chromium`` is installed. The probe is a copy of the report with a
+measuring script appended (the report itself has no scripts); ``--dump-dom`` returns its verdict.
+"""
+
+import json
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from coupled_curvature.reporting import build
+from _report_data import small_collect
+
+CHROMIUM = shutil.which("chromium")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000", "--window-size=1280,1600"]
+
+PROBE = """
+<script>
+window.addEventListener("load", function () {  // after images and layout, not while they load
+  var errors = window.__probeErrors || [];
+  function box(e) { var r = e.getBoundingClientRect(); return [r.width, r.height]; }
+  var maths = Array.prototype.slice.call(document.querySelectorAll("math"));
+  var sizes = maths.map(box);
+  var h2 = document.querySelector("section h2");
+  var hb = h2 ? h2.getBoundingClientRect() : null;
+  var imgs = Array.prototype.slice.call(document.images).map(function (i) { return [i.getAttribute("src"), i.naturalWidth]; });
+  var out = {errors: errors, n_math: maths.length,
+             zero_math: sizes.filter(function (s) { return !(s[0] > 0 && s[1] > 0); }).length,
+             mathml_layout: maths.length ? getComputedStyle(maths[0]).display : "",
+             heading: h2 ? h2.textContent : null,
+             heading_box: hb ? [hb.top, hb.width, hb.height] : null,
+             heading_visible: h2 ? getComputedStyle(h2).visibility === "visible" && hb.width > 0 && hb.height > 0 : false,
+             images: imgs};
+  var pre = document.createElement("pre"); pre.id = "probe-result"; pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script>
+"""
+CATCH = ("<script>window.__probeErrors = []; window.addEventListener('error', function (e) {"
+         " window.__probeErrors.push(String(e.message || (e.target && (e.target.src || e.target.href)) || 'error'));"
+         " }, true);</script>")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
+def test_html_report_renders_offline(tmp_path, monkeypatch):
+    monkeypatch.setattr(build, "collect", lambda *a, **k: small_collect())
+    out = tmp_path / "report"
+    build.build_report(str(out), formats="html")
+    html = (out / "report.html").read_text(encoding="utf-8")
+    probe = out / "probe.html"
+    probe.write_text(html.replace("<head>", "<head>" + CATCH, 1).replace("</body>", PROBE + "</body>", 1),
+                     encoding="utf-8")
+    profile = tmp_path / "profile"
+    run = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--dump-dom", probe.as_uri()],
+                         capture_output=True, text=True, timeout=120)
+    m = re.search(r'<pre id="probe-result">(.*?)</pre>', run.stdout, re.S)
+    assert m, run.stderr[-2000:]
+    res = json.loads(m.group(1).replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">"))
+    console_errors = [l for l in run.stderr.splitlines() if "CONSOLE" in l and ("rror" in l or "Uncaught" in l)]
+    assert res["errors"] == [] and console_errors == []
+    assert res["n_math"] > 20 and res["zero_math"] == 0
+    assert res["heading"].startswith("T4") and res["heading_visible"]
+    assert all(w > 0 for _, w in res["images"]) and len(res["images"]) == 2
+    shot = tmp_path / "report.png"
+    subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", f"--screenshot={shot}",
+                    (out / "report.html").as_uri()], capture_output=True, text=True, timeout=120)
+    assert shot.exists() and shot.stat().st_size > 10_000

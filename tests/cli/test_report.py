@@ -1,0 +1,88 @@
+"""``ccurv report``: contents, determinism, atomic writing, bad input."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from coupled_curvature.cli import main
+from coupled_curvature.reporting import build
+from _report_data import small_collect
+
+FILES = {"report.md", "report.html", "report.tex", "rescaling.svg", "rescaling.png",
+         "neuron_scaling.svg", "neuron_scaling.png", ".ccurv-report"}
+
+
+def _read(folder):
+    return {f: (folder / f).read_bytes() for f in sorted(os.listdir(folder))}
+
+
+def _without_stamp(b: bytes) -> bytes:
+    return b"\n".join(l for l in b.split(b"\n") if b"Generated:" not in l)
+
+
+def test_report_twice_is_identical_but_timestamp(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert main(["report", "--only", "T4", "--out", str(a)]) == 0
+    assert main(["report", "--only", "T4", "--out", str(b)]) == 0
+    fa, fb = _read(a), _read(b)
+    assert set(fa) == FILES == set(fb)
+    for name in fa:
+        assert _without_stamp(fa[name]) == _without_stamp(fb[name]), name
+    for name in ("report.md", "report.html", "report.tex"):
+        assert sum(b"Generated:" in l for l in fa[name].split(b"\n")) == 1
+
+
+def test_report_contents(tmp_path, monkeypatch):
+    monkeypatch.setattr(build, "collect", lambda *a, **k: small_collect())
+    out = build.build_report(str(tmp_path / "r"), only="T4,T12")
+    md, html, tex = (Path(out, f"report.{x}").read_text(encoding="utf-8") for x in ("md", "html", "tex"))
+    assert "## T4 — Exact invariance group" in md and "$$" in md and "check_witness: accepted" in md
+    assert "<math" in html and "<script" not in html and "http://" not in html.replace(
+        'xmlns="http://www.w3.org/1998/Math/MathML"', "")
+    assert "rescaling.svg" in html and "neuron_scaling.svg" in md and "rescaling.png" in tex
+    assert tex.startswith("\\documentclass") and tex.rstrip().endswith("\\end{document}")
+    assert all(ord(ch) < 128 for ch in tex.replace("Gröbner", ""))  # pdflatex-safe apart from escapes
+    for label in ("exact", "certificate", "rewrite", "numeric"):
+        assert label in html
+
+
+def test_failure_mid_report_leaves_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(build, "collect", lambda *a, **k: small_collect())
+    import coupled_curvature.reporting.latex as latex
+
+    def boom(data):
+        raise RuntimeError("simulated failure while rendering LaTeX")
+
+    monkeypatch.setattr(latex, "render_latex", boom)
+    with pytest.raises(RuntimeError):
+        build.build_report(str(tmp_path / "new"))
+    assert os.listdir(tmp_path) == []
+    # an existing report is left exactly as it was
+    monkeypatch.undo()
+    monkeypatch.setattr(build, "collect", lambda *a, **k: small_collect())
+    old = build.build_report(str(tmp_path / "old"), formats="md")
+    before = _read(tmp_path / "old")
+    monkeypatch.setattr(latex, "render_latex", boom)
+    with pytest.raises(RuntimeError):
+        build.build_report(old)
+    assert _read(tmp_path / "old") == before and os.listdir(tmp_path) == ["old"]
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["--format", "pdf"], "unknown format"),
+    (["--only", "T99"], "unknown theorem"),
+    (["--out", "/proc/ccurv-report-test"], "cannot write"),
+    (["--out", "/nonexistent-dir/report"], "does not exist"),
+])
+def test_bad_input_exit_2(argv, msg, capsys):
+    assert main(["report", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ccurv: error:") and msg in err and "Traceback" not in err
+
+
+def test_refuses_to_replace_unrelated_folder(tmp_path, capsys):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    assert main(["report", "--only", "T1", "--out", str(tmp_path / "mine")]) == 2
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
