@@ -21,6 +21,7 @@ class Objective:
         self.names = [n for n, _ in model.named_parameters()]
         self.values = {n: p.detach() for n, p in model.named_parameters()}
         self.buffers = {n: b.detach() for n, b in model.named_buffers()}
+        self.graph_loss: float | None = None
 
     def batch_loss(self, i: int, params: dict[str, Tensor]) -> Tensor:
         batch = self.batches[i]
@@ -28,11 +29,15 @@ class Objective:
         return batch.weight * checked_loss(self.loss_fn(out, batch.y), i)
 
     def loss(self) -> float:
+        """``L(θ)``; after a full pass of :meth:`graphs`, the value that pass computed."""
+        if self.graph_loss is not None:
+            return self.graph_loss
         with torch.no_grad():
             return float(sum(self.batch_loss(i, self.values) for i in range(len(self.batches))))
 
     def graphs(self) -> Iterator[tuple[dict[str, Tensor], dict[str, Tensor]]]:
         """Per batch: leaf parameters and their gradients, built with ``create_graph=True``."""
+        total = 0.0
         for i in range(len(self.batches)):
             leaves = {n: v.clone().requires_grad_(True) for n, v in self.values.items()}
             loss = self.batch_loss(i, leaves)
@@ -43,4 +48,6 @@ class Objective:
                 n: torch.zeros_like(v) if g is None else g
                 for (n, v), g in zip(leaves.items(), grads)
             }
+            total += float(loss.detach())
             yield leaves, grads
+        self.graph_loss = total
