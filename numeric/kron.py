@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -24,20 +24,18 @@ def linear_module_of(model: nn.Module, members: Sequence[str]) -> str | None:
     return path if type(module) is nn.Linear else None
 
 
-def linear_block_hessians(
-    objective: Objective, batch: int, requests: dict[str, tuple[str, list[str]]]
-) -> dict[str, Tensor]:
-    """Dense ``H_bb`` for blocks made of one ``nn.Linear``'s weight and/or bias.
+def per_sample_factors(
+    objective: Objective, batch: int, paths: Iterable[str], params: dict[str, Tensor] | None = None
+) -> dict[str, tuple[Tensor, Tensor]]:
+    """``(G, A)`` per ``nn.Linear`` path: inputs ``A[n] = a_n`` and ``G[n] = ∂²L/∂z_n²`` for ``z_n = W a_n + b``.
 
-    With ``z_n = W a_n + b`` for sample ``n`` and ``G_n = ∂²L/∂z_n²``, exactly
-    ``∂²L/∂W_{ai}∂W_{bj} = Σ_n G_n[a,b] a_n[i] a_n[j]`` and ``∂²L/∂b∂b = Σ_n G_n``, when the
-    loss is a sum of per-sample terms (no coupling between samples). ``G_n`` comes from
-    one forward pass with a zero shift ``δ`` added to each layer's output and ``out``
-    batched Hessian-vector products in ``δ``. Blocks whose layer sees non-2-D inputs or is
-    called more than once are left out of the result (the caller falls back).
+    One forward pass with a zero shift ``δ`` added to each layer's output, then ``out``
+    batched Hessian-vector products in ``δ`` (cross-sample blocks of ``∂²L/∂δ²`` vanish when
+    the loss is a sum of per-sample terms, so each product yields one column of every
+    ``G_n``). Layers that see non-2-D inputs or run more than once are left out.
     """
     model = objective.model
-    seen: dict[str, list[Tensor]] = {path: [] for path, _ in requests.values()}
+    seen: dict[str, list[Tensor]] = {path: [] for path in paths}
     shifts: dict[str, Tensor] = {}
 
     def hook(path: str):
@@ -52,7 +50,7 @@ def linear_block_hessians(
 
     handles = [model.get_submodule(p).register_forward_hook(hook(p)) for p in seen]
     try:
-        loss = objective.batch_loss(batch, objective.values)
+        loss = objective.batch_loss(batch, objective.values if params is None else params)
     finally:
         for h in handles:
             h.remove()
@@ -60,20 +58,36 @@ def linear_block_hessians(
     if not usable:
         return {}
     grads = torch.autograd.grad(loss, [shifts[p] for p in usable], create_graph=True, allow_unused=True)
-    G: dict[str, Tensor] = {}
+    out_factors: dict[str, tuple[Tensor, Tensor]] = {}
     for p, g in zip(usable, grads):
         n, out = shifts[p].shape
         if g is None or not g.requires_grad:  # loss linear in this layer's output
-            G[p] = torch.zeros(n, out, out, dtype=torch.float64)
-            continue
-        cot = torch.eye(out, dtype=torch.float64).unsqueeze(1).expand(out, n, out)
-        cols = torch.autograd.grad(g, shifts[p], grad_outputs=cot, retain_graph=True, is_grads_batched=True)[0]
-        G[p] = cols.permute(1, 2, 0)  # G[n, a, b]
-    result = {}
-    for block, (path, members) in requests.items():
-        if path in G:
-            result[block] = _assemble(G[path], seen[path][0], members)
-    return result
+            G = torch.zeros(n, out, out, dtype=torch.float64)
+        else:
+            cot = torch.eye(out, dtype=torch.float64).unsqueeze(1).expand(out, n, out)
+            cols = torch.autograd.grad(g, shifts[p], grad_outputs=cot, retain_graph=True, is_grads_batched=True)[0]
+            G = cols.permute(1, 2, 0)  # G[n, a, b]
+        out_factors[p] = (G, seen[p][0])
+    return out_factors
+
+
+def linear_block_hessians(
+    objective: Objective, batch: int, requests: dict[str, tuple[str, list[str]]]
+) -> dict[str, Tensor]:
+    """Dense ``H_bb`` for blocks made of one ``nn.Linear``'s weight and/or bias.
+
+    With ``z_n = W a_n + b`` for sample ``n`` and ``G_n = ∂²L/∂z_n²``, exactly
+    ``∂²L/∂W_{ai}∂W_{bj} = Σ_n G_n[a,b] a_n[i] a_n[j]`` and ``∂²L/∂b∂b = Σ_n G_n``, when the
+    loss is a sum of per-sample terms (no coupling between samples; the caller verifies
+    ``H_bb w`` against a Hessian-vector product). Blocks whose layer is left out by
+    :func:`per_sample_factors` are left out of the result (the caller falls back).
+    """
+    factors = per_sample_factors(objective, batch, {path for path, _ in requests.values()})
+    return {
+        block: _assemble(*factors[path], members)
+        for block, (path, members) in requests.items()
+        if path in factors
+    }
 
 
 def _assemble(G: Tensor, A: Tensor, members: list[str]) -> Tensor:
