@@ -1,0 +1,173 @@
+"""``ccurv experiment invariance [--quick] --out DIR``: the paper's invariance experiment (issue 7).
+
+Writes ``DIR/invariance.json`` (``{"rows": [...], ...}``), ``invariance.md``, ``invariance.html`` and
+``invariance.png`` (D and D⁺ changes against the Rayleigh-quotient change, one point per net), all
+built in a temporary folder and renamed into place. Trained models are cached under ``--cache``.
+The default (non-quick) configuration is implemented but was not run when this was written: D⁺
+on the 9025-parameter blocks of the 95-wide nets costs about 10 minutes per block on two cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import math
+import os
+import time
+
+from coupled_curvature.commands._common import say
+
+_COLUMNS = [
+    ("dataset", "dataset"), ("arch", "arch"), ("hidden", "hidden"), ("seed", "seed"), ("params", "params"),
+    ("blocks", "blocks"), ("train_acc", "train acc"), ("test_acc", "test acc"),
+    ("max_rel_change_D", "max ΔD"), ("max_rel_change_Dplus", "max ΔD⁺"),
+    ("neuron_control_median", "neuron ΔD med"), ("neuron_control_min", "neuron ΔD min"),
+    ("rq_change", "ΔRQ"), ("top_eig_change", "Δλmax"), ("t9_residual", "T9 resid"), ("status", "status"),
+]
+
+
+def register(sub) -> None:
+    p = sub.add_parser("experiment", help="reproduce the paper's experiments (invariance at scale)")
+    kinds = p.add_subparsers(dest="experiment", required=True, metavar="EXPERIMENT")
+    inv = kinds.add_parser(
+        "invariance",
+        help="train nets, apply random symmetry chains, tabulate which quantities move",
+        description="Relative changes of D and D⁺ under layer rescalings (c log-uniform in [1e-3, 1e3]) and "
+        "permutations, the neuron-wise negative control, and the raw Rayleigh quotient / top eigenvalue.",
+    )
+    inv.add_argument("--quick", action="store_true", help="small configuration (about a minute on 2 cores)")
+    inv.add_argument("--out", required=True, help="report folder (created or replaced atomically)")
+    inv.add_argument("--cache", default=os.path.join(os.path.expanduser("~"), ".cache", "ccurv", "models"),
+                     help="folder of cached trained models (default ~/.cache/ccurv/models)")
+    inv.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
+    inv.set_defaults(func=run)
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.3f}" if 0.01 <= abs(v) < 1.0 else f"{v:.2e}"
+    if isinstance(v, list):
+        return "×".join(map(str, v))
+    return str(v)
+
+
+def table_text(rows: list[dict]) -> str:
+    """Plain aligned table, one row per (dataset, arch, seed)."""
+    cells = [[h for _, h in _COLUMNS]] + [[_fmt(r.get(k)) for k, _ in _COLUMNS] for r in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(_COLUMNS))]
+    return "\n".join("  ".join(c.rjust(w) for c, w in zip(line, widths)) for line in cells)
+
+
+def _summary(data: dict) -> list[str]:
+    rows = data["rows"]
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    cfg = data["config"]
+    return [
+        f"Configuration `{cfg['name']}`: {len(rows)} nets; {cfg['note']}.",
+        f"Training criterion: {data['criterion']}.",
+        "Status counts: " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) + ".",
+        f"'invariant' means max ΔD ≤ {cfg['tol_D']:g} and max ΔD⁺ ≤ {cfg['tol_Dplus']:g} over every tensor block "
+        f"while the raw Rayleigh quotient moved by more than {cfg['moves']:g}; 'moves' means a change above "
+        f"{cfg['moves']:g}. Nets with scale-invariant blocks (BatchNorm, T10: D ≡ 0) are reported "
+        "'degenerate (T10)', not invariant; their ΔD columns cover the other blocks only.",
+        "Neuron-wise rescaling (scales 10^U(−1,1) per unit, every hidden layer) is the negative control: "
+        "its ΔD should be of order 1.",
+        "The full default configuration (depths 1, 3, 7, 14 of width 95, 3 seeds) is the same code with bigger "
+        "settings; most of its time goes into the dense eigendecompositions for D⁺ on 9025-parameter blocks "
+        "(about 10 minutes each on two cores).",
+        f"Wall time: {data['seconds']:.1f} s.",
+    ]
+
+
+def render_markdown(data: dict) -> str:
+    head = [h for _, h in _COLUMNS]
+    lines = ["# Invariance experiment", "", *[f"- {s}" for s in _summary(data)], "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(_fmt(r.get(k)) for k, _ in _COLUMNS) + " |" for r in data["rows"]]
+    lines += ["", "![D and D⁺ changes against the Rayleigh-quotient change](invariance.png)", ""]
+    return "\n".join(lines)
+
+
+def render_html(data: dict) -> str:
+    e = html.escape
+    head = "".join(f"<th>{e(h)}</th>" for _, h in _COLUMNS)
+    body = "".join("<tr>" + "".join(f"<td>{e(_fmt(r.get(k)))}</td>" for k, _ in _COLUMNS) + "</tr>" for r in data["rows"])
+    items = "".join(f"<li>{e(s)}</li>" for s in _summary(data))
+    return (
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Invariance experiment</title>"
+        "<style>td,th{padding:2px 6px;text-align:right;font-family:monospace}</style></head><body>"
+        f"<h1>Invariance experiment</h1><ul>{items}</ul><table><tr>{head}</tr>{body}</table>"
+        "<p><img src=\"invariance.png\" alt=\"D and D⁺ changes against the Rayleigh-quotient change\"></p>"
+        "</body></html>\n"
+    )
+
+
+def figure(rows: list[dict], path: str) -> None:
+    """Per net: relative change of D and D⁺ (y) against the Rayleigh-quotient change (x), log-log."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    floor = 1e-17
+    fig, ax = plt.subplots(figsize=(7, 5))
+    for key, label, marker in (("max_rel_change_D", "max ΔD", "o"), ("max_rel_change_Dplus", "max ΔD⁺", "s"),
+                               ("neuron_control_median", "neuron control ΔD (median)", "x")):
+        pts = [(max(r["rq_change"] or floor, floor), max(r[key], floor)) for r in rows if r.get(key) is not None]
+        if pts:
+            ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker=marker, label=label)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("max relative change of the Rayleigh quotient (raw curvature)")
+    ax.set_ylabel(f"max relative change over blocks (floored at {floor:g})")
+    ax.set_title("symmetry chains: D and D⁺ stay put while raw curvature moves")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def _strict_json(value):
+    """Strict JSON: a non-finite float (a change from exactly 0, say) is written as the string
+    ``"inf"``, ``"-inf"`` or ``"nan"`` rather than as the non-standard ``Infinity``/``NaN``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {k: _strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict_json(v) for v in value]
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    from coupled_curvature.numeric.cache import ModelCache
+    from coupled_curvature.numeric.experiment import default_config, quick_config, run_invariance
+    from coupled_curvature.reporting.writer import check_target, write_folder_atomic
+
+    check_target(args.out)
+    cfg = quick_config(args.seed) if args.quick else default_config(args.seed)
+    say(f"experiment invariance ({cfg.name}): {len(cfg.nets)} nets; cache {args.cache}")
+    if not args.quick:
+        say("  note: the default run computes D⁺ on blocks up to 9025 parameters (about 10 min each on 2 cores)")
+    t0 = time.perf_counter()
+    result = run_invariance(cfg, cache=ModelCache(args.cache), progress=say)
+    data = result.to_dict()
+    data["seconds"] = time.perf_counter() - t0
+
+    def fill(tmp: str) -> None:
+        files = {"invariance.json": json.dumps(_strict_json(data), indent=1, allow_nan=False) + "\n",
+                 "invariance.md": render_markdown(data), "invariance.html": render_html(data)}
+        for name, text in files.items():
+            with open(os.path.join(tmp, name), "w", encoding="utf-8") as fh:
+                fh.write(text)
+        figure(data["rows"], os.path.join(tmp, "invariance.png"))
+
+    path = write_folder_atomic(args.out, fill)
+    print(table_text(data["rows"]))
+    print(f"\n{len(data['rows'])} nets in {data['seconds']:.1f} s; report in {path}")
+    return 0 if all(r["status"] in ("invariant", "degenerate (T10)") for r in data["rows"]) else 1

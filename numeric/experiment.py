@@ -1,0 +1,414 @@
+"""The invariance experiment (issue 7): train many nets, apply symmetry chains, tabulate what moves.
+
+For every (dataset, architecture, seed) a net is trained to a fixed, stated criterion (Adam, fixed
+learning rate, batch size and number of epochs; no early stopping), then measured on a fixed
+subset of its training data:
+
+* ``max_rel_change_D`` / ``max_rel_change_Dplus``: ``max_b |X_b(T θ) − X_b(θ)| / |X_b(θ)|`` over every
+  tensor block ``b`` (``D⁺`` only on blocks of at most ``max_dense`` parameters), ``T`` a random chain
+  of layer-wise rescalings (``c = 10^U(−3, 3)``, every hidden layer at least once) and permutations
+  of every hidden layer;
+* ``neuron_control_median`` / ``_min``: the same figure for ``D`` under random neuron-wise rescalings
+  (the negative control, T5: not conformal, ``D`` must move), median and minimum over trials;
+* ``rq_change`` and ``top_eig_change``: the same for the Rayleigh quotient and the Hessian's top
+  eigenvalue (Lanczos), which are not invariant (T3) and must move;
+* ``t9_residual`` (bias-free nets): ``max_l max(|w_lᵀg_l − P|/|P|, |w_lᵀH_ll w_l − Q|/|Q|)`` with
+  ``P = d/dt L(t f)|₁``, ``Q = d²/dt² L(t f)|₁`` computed from the outputs ``f`` alone (T9, ``k = 1``);
+* blocks whose loss is unchanged when the block is doubled are scale-invariant (T10: ``D ≡ 0``); a
+  net with such blocks is reported ``degenerate (T10)``, never ``invariant``.
+
+The full default configuration (:func:`default_config`) is the same code with bigger settings; it
+has not been run in the session that wrote this module: ``D⁺`` on the 9025-parameter blocks of the
+95-wide nets costs about 10 minutes per block on two cores, which is where its time goes.
+"""
+
+from __future__ import annotations
+
+import copy
+import statistics
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+
+import numpy as np
+import torch
+from torch import nn
+
+from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.numeric.cache import ModelCache, config_key
+from coupled_curvature.numeric.datasets import Dataset, load
+from coupled_curvature.numeric.diagnostics import BlockDiagnosis, Diagnosis, diagnose
+from coupled_curvature.numeric.invariance import random_symmetry_chain, relative_change
+from coupled_curvature.numeric.measures import top_eigenvalue
+from coupled_curvature.numeric.symmetries import function_gap, neuron_rescale, weight_layers
+from coupled_curvature.numeric.training import accuracy, make_mlp
+
+ARCHS = ("relu", "relu_nobias", "leaky_relu", "cnn", "batchnorm")
+TIMING_FIELDS = ("train_seconds", "measure_seconds", "cached")
+
+Quantity = Callable[[BlockDiagnosis], "float | None"]
+DEFAULT_QUANTITIES: dict[str, Quantity] = {
+    "D": lambda b: b.coupled,
+    "Dplus": lambda b: b.inverse_coupled,
+    "RQ": lambda b: b.rayleigh,
+}
+
+
+@dataclass(frozen=True)
+class NetSpec:
+    """One net to train: dataset, architecture, hidden widths (channels for ``cnn``), seed."""
+
+    dataset: str
+    arch: str
+    hidden: tuple[int, ...]
+    seed: int
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    """Everything that fixes the table (besides the seeds inside ``nets``)."""
+
+    name: str
+    nets: tuple[NetSpec, ...]
+    epochs: int = 40
+    lr: float = 3e-3
+    batch_size: int = 128
+    measure_samples: int = 256
+    max_dense: int = 1024
+    n_rescalings: int = 6
+    neuron_trials: int = 5
+    lanczos_iter: int = 80
+    tol_D: float = 1e-8
+    tol_Dplus: float = 1e-5
+    moves: float = 1e-3
+    threads: int = 1  # torch threads while running: tiny nets run far faster on one thread on a shared machine
+    note: str = ""
+
+    @property
+    def criterion(self) -> str:
+        return (
+            f"Adam lr={self.lr}, batch {self.batch_size}, {self.epochs} epochs on the training split, cross-entropy, "
+            "float64, no early stopping"
+        )
+
+
+def quick_config(seed: int = 0) -> ExperimentConfig:
+    """Small nets on digits and breast cancer, one seed, 128 measurement samples; ``D⁺`` on every block."""
+    nets = []
+    for ds in ("digits", "breast_cancer"):
+        nets += [NetSpec(ds, "relu", (12,), seed), NetSpec(ds, "relu", (8, 8, 8), seed),
+                 NetSpec(ds, "relu_nobias", (8, 8), seed), NetSpec(ds, "leaky_relu", (8, 8), seed),
+                 NetSpec(ds, "batchnorm", (8, 8), seed)]
+    nets.append(NetSpec("digits", "cnn", (2, 4), seed))
+    return ExperimentConfig("quick", tuple(nets), epochs=15, measure_samples=128, max_dense=1024,
+                            neuron_trials=4, lanczos_iter=40,
+                            note="--quick: small widths, one seed, 15 epochs, 128 measurement samples")
+
+
+def default_config(seed: int = 0, n_seeds: int = 3) -> ExperimentConfig:
+    """The full run: ReLU depths 1, 3, 7, 14 (width 95; 14 × 95 on digits ≈ 126k parameters), bias-free,
+    LeakyReLU, BatchNorm, a CNN on 8×8 digits, wine as a third dataset, ``n_seeds`` seeds each.
+
+    Not run in the session that wrote it: ``D⁺`` needs a dense eigendecomposition of each 9025-parameter
+    block (about 10 minutes each on two cores); lower ``max_dense`` to skip those blocks' ``D⁺``.
+    """
+    nets = []
+    for s in range(seed, seed + n_seeds):
+        for ds in ("digits", "breast_cancer"):
+            for depth in (1, 3, 7, 14):
+                nets.append(NetSpec(ds, "relu", (95,) * depth, s))
+            nets += [NetSpec(ds, "relu_nobias", (64,) * 3, s), NetSpec(ds, "leaky_relu", (64,) * 3, s),
+                     NetSpec(ds, "batchnorm", (64,) * 3, s)]
+        nets += [NetSpec("digits", "cnn", (8, 16), s), NetSpec("wine", "relu", (64,) * 3, s)]
+    return ExperimentConfig("default", tuple(nets), epochs=60, measure_samples=10**9, max_dense=9025,
+                            n_rescalings=28, neuron_trials=9, lanczos_iter=150,
+                            note="default: full training sets for measurement; D⁺ on blocks ≤ 9025 parameters")
+
+
+# ---------------------------------------------------------------------------- models
+
+
+def build_model(spec: NetSpec, data: Dataset) -> nn.Sequential:
+    """The untrained float64 net for ``spec`` (initialised from ``spec.seed``; global RNG untouched)."""
+    if spec.arch not in ARCHS:
+        raise InvalidInputError(f"unknown arch {spec.arch!r}; available: {', '.join(ARCHS)}")
+    if spec.arch in ("relu", "relu_nobias", "leaky_relu"):
+        return make_mlp(data.n_features, spec.hidden, data.n_classes, bias=spec.arch != "relu_nobias",
+                        activation="leaky_relu" if spec.arch == "leaky_relu" else "relu", seed=spec.seed)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(spec.seed)
+        layers: list[nn.Module] = []
+        if spec.arch == "cnn":
+            if data.X_train.dim() != 4:
+                raise InvalidInputError("the cnn arch needs image data (digits loaded with image=True)")
+            ch, side = 1, data.X_train.shape[-1]
+            for c in spec.hidden:
+                layers += [nn.Conv2d(ch, c, 3, padding=1, dtype=torch.float64), nn.ReLU(), nn.MaxPool2d(2)]
+                ch, side = c, side // 2
+            layers += [nn.Flatten(), nn.Linear(ch * side * side, data.n_classes, dtype=torch.float64)]
+        else:  # batchnorm: weight -> batch-statistics normalization -> ReLU; tiny eps keeps L(sW) = L(W)
+            width = data.n_features
+            for h in spec.hidden:
+                layers += [nn.Linear(width, h, bias=False, dtype=torch.float64),
+                           nn.BatchNorm1d(h, eps=1e-12, dtype=torch.float64), nn.ReLU()]
+                width = h
+            layers.append(nn.Linear(width, data.n_classes, dtype=torch.float64))
+        return nn.Sequential(*layers)
+
+
+def _dataset(name: str, arch: str) -> Dataset:
+    return load(name, image=arch == "cnn")
+
+
+def _train(model: nn.Module, data: Dataset, cfg: ExperimentConfig, seed: int) -> None:
+    loss_fn = nn.CrossEntropyLoss()
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    gen = torch.Generator().manual_seed(seed + 1)
+    X, y = data.X_train, data.y_train
+    model.train()
+    for _ in range(cfg.epochs):
+        order = torch.randperm(len(X), generator=gen)
+        for start in range(0, len(X), cfg.batch_size):
+            idx = order[start : start + cfg.batch_size]
+            if len(idx) < 2 and any(isinstance(m, nn.BatchNorm1d) for m in model.modules()):
+                continue
+            opt.zero_grad()
+            loss_fn(model(X[idx]), y[idx]).backward()
+            opt.step()
+    model.eval()
+
+
+def trained_model(spec: NetSpec, cfg: ExperimentConfig, cache: ModelCache) -> tuple[nn.Module, Dataset, dict, bool]:
+    """Train ``spec`` (or load it from ``cache``); returns model (eval mode), data, meta and whether cached."""
+    data = _dataset(spec.dataset, spec.arch)
+    key_cfg = {"spec": asdict(spec), "epochs": cfg.epochs, "lr": cfg.lr, "batch_size": cfg.batch_size,
+               "torch": torch.__version__.split("+")[0], "version": 1}
+    key = config_key(key_cfg)
+    model = build_model(spec, data)
+    entry = cache.load(key)
+    if entry is not None:
+        model.load_state_dict(entry["state"])
+        model.eval()
+        return model, data, dict(entry["meta"]), True
+    t0 = time.perf_counter()
+    _train(model, data, cfg, spec.seed)
+    meta = {"train_acc": accuracy(model, *data.train), "test_acc": accuracy(model, *data.test),
+            "train_seconds": time.perf_counter() - t0}
+    cache.store(key, model.state_dict(), meta)
+    return model, data, meta, False
+
+
+# ---------------------------------------------------------------------------- measurements
+
+
+def _max_change(before: Diagnosis, after: Diagnosis, q: Quantity, skip: set[str]) -> float | None:
+    changes = [relative_change(q(b), q(after[b.name])) for b in before if b.name not in skip]
+    changes = [c for c in changes if c is not None]
+    return max(changes) if changes else None
+
+
+def scale_invariant_blocks(model: nn.Module, data: tuple, train_mode: bool) -> list[str]:
+    """Blocks ``b`` with ``|L(2w_b) − L(w_b)| ≤ 1e-9·|L|`` (T10: then ``wᵀg = wᵀHw = D = 0``)."""
+    net = copy.deepcopy(model).train(train_mode)
+    loss_fn = nn.CrossEntropyLoss()
+    out = []
+    with torch.no_grad():
+        base = float(loss_fn(net(data[0]), data[1]))
+        for name, p in net.named_parameters():
+            p.mul_(2.0)
+            moved = float(loss_fn(net(data[0]), data[1]))
+            p.div_(2.0)
+            if abs(moved - base) <= 1e-9 * abs(base):
+                out.append(name)
+    return out
+
+
+def _bn_chain(model: nn.Module, rng: np.random.Generator) -> tuple[nn.Module, list[str]]:
+    """Rescale each weight feeding a batch-statistics BatchNorm by ``c = 10^U(−3, 3)`` (T10's symmetry)."""
+    new = copy.deepcopy(model)
+    mods = list(new)
+    steps = []
+    for i, m in enumerate(mods[:-1]):
+        if isinstance(m, nn.Linear) and isinstance(mods[i + 1], nn.BatchNorm1d):
+            c = float(10.0 ** rng.uniform(-3, 3))
+            with torch.no_grad():
+                m.weight.mul_(c)
+            steps.append(f"bn_rescale(module={i}, c={c:.6g})")
+    return new, steps
+
+
+def euler_residual(model: nn.Module, data: tuple, diagnosis: Diagnosis) -> float:
+    """T9 (bias-free, degree 1): ``max_l`` relative gaps of ``w_lᵀg_l`` to ``P`` and ``w_lᵀH_ll w_l`` to ``Q``."""
+    X, y = data
+    with torch.no_grad():
+        f = model(X)
+    t = torch.ones((), dtype=torch.float64, requires_grad=True)
+    L = nn.CrossEntropyLoss()(t * f, y)
+    (dP,) = torch.autograd.grad(L, t, create_graph=True)
+    (dQ,) = torch.autograd.grad(dP, t)
+    P, Q = float(dP.detach()), float(dQ.detach())
+    res = 0.0
+    for b in diagnosis:
+        if b.name.endswith("weight"):
+            res = max(res, abs(b.w_dot_g - P) / abs(P), abs(b.wHw - Q) / abs(Q))
+    return res
+
+
+def _verdict(change: float | None, tol: float, moves: float) -> str:
+    if change is None:
+        return "n/a"
+    if change <= tol:
+        return "invariant"
+    return "moves" if change > moves else "inconclusive"
+
+
+def measure_net(
+    model: nn.Module,
+    spec: NetSpec,
+    data: Dataset,
+    cfg: ExperimentConfig,
+    quantities: Mapping[str, Quantity] | None = None,
+) -> dict:
+    """All figures of one trained net (see the module docstring); deterministic under ``spec.seed``."""
+    quantities = dict(DEFAULT_QUANTITIES if quantities is None else quantities)
+    n = min(cfg.measure_samples, len(data.X_train))
+    sample = (data.X_train[:n], data.y_train[:n])
+    loss_fn = nn.CrossEntropyLoss()
+    bn = spec.arch == "batchnorm"
+    net = copy.deepcopy(model).train(bn)  # BatchNorm measured with batch statistics (T10's setting)
+    opts = {"max_dense": cfg.max_dense, "allow_train_mode": bn}
+    rng = np.random.default_rng([spec.seed, 7])
+    before = diagnose(net, loss_fn, sample, inverse=True, **opts)
+    if bn:
+        moved, steps = _bn_chain(net, rng)
+    else:
+        n_hidden = len(weight_layers(net)) - 1
+        moved, steps = random_symmetry_chain(net, seed=int(rng.integers(2**31)),
+                                             n_rescalings=max(cfg.n_rescalings, 2 * n_hidden), permute=True)
+    after = diagnose(moved, loss_fn, sample, inverse=True, **opts)
+    degenerate = scale_invariant_blocks(net, sample, bn)
+    changes = {k: _max_change(before, after, q, set(degenerate)) for k, q in quantities.items()}
+    tols = {"D": cfg.tol_D, "Dplus": cfg.tol_Dplus}
+    verdicts = {k: _verdict(v, tols.get(k, cfg.tol_D), cfg.moves) for k, v in changes.items()}
+    if degenerate:
+        for k in ("D", "Dplus"):
+            if k in verdicts:
+                verdicts[k] = "degenerate (T10)"
+
+    eig_before = top_eigenvalue(net, loss_fn, sample, max_iter=cfg.lanczos_iter, seed=0, allow_train_mode=bn)
+    eig_after = top_eigenvalue(moved, loss_fn, sample, max_iter=cfg.lanczos_iter, seed=0, allow_train_mode=bn)
+    top_change = relative_change(eig_before["value"], eig_after["value"])
+
+    control = []
+    if not bn:
+        hidden_layers = range(len(weight_layers(net)) - 1)
+        for _ in range(cfg.neuron_trials):
+            scaled = net
+            for layer in hidden_layers:
+                units = weight_layers(scaled)[layer].weight.shape[0]
+                scaled = neuron_rescale(scaled, layer, 10.0 ** rng.uniform(-1, 1, size=units))
+            d = diagnose(scaled, loss_fn, sample, inverse=False, **opts)
+            control.append(_max_change(before, d, DEFAULT_QUANTITIES["D"], set(degenerate)))
+    control = [c for c in control if c is not None]
+
+    bounds = [1.1102230246251565e-16 / b.min_kept_rel_eig for b in before if b.min_kept_rel_eig]
+    row = {
+        "dataset": spec.dataset,
+        "arch": spec.arch,
+        "hidden": list(spec.hidden),
+        "seed": spec.seed,
+        "params": sum(p.numel() for p in model.parameters()),
+        "blocks": len(before),
+        "blocks_with_Dplus": sum(1 for b in before if b.inverse_coupled is not None),
+        "max_rel_change_D": changes.get("D"),
+        "max_rel_change_Dplus": changes.get("Dplus"),
+        "neuron_control_median": statistics.median(control) if control else None,
+        "neuron_control_min": min(control) if control else None,
+        "rq_change": changes.get("RQ"),
+        "top_eig_change": top_change,
+        "t9_residual": euler_residual(net, sample, before) if spec.arch == "relu_nobias" else None,
+        "function_gap": function_gap(net, moved, sample[0]),
+        "dplus_conditioning_bound": max(bounds) if bounds else None,
+        "degenerate_blocks": degenerate,
+        "chain": steps,
+        "changes": changes,
+        "verdicts": verdicts,
+    }
+    row["status"] = _status(row, cfg)
+    return row
+
+
+def _status(row: dict, cfg: ExperimentConfig) -> str:
+    if row["degenerate_blocks"]:
+        return "degenerate (T10)"
+    v = row["verdicts"]
+    raw_moves = (row["rq_change"] or 0.0) > cfg.moves
+    if v.get("D") == "invariant" and v.get("Dplus") in ("invariant", "n/a") and raw_moves:
+        return "invariant"
+    if "moves" in (v.get("D"), v.get("Dplus")):
+        return "moves"
+    return "inconclusive"
+
+
+@dataclass
+class ExperimentResult:
+    config: ExperimentConfig
+    rows: list[dict] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        cfg = asdict(self.config)
+        cfg["nets"] = len(self.config.nets)
+        return {"rows": self.rows, "config": cfg, "criterion": self.config.criterion, "seconds": self.seconds}
+
+
+def run_invariance(
+    cfg: ExperimentConfig,
+    *,
+    cache: ModelCache | None = None,
+    quantities: Mapping[str, Quantity] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> ExperimentResult:
+    """Train (or load) and measure every net of ``cfg``; one row per (dataset, arch, seed).
+
+    >>> cfg = replace(quick_config(), nets=(NetSpec("wine", "relu", (4,), 0),), epochs=2, neuron_trials=1)
+    >>> r = run_invariance(cfg)
+    >>> r.rows[0]["status"]
+    'invariant'
+    """
+    cache = cache or ModelCache(None)
+    say = progress or (lambda s: None)
+    t0 = time.perf_counter()
+    result = ExperimentResult(cfg)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(cfg.threads)
+    try:
+        _run_all(cfg, cache, quantities, say, t0, result)
+    finally:
+        torch.set_num_threads(threads)
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def _run_all(cfg, cache, quantities, say, t0, result) -> None:
+    for i, spec in enumerate(cfg.nets, 1):
+        model, data, meta, cached = trained_model(spec, cfg, cache)
+        t1 = time.perf_counter()
+        row = measure_net(model, spec, data, cfg, quantities)
+        row.update(train_acc=meta["train_acc"], test_acc=meta["test_acc"], cached=cached,
+                   train_seconds=meta["train_seconds"], measure_seconds=time.perf_counter() - t1)
+        result.rows.append(row)
+        say(f"  [{i}/{len(cfg.nets)}] {spec.dataset} {spec.arch}{list(spec.hidden)} seed={spec.seed}: "
+            f"{row['status']} ({'cached' if cached else 'trained'}, {time.perf_counter() - t0:.1f}s)")
+
+
+def strip_timing(rows: list[dict]) -> list[dict]:
+    """Rows without the timing and cache fields (what reproducibility compares)."""
+    return [{k: v for k, v in r.items() if k not in TIMING_FIELDS} for r in rows]
+
+
+__all__ = [
+    "ARCHS", "DEFAULT_QUANTITIES", "ExperimentConfig", "ExperimentResult", "NetSpec", "build_model",
+    "default_config", "euler_residual", "measure_net", "quick_config", "run_invariance",
+    "scale_invariant_blocks", "strip_timing", "trained_model",
+]

@@ -1,0 +1,54 @@
+"""``ccurv experiment invariance``: a reduced --quick end to end, the files, the schema, the cache on rerun."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from coupled_curvature.cli import main
+from coupled_curvature.numeric import experiment as E
+
+SCHEMA = {"dataset", "arch", "seed", "params", "blocks", "train_acc", "test_acc", "max_rel_change_D",
+          "max_rel_change_Dplus", "neuron_control_median", "rq_change"}
+
+
+@pytest.fixture
+def tiny_quick(monkeypatch):
+    original = E.quick_config
+
+    def tiny(seed: int = 0):
+        nets = (E.NetSpec("wine", "relu", (5, 5), seed), E.NetSpec("wine", "batchnorm", (4,), seed),
+                E.NetSpec("digits", "cnn", (2,), seed))
+        return replace(original(seed), nets=nets, epochs=2, measure_samples=50, neuron_trials=2,
+                       lanczos_iter=12, max_dense=200)
+    monkeypatch.setattr(E, "quick_config", tiny)
+
+
+def test_quick_end_to_end_and_rerun_uses_cache(tmp_path, capsys, tiny_quick):
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    argv = ["experiment", "invariance", "--quick", "--out", str(out), "--cache", str(cache)]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert "status" in captured.out and "[3/3]" in captured.err  # table on stdout, progress on stderr
+    for name in ("invariance.json", "invariance.md", "invariance.html", "invariance.png"):
+        assert (out / name).stat().st_size > 0
+    data = json.loads((out / "invariance.json").read_text())
+    assert len(data["rows"]) == 3 and all(SCHEMA <= set(r) for r in data["rows"])
+    status = {r["arch"]: r["status"] for r in data["rows"]}
+    assert status == {"relu": "invariant", "batchnorm": "degenerate (T10)", "cnn": "invariant"}
+    assert "| status |" in (out / "invariance.md").read_text()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    assert len(list(cache.iterdir())) == 3
+
+    assert main(argv) == 0  # rerun: models from the cache, same table
+    again = json.loads((out / "invariance.json").read_text())
+    assert all(r["cached"] for r in again["rows"])
+    assert E.strip_timing(again["rows"]) == E.strip_timing(data["rows"])
+
+
+def test_refuses_foreign_folder(tmp_path, capsys):
+    (tmp_path / "mine.txt").write_text("x")
+    assert main(["experiment", "invariance", "--quick", "--out", str(tmp_path), "--cache", str(tmp_path / "c")]) == 2
+    assert "ccurv: error:" in capsys.readouterr().err
