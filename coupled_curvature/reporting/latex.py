@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import sympy as sp
 
 from coupled_curvature.reporting.content import NUMERIC_HEAD, ReportData, as_math, fmt_num, summary_rows
@@ -46,8 +48,15 @@ def _math(v) -> str:
     return "$" + sp.latex(m) + "$" if not isinstance(m, str) else tex_text(m)
 
 
+def _text_specials(text: str) -> str:
+    text = re.sub(r"(?<!\\)([_#%&])", r"\\\1", text)
+    return re.sub(r"(?<!\\)\^", r"\\^{}", text)
+
+
 def _ascii_math(tex: str) -> str:
-    return "".join(_UNICODE.get(ch, "?").strip("$") if ord(ch) >= 128 else ch for ch in tex)
+    # text-mode specials inside \text{...} must be escaped (some labels arrive escaped already)
+    tex = "".join(_UNICODE.get(ch, "?").strip("$") if ord(ch) >= 128 else ch for ch in tex)
+    return re.sub(r"\\text\{([^{}]*)\}", lambda m: r"\text{" + _text_specials(m.group(1)) + "}", tex)
 
 
 def _longtable(rows: list[list[str]], spec: str) -> list[str]:
