@@ -409,15 +409,20 @@ def _diag_blocks(model, loss_fn, data, options, name: str, pick: Callable, defau
     rtol = float(options.pop("pinv_rtol", 1e-10))
     _no_extra(name, options)
     d = ctx.diagnosis(max_dense, rtol, inverse=name not in ("D", "rho"))
-    blocks, degenerate, notes = {}, [], []
+    blocks, degenerate, notes, conditioning = {}, [], [], {}
     for b in d:
-        if any("T10" in n for n in b.notes):
+        if name != "Dplus" and any("T10" in n for n in b.notes):  # D⁺ stays defined there (T7)
             blocks[b.name] = None
             degenerate.append(b.name)
             continue
         blocks[b.name] = pick(b)
+        if name not in ("D", "rho") and b.min_kept_rel_eig is not None:
+            conditioning[b.name] = 1.0 / b.min_kept_rel_eig
         notes.extend(f"{b.name}: {n}" for n in b.notes)
-    return {"blocks": blocks, "degenerate": degenerate, "notes": notes, "max_dense": max_dense}
+    out = {"blocks": blocks, "degenerate": degenerate, "notes": notes, "max_dense": max_dense}
+    if name not in ("D", "rho"):
+        out["conditioning"] = conditioning
+    return out
 
 
 def coupled(model: nn.Module, loss_fn: Callable, data: object, **options) -> dict:
@@ -482,7 +487,11 @@ def newton_decrement(model: nn.Module, loss_fn: Callable, data: object, **option
     """Block Newton decrement ``g_bᵀ H_bb⁺ g_b`` (relative cutoff ``pinv_rtol``) for blocks ≤ ``max_dense``.
 
     Invariance (T11): every block-diagonal linear symmetry when ``H_bb`` is invertible or
-    ``g_b ∈ range(H_bb)``; ``s·`` under loss scaling; moves under nonlinear maps.
+    ``g_b ∈ range(H_bb)``; ``s·`` under loss scaling; moves under nonlinear maps. In float64 the
+    value is known only to about ``ε₆₄·κ_b`` relative, ``κ_b = max|λ|/min kept |λ|`` (returned per
+    block as ``conditioning``). Degenerate (``None``, listed in ``degenerate``) on scale-invariant
+    blocks (T10, ``|wᵀg| ≤ 1e-12‖w‖‖g‖``): there ``H_bb w = −g`` (differentiate ``g(cw) = g(w)/c``
+    at ``c = 1``), so ``gᵀH⁺g = wᵀHw = −wᵀg = 0`` and only round-off is left to compare.
 
     >>> net = nn.Sequential(nn.Linear(1, 1, bias=False))
     >>> with torch.no_grad(): _ = net[0].weight.fill_(3.0)
@@ -495,10 +504,22 @@ def newton_decrement(model: nn.Module, loss_fn: Callable, data: object, **option
     _no_extra("newton", options)
     small = ctx.small_blocks(max_dense)
     dense = ctx.dense(small) if small else {}
-    blocks = {}
+    blocks, degenerate, conditioning = {}, [], {}
     for n in ctx.flat.names:
-        blocks[n] = pinv_quadratic_form(dense[n].dense, dense[n].grad, rtol).value if n in small else None
-    return {"blocks": blocks, "max_dense": max_dense}
+        if n not in small:
+            blocks[n] = None
+            continue
+        w, g = ctx.flat.theta0[ctx.flat.block(n)], dense[n].grad
+        w_sq, g_sq = float(w @ w), float(g @ g)
+        if w_sq > 0.0 and g_sq > 0.0 and abs(float(w @ g)) <= 1e-12 * math.sqrt(w_sq * g_sq):
+            blocks[n] = None
+            degenerate.append(n)
+            continue
+        form = pinv_quadratic_form(dense[n].dense, g, rtol)
+        blocks[n] = form.value
+        if form.min_kept_rel_eig is not None:
+            conditioning[n] = 1.0 / form.min_kept_rel_eig
+    return {"blocks": blocks, "degenerate": degenerate, "conditioning": conditioning, "max_dense": max_dense}
 
 
 # ---------------------------------------------------------------------------- registry

@@ -192,3 +192,33 @@ def test_unknown_names_and_options_are_clear_errors():
         M.top_eigenvalue(NET, CE, (X, Y), radius=3)
     with pytest.raises(InvalidInputError, match="rho"):
         M.sam_sharpness_measure(NET, CE, (X, Y), rho=-1.0)
+
+
+def test_newton_is_degenerate_on_a_scale_invariant_block():
+    # Linear(bias=False) -> BatchNorm (batch statistics): L(cW) = L(W), so Hw = −g and gᵀH⁺g = −wᵀg = 0.
+    torch.manual_seed(3)
+    net = nn.Sequential(nn.Linear(3, 4, bias=False), nn.BatchNorm1d(4, eps=1e-12, track_running_stats=False),
+                        nn.ReLU(), nn.Linear(4, 3)).double()
+    net.train()
+    theta, Hd, f, sizes = _dense(net, CE, X, Y)
+    w, sl = theta[:12], slice(0, 12)
+    g = torch.func.grad(f)(theta)[sl]
+    assert float((Hd[sl, sl] @ w + g).abs().max()) < 1e-8 * float(g.abs().max())  # brute-force Euler identity
+    r = M.newton_decrement(net, CE, (X, Y), allow_train_mode=True)
+    assert r["degenerate"] == ["0.weight"] and r["blocks"]["0.weight"] is None
+    assert r["blocks"]["3.weight"] is not None  # negative control: the classifier is not scale-invariant
+    plain = M.newton_decrement(NET, CE, (X, Y))
+    assert plain["degenerate"] == [] and set(plain["conditioning"]) == set(SIZES)
+
+
+def test_conditioning_aware_tolerance_is_per_block_and_can_fail():
+    from coupled_curvature.numeric.explore import EPS64, block_tolerances, entries, relative_deviation
+
+    results = [{"blocks": {"a": 1.0, "b": 1.0}, "conditioning": {"a": 1e2, "b": 1e9}},
+               {"blocks": {"a": 1.0, "b": 1.0}, "conditioning": {"a": 1e3, "b": 1e8}}]
+    tol = block_tolerances(results, 1e-9)
+    assert tol == {"a": 1e-9, "b": EPS64 * 1e9}  # ε₆₄·κ only where it exceeds 1e-9, κ the max over results
+    assert block_tolerances([{"blocks": {"a": 1.0}}], 1e-9) is None  # measures without conditioning: fixed 1e-9
+    # parametrized names compare with plain ones (nonlinear column)
+    assert entries({"blocks": {"0.parametrizations.weight.original": 2.0}}) == {"0.weight": 2.0}
+    assert relative_deviation({"blocks": {"0.weight": 2.0}}, {"blocks": {"0.parametrizations.weight.original": 3.0}}) == 0.5
