@@ -57,8 +57,11 @@ def derive_T1() -> Derivation:
     n = sp.Symbol("n", integer=True, positive=True)
     T, A = sp.MatrixSymbol("T", n, n), sp.MatrixSymbol("A", n, n)
     G, Gp, Hm, Hp = (sp.MatrixSymbol(s, n, k) for s, k in (("g", 1), ("g'", 1), ("H", n), ("H'", n)))
-    d.exact("L∘T = L gives g = Tᵀg' (g' = ∇L(Tθ)); solving: g' = T⁻ᵀg", T.I.T * (T.T * Gp), Gp)
-    d.exact("and H = TᵀH'T; solving: H' = T⁻ᵀHT⁻¹", T.I.T * (T.T * Hp * T) * T.I, Hp)
+    # unevaluated products, so that the step shows what is cancelled (SymPy would cancel on construction)
+    d.exact("L∘T = L gives g = Tᵀg' (g' = ∇L(Tθ)); solving: g' = T⁻ᵀg",
+            sp.MatMul(T.I.T, T.T, Gp, evaluate=False), Gp)
+    d.exact("and H = TᵀH'T; solving: H' = T⁻ᵀHT⁻¹",
+            sp.MatMul(T.I.T, T.T, Hp, T, T.I, evaluate=False), Hp)
     # block-diagonal restriction, explicit sizes 2 + 1
     a = sp.Matrix(2, 2, lambda i, j: sp.Symbol(f"a{i + 1}{j + 1}"))
     b = sp.Symbol("b")
