@@ -39,6 +39,31 @@ SWEEP_OPTIONS = {
 # so every dense block costs one HVP per column; keep dense work to blocks ≤ 256 parameters.
 BN_TWIN_WIDTH = 8
 BN_OPTIONS = {m: {**o, "max_dense": 256} for m, o in SWEEP_OPTIONS.items()}
+DIAGONAL_MEASURES = ("trace", "norm_flat")
+
+
+def sweep_options(model, base: dict | None = None) -> dict:
+    """``base`` (default :data:`SWEEP_OPTIONS`) with the Hessian-diagonal measures' ``max_dense``
+    raised to the largest non-``nn.Linear`` parameter tensor of ``model``.
+
+    ``nn.Linear`` diagonals are exact from per-sample factors at any size; every other tensor (a
+    Conv kernel, a BatchNorm scale) is exact only as a dense block, and above ``max_dense`` falls
+    back to Hutchinson, whose fixed probes are tied to coordinate indices: the estimate then moves
+    under permutations and neuron-wise scalings that the exact diagonal is invariant to. Dense
+    assembly needs no eigendecomposition, so covering those tensors is cheap.
+    """
+    from torch import nn
+
+    base = SWEEP_OPTIONS if base is None else base
+    linear = {id(p) for m in model.modules() if type(m) is nn.Linear for p in m.parameters(recurse=False)}
+    largest = max((p.numel() for p in model.parameters() if id(p) not in linear), default=0)
+    out = {m: dict(o) for m, o in base.items()}
+    for m in DIAGONAL_MEASURES:
+        opts = out.setdefault(m, {})
+        opts["max_dense"] = max(int(opts.get("max_dense", 4096)), largest)
+    return out
+
+
 DINH = ("top_eig", "trace", "sam", "D", "Dplus", "adaptive_avg", "fisher_rao", "lambda")
 
 
@@ -290,7 +315,8 @@ def explore(args: argparse.Namespace):
         entry = (bn, loss_fn, (Xs.reshape(n, -1), ys), True)
         targets["bn"] = entry
         targets.setdefault("*", entry)
-    mx = invariance_matrix(targets, measures, symmetries, options=SWEEP_OPTIONS, seed=args.seed,
+    options = sweep_options(targets["*"][0]) if kind != "mlp-bn" else SWEEP_OPTIONS
+    mx = invariance_matrix(targets, measures, symmetries, options=options, seed=args.seed,
                            quick=args.quick, progress=say,
                            target_options={"bn": BN_OPTIONS} if kind != "mlp-bn" else {"*": BN_OPTIONS})
     notes = [
@@ -299,7 +325,8 @@ def explore(args: argparse.Namespace):
         "cost control: D⁺, D·D⁺, the Newton decrement and the Laplace log det are computed on blocks of "
         "≤ 1024 parameters only (a 4096-parameter block needs a ~15 s dense eigendecomposition per evaluation)",
         "trace and normalized flatness: exact (per-sample Kronecker factors of nn.Linear, dense blocks "
-        "≤ 1024) except on reparametrized (nonlinear) blocks > 1024, where Hutchinson with 8 fixed-seed "
+        f"≤ {options['trace']['max_dense']}: every non-Linear tensor, e.g. a Conv kernel, is dense) except on "
+        f"reparametrized (nonlinear) blocks > {options['trace']['max_dense']}, where Hutchinson with 8 fixed-seed "
         "probes per block is used (those cells are predicted to move)",
         f"bn column: BatchNorm twin of width {BN_TWIN_WIDTH} with eps={args.bn_eps:g} (torch requires eps > 0 "
         "in train mode; the symmetry is exact only as eps -> 0); no Kronecker factors under batch statistics, "
