@@ -8,6 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from coupled_curvature.numeric.flat import FlatLoss
+from coupled_curvature.numeric.kron import per_sample_factors
 
 
 @dataclass(frozen=True)
@@ -48,47 +49,19 @@ def linear_factors(flat: FlatLoss) -> dict[str, LinearFactors]:
     paths = {p: m for p, m in net.named_modules() if type(m) is nn.Linear}
     if not paths:
         return {}
-    seen: dict[str, list[Tensor]] = {p: [] for p in paths}
+    complete = {p: True for p in paths}
     per_batch: dict[str, list[tuple[Tensor, Tensor]]] = {p: [] for p in paths}
     for i in range(len(flat.batches)):
-        shifts: dict[str, Tensor] = {}
-        inputs: dict[str, list[Tensor]] = {p: [] for p in paths}
-
-        def hook(path):
-            def add(module, args, output):
-                inputs[path].append(args[0].detach())
-                if output.dim() != 2 or len(inputs[path]) > 1:
-                    return None
-                shifts[path] = torch.zeros_like(output, requires_grad=True)
-                return output + shifts[path]
-            return add
-
-        handles = [m.register_forward_hook(hook(p)) for p, m in paths.items()]
-        try:
-            loss = flat.objective.batch_loss(i, flat.params(flat.theta0))
-        finally:
-            for h in handles:
-                h.remove()
-        usable = [p for p in paths if len(inputs[p]) == 1 and p in shifts]
+        factors = per_sample_factors(flat.objective, i, paths, params=flat.params(flat.theta0))
         for p in paths:
-            if p not in usable:
-                seen[p].append(None)
-        if not usable:
-            continue
-        grads = torch.autograd.grad(loss, [shifts[p] for p in usable], create_graph=True, allow_unused=True)
-        for p, g in zip(usable, grads):
-            n, out = shifts[p].shape
-            if g is None or not g.requires_grad:
-                G = torch.zeros(n, out, out, dtype=torch.float64)
+            if p in factors:
+                G, A = factors[p]
+                per_batch[p].append((A, G.detach()))
             else:
-                cot = torch.eye(out, dtype=torch.float64).unsqueeze(1).expand(out, n, out)
-                cols = torch.autograd.grad(g, shifts[p], grad_outputs=cot, retain_graph=True, is_grads_batched=True)[0]
-                G = cols.permute(1, 2, 0).detach()
-            per_batch[p].append((inputs[p][0], G))
-            seen[p].append(True)
+                complete[p] = False
     result = {}
     for p in paths:
-        if any(s is None for s in seen[p]) or not per_batch[p]:
+        if not complete[p] or not per_batch[p]:
             continue
         A = torch.cat([a for a, _ in per_batch[p]])
         G = torch.cat([g for _, g in per_batch[p]])
