@@ -172,28 +172,38 @@ def diagnose(
     return Diagnosis(records, meta)
 
 
+def derived_quantities(w_sq, g_sq, wHw, wHpinvw, notes: list[str]):
+    """``(RQ, D, D⁺)`` from the block sums, ``None`` where undefined (a note says why).
+
+    Works for floats and for mpmath numbers alike (the arbitrary-precision path uses it).
+    """
+    rayleigh = coupled = inverse_coupled = None
+    if w_sq == 0:
+        notes.append("w = 0: the Rayleigh quotient, D and D⁺ are undefined")
+        return rayleigh, coupled, inverse_coupled
+    rayleigh = wHw / w_sq
+    if g_sq == 0:
+        notes.append("g = 0: D = RQ/‖g‖² is undefined (stationary block)")
+    else:
+        coupled = rayleigh / g_sq
+    if wHpinvw is not None:
+        inverse_coupled = wHpinvw / w_sq * g_sq
+    return rayleigh, coupled, inverse_coupled
+
+
 def _block_record(block, members, w, c, inverse, pinv_rtol, max_dense) -> BlockDiagnosis:
     notes: list[str] = list(c.notes)
     w_sq = float(w @ w)
     g_sq = float(c.grad @ c.grad)
     wHw = float(w @ c.Hw)
-    rayleigh = coupled = wHpinvw = inverse_coupled = cutoff = rank = min_rel = None
-    if w_sq == 0.0:
-        notes.append("w = 0: the Rayleigh quotient, D and D⁺ are undefined")
-    else:
-        rayleigh = wHw / w_sq
-        if g_sq == 0.0:
-            notes.append("g = 0: D = RQ/‖g‖² is undefined (stationary block)")
-        else:
-            coupled = rayleigh / g_sq
+    wHpinvw = cutoff = rank = min_rel = None
     if c.dense is not None:
         form = pinv_quadratic_form(c.dense, w, pinv_rtol)
         wHpinvw, rank, cutoff, min_rel = form.value, form.rank, form.cutoff, form.min_kept_rel_eig
         if form.rank == 0:
             notes.append("H_bb = 0 under the cutoff: H⁺ = 0")
-        if w_sq != 0.0:
-            inverse_coupled = wHpinvw / w_sq * g_sq
-    elif inverse:
+    rayleigh, coupled, inverse_coupled = derived_quantities(w_sq, g_sq, wHw, wHpinvw, notes)
+    if c.dense is None and inverse:
         notes.append(
             f"D⁺ not computed: block has {w.numel()} parameters, above max_dense={max_dense} "
             "(raise max_dense to build the dense block)"

@@ -12,7 +12,7 @@ from torch import nn
 from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
 from coupled_curvature.numeric._inputs import prepare_batches
 from coupled_curvature.numeric.blocks import resolve_blocks
-from coupled_curvature.numeric.diagnostics import BlockDiagnosis, Diagnosis
+from coupled_curvature.numeric.diagnostics import BlockDiagnosis, Diagnosis, derived_quantities
 
 _ACTS = (nn.ReLU, nn.LeakyReLU, nn.Identity)
 
@@ -168,20 +168,12 @@ def _record(block, members, w, g, H, inverse, pinv_rtol):
     Hw = [mpmath.fsum(H[i][j] * w[j] for j in range(n)) for i in range(n)]
     wHw = mpmath.fsum(a * b for a, b in zip(w, Hw))
     notes = []
-    rq = D = Dp = wHpw = rank = cutoff = None
-    if w_sq == 0:
-        notes.append("w = 0: the Rayleigh quotient, D and D⁺ are undefined")
-    else:
-        rq = wHw / w_sq
-        if g_sq == 0:
-            notes.append("g = 0: D is undefined")
-        else:
-            D = rq / g_sq
+    wHpw = rank = cutoff = None
     if inverse:
         wHpw, rank, cutoff, method = _pinv_form(H, w, pinv_rtol)
+    rq, D, Dp = derived_quantities(w_sq, g_sq, wHw, wHpw, notes)
+    if inverse:
         notes.append(f"H⁺ by {method}")
-        if w_sq != 0:
-            Dp = wHpw / w_sq * g_sq
     return BlockDiagnosis(
         name=block, params=tuple(members), size=n, w_sq=w_sq, g_sq=g_sq,
         w_dot_g=mpmath.fsum(a * b for a, b in zip(w, g)), wHw=wHw, rayleigh=rq, coupled=D,
