@@ -72,6 +72,32 @@ def write_json_atomic(path: str, data: dict) -> None:
         raise
 
 
+def check_precision(dps: int, seed: int = 0) -> tuple[bool, list[dict]]:
+    """Invariance error of ``D`` and ``D⁺`` under a layer rescaling by ``c = 0.3`` (not a power of
+    two), in mpmath at 15 digits and at ``dps`` digits, on a small trained net (wine, ReLU 6-5,
+    24 samples). Passes when the ``D`` error at ``dps`` digits is below ``10^-(dps-4)``."""
+    import mpmath
+    import torch
+
+    from coupled_curvature.numeric import highprec
+    from coupled_curvature.numeric.datasets import load
+    from coupled_curvature.numeric.training import train_mlp
+
+    if dps < 15:
+        raise InvalidInputError(f"--precision must be at least 15 digits, got {dps}")
+    data = load("wine", seed=seed)
+    net = train_mlp(data, (6, 5), seed=seed, epochs=30).model
+    X, y = data.X_train[:24], data.y_train[:24]
+    rows = []
+    for digits in sorted({15, dps}):
+        _say(f"  mpmath at {digits} digits")
+        err = highprec.invariance_error(net, torch.nn.CrossEntropyLoss(), (X, y), layer=0, c="0.3", dps=digits)
+        rows.append({"dps": digits, "D": float(err["D"]), "Dplus": float(err["Dplus"]),
+                     "D_str": mpmath.nstr(err["D"], 3), "Dplus_str": mpmath.nstr(err["Dplus"], 3)})
+    ok = rows[-1]["D"] < 10.0 ** -(dps - 4)
+    return ok, rows
+
+
 def run(args: argparse.Namespace) -> int:
     from coupled_curvature.proofs import check_all, parse_only
 
@@ -101,13 +127,23 @@ def run(args: argparse.Namespace) -> int:
         verdict = "all proved"
     else:
         verdict = "no failures (numeric evidence only, nothing proved by numbers)"
+    precision_ok, precision_rows = True, None
+    if args.precision is not None:
+        precision_ok, precision_rows = check_precision(args.precision, args.seed)
+        print("Arbitrary precision (wine ReLU 6-5, 24 samples, layer 0 rescaled by c = 0.3 at each precision):")
+        for r in precision_rows:
+            print(f"  dps {r['dps']:>4}: max rel ΔD {r['D_str']:>10}   max rel ΔD⁺ {r['Dplus_str']:>10}")
+        print("precision check: " + ("PASS" if precision_ok else f"FAIL (ΔD not below 1e-{args.precision - 4})"))
+        total = time.perf_counter() - start
     print(f"{verdict}; total {total:.1f}s")
     if args.json:
         data = report.to_json()
+        if precision_rows is not None:
+            data["precision"] = {"ok": precision_ok, "rows": [{k: r[k] for k in ("dps", "D", "Dplus")} for r in precision_rows]}
         data["seconds"] = round(total, 3)
         write_json_atomic(args.json, data)
         _say(f"wrote {args.json}")
-    return 0 if report.ok else 1
+    return 0 if report.ok and precision_ok else 1
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -119,4 +155,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     check.add_argument("--seed", type=int, default=0, help="seed for training and the symmetry chains")
     check.add_argument("--quick", action="store_true",
                        help="skip the digits 64x3 D⁺ chain (the slow part); small nets only")
+    check.add_argument("--precision", type=int, metavar="DPS", default=None,
+                       help="also measure the invariance error in mpmath at DPS digits (it should fall like 10^-DPS)")
     check.set_defaults(func=run)
