@@ -170,6 +170,17 @@ def _hessian_diagonal(ctx: _Context, max_dense: int, probes: int, seed: int) -> 
     return diag, math.sqrt(var), estimated
 
 
+def _diagonal_measure(name: str, model: nn.Module, loss_fn: Callable, data: object, options: dict):
+    """The measure context and ``(diag, stderr, estimated blocks)`` from the diagonal options
+    ``max_dense`` (default 4096), ``probes`` (64) and ``seed`` (0); unknown options are refused."""
+    ctx = _context(model, loss_fn, data, options)
+    max_dense = int(options.pop("max_dense", 4096))
+    probes = int(options.pop("probes", 64))
+    seed = int(options.pop("seed", 0))
+    _no_extra(name, options)
+    return ctx, _hessian_diagonal(ctx, max_dense, probes, seed)
+
+
 def hessian_trace(model: nn.Module, loss_fn: Callable, data: object, **options) -> dict:
     """``tr ∇²L = Σ_i H_ii``: exact for ``nn.Linear`` tensors (per-sample factors
     ``Σ_n G_n[s,s] a_n[i]²``) and for other blocks of ≤ ``max_dense`` parameters (dense ``H_bb``);
@@ -183,12 +194,7 @@ def hessian_trace(model: nn.Module, loss_fn: Callable, data: object, **options) 
     >>> round(hessian_trace(net, nn.MSELoss(), (torch.eye(2), torch.zeros(2, 2)))["value"], 12)
     4.0
     """
-    ctx = _context(model, loss_fn, data, options)
-    max_dense = int(options.pop("max_dense", 4096))
-    probes = int(options.pop("probes", 64))
-    seed = int(options.pop("seed", 0))
-    _no_extra("trace", options)
-    diag, se, estimated = _hessian_diagonal(ctx, max_dense, probes, seed)
+    ctx, (diag, se, estimated) = _diagonal_measure("trace", model, loss_fn, data, options)
     method = "exact" if not estimated else f"Hutchinson on {', '.join(estimated)}; exact elsewhere"
     return {"value": float(diag.sum()), "stderr": se, "method": method}
 
@@ -207,12 +213,7 @@ def normalized_flatness(model: nn.Module, loss_fn: Callable, data: object, **opt
     >>> round(r["value"], 12)  # L = w², H = 2: 2·3·√2
     8.485281374239
     """
-    ctx = _context(model, loss_fn, data, options)
-    max_dense = int(options.pop("max_dense", 4096))
-    probes = int(options.pop("probes", 64))
-    seed = int(options.pop("seed", 0))
-    _no_extra("norm_flat", options)
-    diag, _, estimated = _hessian_diagonal(ctx, max_dense, probes, seed)
+    ctx, (diag, _, estimated) = _diagonal_measure("norm_flat", model, loss_fn, data, options)
     negative = int((diag < 0).sum())
     value = float(2.0 * (ctx.flat.theta0.abs() * diag.clamp(min=0.0).sqrt()).sum())
     return {"value": value, "estimated_blocks": estimated, "negative_diagonal": negative}
