@@ -133,6 +133,10 @@ class Lab:
                 )
         return self._chains[key]
 
+    def computed_chain(self, key: str):
+        """The chain for ``key`` if some cross-check already ran it, else ``None`` (never computes)."""
+        return self._chains.get(key)
+
     def neuron(self, key: str, draws: int = 4):
         """Non-uniform neuron scalings of layer 0: list of ``(gap, before, after)``; ``inverse=False``."""
         if key not in self._neuron or len(self._neuron[key]) < draws:

@@ -55,11 +55,17 @@ def _print_chain(result: Any) -> None:
     print()
 
 
-def write_json_atomic(path: str, data: dict) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
+def _writable_folder(path: str) -> str:
+    """The folder that will hold ``path``, or ``InvalidInputError`` if it is missing or read-only."""
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
         raise InvalidInputError(f"cannot write {path!r}: folder {folder!r} does not exist or is not writable")
+    return folder
+
+
+def write_json_atomic(path: str, data: dict) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
+    folder = _writable_folder(path)
     fd, tmp = tempfile.mkstemp(prefix=".ccurv-", suffix=".json", dir=folder)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -104,16 +110,15 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     only = parse_only(args.only)  # bad ids fail before any work
     if args.json:
-        folder = os.path.dirname(os.path.abspath(args.json))
-        if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-            raise InvalidInputError(f"--json {args.json!r}: folder {folder!r} does not exist or is not writable")
+        _writable_folder(args.json)  # fail before any work
     symbolic = args.symbolic or not args.numeric
     numeric = args.numeric or not args.symbolic
     report = check_all(only=only, symbolic=symbolic, numeric=numeric, seed=args.seed, progress=_say,
                        heavy=not args.quick)
     lab = report.lab
-    if lab is not None and "digits-64x3" in getattr(lab, "_chains", {}):
-        _print_chain(lab._chains["digits-64x3"])
+    chain = None if lab is None else lab.computed_chain("digits-64x3")
+    if chain is not None:
+        _print_chain(chain)
     what = " + ".join(k for k, v in (("symbolic", symbolic), ("numeric", numeric)) if v)
     print(f"ccurv check ({what}, seed {args.seed}): {len(report.statuses)} theorems")
     print(summary_table(report))
