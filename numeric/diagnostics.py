@@ -12,7 +12,8 @@ from torch import nn
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.numeric._inputs import float64_copy, loss_reduction, prepare_batches
 from coupled_curvature.numeric.blocks import resolve_blocks
-from coupled_curvature.numeric.hvp import block_curvature
+from coupled_curvature.numeric.hvp import block_curvature, block_krylov
+from coupled_curvature.numeric.krylov import KrylovForm
 from coupled_curvature.numeric.objective import Objective
 from coupled_curvature.numeric.pinv import pinv_quadratic_form
 
@@ -23,6 +24,10 @@ class BlockDiagnosis:
 
     ``rayleigh = wᵀHw/wᵀw``, ``coupled = rayleigh/‖g‖²`` (D),
     ``inverse_coupled = (wᵀH⁺w/wᵀw)·‖g‖²`` (D⁺), with ``H = H_bb`` the diagonal block.
+    ``method`` says how ``wᵀH⁺w`` was computed (``"dense"`` or ``"krylov"``); Krylov blocks
+    carry the Lanczos step count, convergence flag, relative error estimate and Ritz
+    extremes ``(min θ, max θ)``; an unconverged estimate stays in ``inverse_coupled``
+    and a note says so.
     """
 
     name: str
@@ -40,6 +45,11 @@ class BlockDiagnosis:
     cutoff: float | None
     min_kept_rel_eig: float | None = None
     notes: tuple[str, ...] = field(default=())
+    method: str = "dense"
+    krylov_iterations: int | None = None
+    krylov_converged: bool | None = None
+    krylov_error: float | None = None
+    ritz_extremes: tuple[float, float] | None = None
 
     @property
     def radial_ratio(self) -> float | None:
@@ -76,6 +86,7 @@ class Diagnosis:
             d = asdict(b)
             d["params"] = list(b.params)
             d["notes"] = list(b.notes)
+            d["ritz_extremes"] = None if b.ritz_extremes is None else list(b.ritz_extremes)
             blocks.append(d)
         return {"meta": dict(self.meta), "blocks": blocks}
 
@@ -112,6 +123,10 @@ def diagnose(
     pinv_rtol: float = 1e-10,
     max_dense: int = 4096,
     allow_train_mode: bool = False,
+    method: str = "dense",
+    krylov_max_iter: int = 1000,
+    krylov_tol: float = 1e-7,
+    process_group: object | None = None,
 ) -> Diagnosis:
     """Coupled diagnostics of every parameter block of ``model`` in float64.
 
@@ -126,6 +141,18 @@ def diagnose(
     ``max_dense`` parameters (larger blocks get ``None`` and a note). Mean-reduction
     losses are weighted by batch size. The model is copied to float64; the user's
     model and data are never modified.
+
+    ``method`` chooses how ``wᵀH⁺w`` is computed: ``"dense"`` (eigendecomposition of
+    blocks up to ``max_dense``, ``None`` above), ``"krylov"`` (Lanczos quadrature from
+    ``w/‖w‖`` for every block, :mod:`krylov`, at most ``krylov_max_iter`` products,
+    target relative accuracy ``krylov_tol``) or ``"auto"`` (dense up to ``max_dense``,
+    Krylov above). A Krylov block that does not converge keeps its estimate in
+    ``inverse_coupled`` with a note giving the error estimate; ``krylov_converged``
+    says which. ``process_group`` (a ``torch.distributed`` group; each rank holds its
+    own shard of ``data``) weights mean-reduction batches by the sample count of all
+    ranks and sums gradients, Hessian-vector products (every Lanczos product too),
+    dense blocks, the loss and the sample count over ranks, so every rank returns the
+    same result (:mod:`distributed`).
 
     >>> import torch
     >>> torch.manual_seed(0) and None
@@ -143,33 +170,71 @@ def diagnose(
         raise InvalidInputError(f"max_dense must be a non-negative int, got {max_dense!r}")
     if not callable(loss_fn):
         raise InvalidInputError("loss_fn must be callable as loss_fn(outputs, targets)")
+    _check_krylov_options(method, krylov_max_iter, krylov_tol)
     source_dtypes = sorted({str(p.dtype) for p in model.parameters()}) if isinstance(model, nn.Module) else []
     net = float64_copy(model, allow_train_mode=allow_train_mode)
     batches = prepare_batches(data, loss_fn)
+    dist = None
+    if process_group is not None:  # data-parallel: weight this shard as part of all ranks' data
+        from coupled_curvature.numeric import distributed as dist
+
+        batches = dist.global_batches(batches, loss_fn, process_group)
     objective = Objective(net, loss_fn, batches)
     if not objective.names:
         raise InvalidInputError("the model has no parameters to diagnose")
     partition = resolve_blocks(objective.names, blocks)
     sizes = {b: sum(objective.values[m].numel() for m in ms) for b, ms in partition.items()}
-    dense = {b for b, n in sizes.items() if inverse and n <= max_dense}
-    curv = block_curvature(objective, partition, dense)
+    dense_ok = method != "krylov"
+    dense = {b for b, n in sizes.items() if inverse and dense_ok and n <= max_dense}
+    krylov = [b for b, n in partition.items()
+              if inverse and (method == "krylov" or (method == "auto" and sizes[b] > max_dense))]
+    retained: list | None = [] if krylov and len(batches) <= KRYLOV_RETAIN_BATCHES else None
+    curv = block_curvature(objective, partition, dense, retain=retained)
+    if dist is not None:
+        dist.reduce_block_curvature(curv, process_group)
+    loss, n_samples = objective.loss(), sum(b.X.shape[0] for b in batches)
+    if dist is not None:
+        total = dist.all_reduce_sum(torch.tensor([loss, float(n_samples)], dtype=torch.float64), process_group)
+        loss, n_samples = float(total[0]), int(round(float(total[1])))
+    forms: dict[str, KrylovForm] = {}
+    if krylov:
+        reduce = None if dist is None else (lambda t: dist.all_reduce_sum(t, process_group))
+        forms = block_krylov(objective, partition, curv, krylov, rtol=pinv_rtol, max_iter=krylov_max_iter,
+                             tol=krylov_tol, graphs=retained, reduce=reduce)
+    del retained
 
     records = []
     for block, members in partition.items():
         w = torch.cat([objective.values[m].reshape(-1) for m in members])
         c = curv[block]
-        records.append(_block_record(block, members, w, c, inverse, pinv_rtol, max_dense))
+        records.append(_block_record(block, members, w, c, inverse, pinv_rtol, max_dense, forms.get(block)))
     meta = {
-        "n_samples": sum(b.X.shape[0] for b in batches),
+        "n_samples": n_samples,
         "n_batches": len(batches),
         "reduction": loss_reduction(loss_fn),
-        "loss": objective.loss(),
+        "loss": loss,
         "blocks": blocks if isinstance(blocks, str) else "custom",
         "pinv_rtol": pinv_rtol,
         "max_dense": max_dense,
         "source_dtypes": source_dtypes,
+        "method": method,
     }
+    if krylov:
+        meta["krylov_max_iter"], meta["krylov_tol"] = krylov_max_iter, krylov_tol
     return Diagnosis(records, meta)
+
+
+METHODS = ("dense", "krylov", "auto")
+KRYLOV_RETAIN_BATCHES = 8  # Krylov keeps up to this many batch graphs; more are rebuilt per step
+
+
+def _check_krylov_options(method: object, max_iter: object, tol: object) -> None:
+    if not isinstance(method, str) or method not in METHODS:
+        raise InvalidInputError(f"method must be one of {', '.join(map(repr, METHODS))}, got {method!r}")
+    if isinstance(max_iter, bool) or not isinstance(max_iter, int) or max_iter < 1:
+        raise InvalidInputError(f"krylov_max_iter must be a positive int, got {max_iter!r}")
+    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not (0.0 < tol < 1.0):
+        raise InvalidInputError(f"krylov_tol must be a number in (0, 1), got {tol!r}")
 
 
 def derived_quantities(w_sq, g_sq, wHw, wHpinvw, notes: list[str]):
@@ -191,22 +256,35 @@ def derived_quantities(w_sq, g_sq, wHw, wHpinvw, notes: list[str]):
     return rayleigh, coupled, inverse_coupled
 
 
-def _block_record(block, members, w, c, inverse, pinv_rtol, max_dense) -> BlockDiagnosis:
+def _block_record(block, members, w, c, inverse, pinv_rtol, max_dense, form: KrylovForm | None) -> BlockDiagnosis:
     notes: list[str] = list(c.notes)
     w_sq = float(w @ w)
     g_sq = float(c.grad @ c.grad)
     wHw = float(w @ c.Hw)
     wHpinvw = cutoff = rank = min_rel = None
+    krylov: dict = {}
     if c.dense is not None:
-        form = pinv_quadratic_form(c.dense, w, pinv_rtol)
-        wHpinvw, rank, cutoff, min_rel = form.value, form.rank, form.cutoff, form.min_kept_rel_eig
-        if form.rank == 0:
+        pf = pinv_quadratic_form(c.dense, w, pinv_rtol)
+        wHpinvw, rank, cutoff, min_rel = pf.value, pf.rank, pf.cutoff, pf.min_kept_rel_eig
+        if pf.rank == 0:
             notes.append("H_bb = 0 under the cutoff: H⁺ = 0")
+    elif form is not None:
+        wHpinvw, rank, cutoff = form.value, form.rank, form.cutoff
+        krylov = {"method": "krylov", "krylov_iterations": form.iterations, "krylov_converged": form.converged,
+                  "krylov_error": form.error_estimate, "ritz_extremes": form.ritz_extremes}
+        if form.converged and form.rank == 0 and w_sq != 0.0:
+            notes.append("H_bb = 0 on the Krylov space of w under the cutoff: wᵀH⁺w = 0")
+        if not form.converged:
+            notes.append(
+                f"Krylov D⁺ did not converge in {form.iterations} Hessian-vector products: the value is an "
+                f"estimate with relative error up to about {form.error_estimate:.1e} (raise krylov_max_iter, "
+                "or use method='dense' if the block fits)"
+            )
     rayleigh, coupled, inverse_coupled = derived_quantities(w_sq, g_sq, wHw, wHpinvw, notes)
-    if c.dense is None and inverse:
+    if c.dense is None and form is None and inverse:
         notes.append(
             f"D⁺ not computed: block has {w.numel()} parameters, above max_dense={max_dense} "
-            "(raise max_dense to build the dense block)"
+            "(raise max_dense to build the dense block, or use method='krylov' or 'auto')"
         )
     if w_sq != 0.0 and g_sq != 0.0 and abs(float(w @ c.grad)) <= 1e-12 * math.sqrt(w_sq * g_sq):
         notes.append("wᵀg ≈ 0: the block may be scale-invariant (T10); D is then uninformative")
@@ -214,5 +292,5 @@ def _block_record(block, members, w, c, inverse, pinv_rtol, max_dense) -> BlockD
         name=block, params=tuple(members), size=w.numel(), w_sq=w_sq, g_sq=g_sq,
         w_dot_g=float(w @ c.grad), wHw=wHw, rayleigh=rayleigh, coupled=coupled,
         wHpinvw=wHpinvw, inverse_coupled=inverse_coupled, rank=rank, cutoff=cutoff,
-        min_kept_rel_eig=min_rel, notes=tuple(notes),
+        min_kept_rel_eig=min_rel, notes=tuple(notes), **krylov,
     )

@@ -13,6 +13,7 @@ over the base and every sweep point) and the tolerance used is recorded in the c
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -33,6 +34,12 @@ SYMMETRIES = ("layer", "neuron", "perm", "bn", "orthogonal", "gl", "nonlinear", 
 
 I, MV, DG = "invariant", "moves", "degenerate"
 _EW = "element-wise scaling θ_i -> a_iθ_i"
+# Non-conformal block maps w -> Aw: gᵀH⁺g is invariant iff g ∈ range(H) (or H invertible). For
+# Gauss–Newton-exact Linear/Conv blocks H = BᵀB, g = Bᵀs, so it is, and the measure's factor route
+# computes ‖P_range(B) s‖² (range(BA⁻¹) = range(B)) instead of cutting H's spectrum at a relative
+# τ, which is covariant only under conformal A (genuine eigenvalues near τ cross it).
+_NEWTON_RANGE = ("T11: g = Bᵀs ∈ range(H_bb = BᵀB), so gᵀH⁺g = ‖P_range(B) s‖² and range(BA⁻¹) = range(B) "
+                 "(factor route; the pseudo-inverse route with a relative cutoff is not covariant here)")
 # (prediction, reason) per measure and symmetry; symmetries act on the last hidden layer.
 PREDICTIONS: dict[str, dict[str, tuple[str, str]]] = {
     "top_eig": {"layer": (MV, "T3: blocks scale by c^∓2"), "neuron": (MV, "T1: H -> A⁻ᵀHA⁻¹, A non-orthogonal"),
@@ -75,9 +82,9 @@ PREDICTIONS: dict[str, dict[str, tuple[str, str]]] = {
     "rho": {"layer": (I, "T11"), "neuron": (I, "T11: block-diagonal linear"), "perm": (I, "T11"),
             "bn": (DG, "T10/T11: wᵀg = 0, ρ undefined"), "orthogonal": (I, "T11"), "gl": (I, "T11: block-diagonal linear"),
             "nonlinear": (MV, "T6"), "loss": (MV, "T12: ρ/s")},
-    "newton": {"layer": (I, "T11"), "neuron": (I, "T11: g ∈ range(H_bb)"), "perm": (I, "T11"),
+    "newton": {"layer": (I, "T11"), "neuron": (I, _NEWTON_RANGE), "perm": (I, "T11"),
                "bn": (DG, "T10/T11: scale-invariant block, Hw = −g so gᵀH⁺g = wᵀHw = −wᵀg = 0"),
-               "orthogonal": (I, "T11"), "gl": (I, "T11"), "nonlinear": (MV, "T6"), "loss": (MV, "T12: s·gᵀH⁺g")},
+               "orthogonal": (I, "T11"), "gl": (I, _NEWTON_RANGE), "nonlinear": (MV, "T6"), "loss": (MV, "T12: s·gᵀH⁺g")},
 }
 
 
@@ -118,6 +125,7 @@ class Matrix:
     seconds: float
     measure_seconds: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    eps_sweep: EpsSweep | None = None
 
     def cell(self, measure: str, symmetry: str) -> Cell:
         return next(c for c in self.cells if c.measure == measure and c.symmetry == symmetry)
@@ -314,8 +322,9 @@ def invariance_matrix(
             if predicted == I and btol is not None and dev is not None:
                 ok = all(d <= btol.get(k, tol_invariant) for p in per for k, d in p.items())
                 tol = max(btol.values(), default=tol_invariant)
-                tol_reason = ("conditioning: per block max(1e-9, ε₆₄·κ_b), κ_b = max|λ|/min kept |λ| "
-                              f"(largest κ over blocks and sweep {max(btol.values(), default=0.0) / EPS64:.2g})")
+                tol_reason = ("conditioning: per block max(1e-9, ε₆₄·κ_b), κ_b the block's reported condition "
+                              "number (max|λ|/min kept |λ| on the pseudo-inverse route, κ_LS on the Newton factor "
+                              f"route; largest over blocks and sweep {max(btol.values(), default=0.0) / EPS64:.2g})")
             elif predicted == MV:
                 tol, tol_reason = tol_moves, "moves: deviation ≥ tol"
             note = ""
@@ -323,5 +332,70 @@ def invariance_matrix(
                 note = "degenerate blocks: " + ", ".join(base[m]["degenerate"])
             if sym == "bn" and not ok:
                 note += " BatchNorm eps > 0 makes the scale symmetry inexact (exact only as eps -> 0)"
+            pinv = sorted({b for r in [base[m]] + [r[m] for r in results]
+                           for b, route in r.get("routes", {}).items() if route == "pinv"})
+            if not ok and base[m].get("notes"):
+                note += " measure notes: " + "; ".join(base[m]["notes"][:3])
+            if pinv and not ok:
+                note += (" blocks on the pseudo-inverse route (relative cutoff, covariant only under conformal "
+                         "maps): " + ", ".join(pinv))
             cells.append(Cell(m, sym, dev, predicted, reason, ok, note.strip(), tol, tol_reason))
     return Matrix(list(measures), list(symmetries), cells, values, gaps, time.perf_counter() - start, timings)
+
+
+@dataclass
+class EpsSweep:
+    """Deviations of chosen measures under the ``bn`` sweep with every BatchNorm's ``eps`` set to each
+    value (same weights), the function gap per value and the log–log slope of deviation against eps."""
+
+    eps: list[float]
+    gaps: list[float]
+    deviations: dict[str, list[float | None]]
+    slopes: dict[str, float | None]
+
+
+def _slope(xs: Sequence[float], ys: Sequence[float | None]) -> float | None:
+    pts = [(math.log10(x), math.log10(y)) for x, y in zip(xs, ys) if y is not None and y > 0.0]
+    if len(pts) < 2:
+        return None
+    mx = sum(p[0] for p in pts) / len(pts)
+    my = sum(p[1] for p in pts) / len(pts)
+    den = sum((p[0] - mx) ** 2 for p in pts)
+    return sum((p[0] - mx) * (p[1] - my) for p in pts) / den if den > 0 else None
+
+
+def batchnorm_eps(model: nn.Module) -> float | None:
+    """The largest ``eps`` of the model's BatchNorm layers (``None`` without any)."""
+    eps = [m.eps for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    return max(eps) if eps else None
+
+
+def eps_sweep(model: nn.Module, loss_fn: Callable, data, measures: Sequence[str], eps_values: Sequence[float], *,
+              layer: int, options: dict | None = None, seed: int = 0, quick: bool = False) -> EpsSweep:
+    """Evidence for the BatchNorm explanation: the ``bn`` column of :func:`invariance_matrix` for
+    ``measures`` with every BatchNorm's ``eps`` set to each of ``eps_values`` (the weights unchanged).
+
+    ``BN(cz) = (z − μ)/√(σ² + eps/c²)`` differs from ``BN(z)`` by ``O(eps·|1/c² − 1|/σ²)``, so a
+    deviation caused by eps falls in proportion to it (log–log slope 1) down to round-off, while one
+    with another cause does not.
+
+    >>> torch.manual_seed(0) and None
+    >>> net = nn.Sequential(nn.Linear(3, 4, bias=False), nn.BatchNorm1d(4, eps=1e-12), nn.ReLU(), nn.Linear(4, 2)).double()
+    >>> X, y = torch.randn(16, 3, dtype=torch.float64), torch.randint(0, 2, (16,))
+    >>> ev = eps_sweep(net.train(), nn.CrossEntropyLoss(), (X, y), ["fisher_rao"], [1e-4, 1e-6], layer=0, quick=True)
+    >>> round(ev.slopes["fisher_rao"], 1)
+    1.0
+    """
+    devs: dict[str, list[float | None]] = {m: [] for m in measures}
+    gaps = []
+    for eps in eps_values:
+        twin = copy.deepcopy(model)
+        for mod in twin.modules():
+            if isinstance(mod, nn.modules.batchnorm._BatchNorm):
+                mod.eps = float(eps)
+        mx = invariance_matrix({"bn": (twin, loss_fn, data, True)}, measures, ["bn"], layer=lambda _: layer,
+                               options=options, seed=seed, quick=quick)
+        gaps.append(max((g for _, g in mx.gaps["bn"]), default=0.0))
+        for m in measures:
+            devs[m].append(mx.cell(m, "bn").deviation)
+    return EpsSweep(list(eps_values), gaps, devs, {m: _slope(eps_values, d) for m, d in devs.items()})

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
 
 from coupled_curvature.numeric.kron import linear_block_hessians, linear_module_of
+from coupled_curvature.numeric.krylov import KrylovForm, LanczosRun
 from coupled_curvature.numeric.objective import Objective
 
 _COLUMN_CHUNK = 256
@@ -49,17 +50,22 @@ def _block_vjp(
 
 
 def block_curvature(
-    objective: Objective, partition: dict[str, list[str]], dense_blocks: set[str]
+    objective: Objective,
+    partition: dict[str, list[str]],
+    dense_blocks: set[str],
+    retain: list | None = None,
 ) -> dict[str, BlockCurvature]:
     """For every block ``b``: ``g_b``, ``H_bb w_b`` and, for names in ``dense_blocks``, ``H_bb``.
 
     Per batch the model graph is built once and differentiated once with
     ``create_graph=True``; every block's Hessian-vector product is a backward pass
     through that retained graph restricted to the block (the diagonal block ``H_bb``).
-    Dense blocks of ``nn.Linear`` layers come from the exact per-sample Kronecker form
-    (:mod:`kron`), accepted only if ``H_bb w`` matches the Hessian-vector product to
+    Dense blocks of ``nn.Linear`` and ``nn.Conv2d`` (groups=1) layers come from per-sample
+    factors (:mod:`kron`: the exact Kronecker form for Linear on 2-D inputs, the Gauss–Newton
+    form ``Σ_n J_nᵀΛ_nJ_n`` otherwise), accepted only if ``H_bb w`` matches the Hessian-vector product to
     ``1e-9`` relative; other dense blocks are assembled column by column from the
-    retained graph, in vmapped chunks.
+    retained graph, in vmapped chunks. When ``retain`` is a list, every batch's
+    ``(leaves, grads)`` graph is appended to it for later products (:func:`block_krylov`).
     """
     kron_requests = {}
     for block in dense_blocks:
@@ -80,17 +86,61 @@ def block_curvature(
                 continue
             dense = kron.get(block)
             if dense is not None and not _agrees(dense @ torch.cat([t.reshape(-1) for t in w]), Hw):
-                _note(entry, "per-sample Kronecker block disagreed with the Hessian-vector product "
-                      "(samples coupled?); assembled from Hessian-vector products instead")
+                _note(entry, "per-sample factored block disagreed with the Hessian-vector product (samples "
+                      "coupled, or a Conv/sequence layer with a network not piecewise linear above it); "
+                      "assembled from Hessian-vector products instead")
                 dense = None
             elif dense is None and block in kron_requests:
-                _note(entry, "layer input is not 2-D or the layer runs more than once; dense block "
+                _note(entry, "the layer runs more than once or its input layout is unsupported; dense block "
                       "assembled from Hessian-vector products")
             if dense is None:
                 dense = _dense_block(grads, leaves, members)
             entry.dense = dense if entry.dense is None else entry.dense + dense
+        if retain is not None:
+            retain.append((leaves, grads))
         del leaves, grads
     return acc
+
+
+def block_krylov(
+    objective: Objective,
+    partition: dict[str, list[str]],
+    curv: dict[str, BlockCurvature],
+    blocks: Iterable[str],
+    *,
+    rtol: float,
+    max_iter: int,
+    tol: float,
+    graphs: Sequence[tuple[dict[str, Tensor], dict[str, Tensor]]] | None = None,
+    reduce: Callable[[Tensor], Tensor] | None = None,
+) -> dict[str, KrylovForm]:
+    """``wᵀH_bb⁺w`` by Lanczos quadrature (:mod:`krylov`) for each of ``blocks``.
+
+    All runs advance in lockstep: one pass over the batches per Lanczos step computes
+    ``H_bb q_b = Σ_batches ∂(g_bᵀq_b)/∂w_b`` for every unfinished block, on ``graphs``
+    (retained by :func:`block_curvature`) or, when ``None``, on graphs rebuilt per step.
+    The first step of each ``w`` run reuses ``curv[b].Hw``. ``reduce`` (e.g. a sum over data-parallel
+    ranks) is applied to every summed product before Lanczos sees it.
+    """
+    runs: dict[str, LanczosRun] = {}
+    for block in blocks:
+        members = partition[block]
+        w = torch.cat([objective.values[m].reshape(-1) for m in members])
+        runs[block] = LanczosRun(w, rtol=rtol, max_iter=max_iter, tol=tol, Hw=curv[block].Hw)
+    while True:
+        active = [b for b, r in runs.items() if r.vector is not None]
+        if not active:
+            break
+        sums = {b: torch.zeros(runs[b].n, dtype=torch.float64) for b in active}
+        for leaves, grads in graphs if graphs is not None else objective.graphs():
+            for b in active:
+                members = partition[b]
+                sizes = [leaves[m].numel() for m in members]
+                cot = [p.reshape(leaves[m].shape) for p, m in zip(torch.split(runs[b].vector, sizes), members)]
+                sums[b] += torch.cat([t.reshape(-1) for t in _block_vjp(grads, leaves, members, cot, False)])
+        for b in active:
+            runs[b].feed(sums[b] if reduce is None else reduce(sums[b]))
+    return {b: r.result() for b, r in runs.items()}
 
 
 def _agrees(a: Tensor, b: Tensor, rtol: float = 1e-9) -> bool:

@@ -1,17 +1,52 @@
-"""Exact dense Hessian blocks of ``nn.Linear`` layers from per-sample Kronecker factors."""
+"""Exact Hessian blocks, diagonals and Gauss–Newton factors of ``nn.Linear`` and ``nn.Conv2d`` layers
+from per-sample factors.
+
+Two routes, both exact only under a stated condition that the callers verify against
+Hessian-vector products (and fall back from when it fails):
+
+* **layer output** (``nn.Linear`` on 2-D inputs, any network): ``z_n = W a_n + b`` and
+  ``G_n = ∂²L/∂z_n²`` give ``∂²L/∂W_{ai}∂W_{bj} = Σ_n G_n[a,b] a_n[i] a_n[j]`` — exact whenever
+  the loss is a sum of per-sample terms, whatever sits above the layer.
+* **network output** (``nn.Linear`` and ``nn.Conv2d`` with ``groups=1``): a layer's output is
+  linear in its own weights, ``z_n[c,p] = Σ_q W[c,q] U_n[q,p] + b[c]`` with ``U_n`` the input
+  unfolded into patches (``torch.nn.functional.unfold``; ``P = 1``, ``U_n = a_n`` for Linear).
+  With ``M_n = ∂f_n/∂z_n`` (back-propagated from the ``k`` network outputs) the per-sample
+  Jacobian is ``J_n[j,(c,q)] = Σ_p M_n[j,c,p] U_n[q,p]`` and, with ``Λ_n = ∂²L/∂f_n²``,
+  ``e_n = ∂L/∂f_n``: ``g_b = Σ_n J_nᵀe_n`` always, and ``H_bb = Σ_n J_nᵀΛ_nJ_n`` (Gauss–Newton)
+  exactly when ``f`` is affine in the block near ``θ`` — true almost everywhere when everything
+  above the layer is piecewise linear (ReLU, LeakyReLU, max/avg pooling, eval-mode BatchNorm,
+  Linear, Conv), false for Tanh (negative control) and for batch statistics (samples coupled).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
+from torch.func import functional_call
+from torch.nn import functional as F
 
+from coupled_curvature.numeric._inputs import checked_loss
 from coupled_curvature.numeric.objective import Objective
+
+_MAX_OUTPUTS = 256  # network outputs per sample (one backward pass each)
+_CHUNK_ELEMENTS = 1 << 22  # per-sample Jacobian chunk: samples·outputs·block size
+
+
+def _supported(module: nn.Module) -> bool:
+    return type(module) is nn.Linear or (type(module) is nn.Conv2d and module.groups == 1)
 
 
 def linear_module_of(model: nn.Module, members: Sequence[str]) -> str | None:
-    """The path of the ``nn.Linear`` whose ``weight``/``bias`` make up ``members``, else ``None``."""
+    """The path of the ``nn.Linear`` or ``nn.Conv2d`` (``groups=1``) whose ``weight``/``bias`` make up
+    ``members``, else ``None``.
+
+    >>> net = nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU(), nn.Flatten(), nn.Linear(2, 3))
+    >>> linear_module_of(net, ["0.weight", "0.bias"]), linear_module_of(net, ["0.weight", "3.bias"])
+    ('0', None)
+    """
     prefixes = {m.rpartition(".")[0] for m in members}
     attrs = [m.rpartition(".")[2] for m in members]
     if len(prefixes) != 1 or len(set(attrs)) != len(attrs) or not set(attrs) <= {"weight", "bias"}:
@@ -21,7 +56,10 @@ def linear_module_of(model: nn.Module, members: Sequence[str]) -> str | None:
         module = model.get_submodule(path)
     except AttributeError:
         return None
-    return path if type(module) is nn.Linear else None
+    return path if _supported(module) else None
+
+
+# ---------------------------------------------------------------------------- layer-output route
 
 
 def per_sample_factors(
@@ -33,6 +71,13 @@ def per_sample_factors(
     batched Hessian-vector products in ``δ`` (cross-sample blocks of ``∂²L/∂δ²`` vanish when
     the loss is a sum of per-sample terms, so each product yields one column of every
     ``G_n``). Layers that see non-2-D inputs or run more than once are left out.
+
+    >>> net = nn.Sequential(nn.Linear(2, 1)).double()
+    >>> data = [(torch.eye(2, dtype=torch.float64), torch.zeros(2, 1, dtype=torch.float64))]
+    >>> from coupled_curvature.numeric._inputs import prepare_batches
+    >>> G, A = per_sample_factors(Objective(net, nn.MSELoss(), prepare_batches(data, nn.MSELoss())), 0, ["0"])["0"]
+    >>> G.reshape(-1).tolist()  # L = mean_n z_n²: ∂²L/∂z_n² = 2/2
+    [1.0, 1.0]
     """
     model = objective.model
     seen: dict[str, list[Tensor]] = {path: [] for path in paths}
@@ -71,25 +116,6 @@ def per_sample_factors(
     return out_factors
 
 
-def linear_block_hessians(
-    objective: Objective, batch: int, requests: dict[str, tuple[str, list[str]]]
-) -> dict[str, Tensor]:
-    """Dense ``H_bb`` for blocks made of one ``nn.Linear``'s weight and/or bias.
-
-    With ``z_n = W a_n + b`` for sample ``n`` and ``G_n = ∂²L/∂z_n²``, exactly
-    ``∂²L/∂W_{ai}∂W_{bj} = Σ_n G_n[a,b] a_n[i] a_n[j]`` and ``∂²L/∂b∂b = Σ_n G_n``, when the
-    loss is a sum of per-sample terms (no coupling between samples; the caller verifies
-    ``H_bb w`` against a Hessian-vector product). Blocks whose layer is left out by
-    :func:`per_sample_factors` are left out of the result (the caller falls back).
-    """
-    factors = per_sample_factors(objective, batch, {path for path, _ in requests.values()})
-    return {
-        block: _assemble(*factors[path], members)
-        for block, (path, members) in requests.items()
-        if path in factors
-    }
-
-
 def _assemble(G: Tensor, A: Tensor, members: list[str]) -> Tensor:
     """``Σ_n G_n ⊗ ã_n ã_nᵀ`` over the block's coordinates, ``ã = a``, ``[a, 1]`` or ``1``."""
     attrs = [m.rpartition(".")[2] for m in members]
@@ -108,3 +134,324 @@ def _assemble(G: Tensor, A: Tensor, members: list[str]) -> Tensor:
     index = {"weight": grid[:, : k - 1].reshape(-1), "bias": grid[:, k - 1]}
     idx = torch.cat([index[a] for a in attrs])
     return H[idx][:, idx]
+
+
+# ---------------------------------------------------------------------------- network-output route
+
+
+@dataclass(frozen=True)
+class LayerJacobian:
+    """``∂f_n/∂(W, b)`` of one layer in factored form: ``M[n] = ∂f_n/∂z_n`` as ``(k, C, P)`` and the
+    (unfolded) input ``U[n]`` as ``(Q, P)``, so ``z_n[c,p] = Σ_q W[c,q] U_n[q,p] + b[c]``."""
+
+    M: Tensor
+    U: Tensor
+
+    def jacobian(self, attrs: Sequence[str], rows: slice = slice(None)) -> Tensor:
+        """``J_n`` for samples ``rows``, shape ``(n, k, size)``, columns in ``attrs`` order
+        (``weight``: ``Σ_p M_n[j,c,p] U_n[q,p]`` at ``(c, q)``; ``bias``: ``Σ_p M_n[j,c,p]``)."""
+        M = self.M[rows]
+        parts = []
+        for a in attrs:
+            if a == "weight":
+                parts.append(torch.einsum("nkcp,nqp->nkcq", M, self.U[rows]).reshape(M.shape[0], M.shape[1], -1))
+            else:
+                parts.append(M.sum(dim=3))
+        return torch.cat(parts, dim=2)
+
+
+@dataclass(frozen=True)
+class SampleJacobians:
+    """One batch: ``e[n] = ∂L/∂f_n`` ``(N, k)``, ``Λ[n] = ∂²L/∂f_n²`` ``(N, k, k)`` (symmetrised) and the
+    usable layers' :class:`LayerJacobian` by module path."""
+
+    e: Tensor
+    hess: Tensor
+    layers: dict[str, LayerJacobian]
+
+
+def _unfold(module: nn.Module, x: Tensor) -> Tensor | None:
+    """The layer input as ``(N, Q, P)`` patches, or ``None`` if the layout is not supported."""
+    if type(module) is nn.Linear:
+        if x.dim() < 2:
+            return None
+        flat = x.reshape(x.shape[0], -1, x.shape[-1])
+        return flat.transpose(1, 2)
+    if x.dim() != 4:
+        return None
+    mode = "constant" if module.padding_mode == "zeros" else module.padding_mode
+    padded = F.pad(x, list(module._reversed_padding_repeated_twice), mode=mode)
+    return F.unfold(padded, module.kernel_size, dilation=module.dilation, padding=0, stride=module.stride)
+
+
+def _as_cp(module: nn.Module, z: Tensor) -> Tensor:
+    """The layer output as ``(N, C, P)``."""
+    if type(module) is nn.Linear:
+        return z.reshape(z.shape[0], -1, z.shape[-1]).transpose(1, 2)
+    return z.reshape(z.shape[0], z.shape[1], -1)
+
+
+def _reconstructs(module: nn.Module, U: Tensor, z: Tensor) -> bool:
+    """``W U_n + b`` equals the recorded output (the unfolding matches the layer)."""
+    C = z.shape[1]
+    if U.shape[2] != z.shape[2] or module.weight.numel() != C * U.shape[1]:
+        return False
+    W = module.weight.detach().reshape(C, -1).to(U.dtype)
+    rec = W @ U
+    if module.bias is not None:
+        rec = rec + module.bias.detach().to(U.dtype).reshape(1, C, 1)
+    scale = max(float(z.abs().max()), float(rec.abs().max()), 1e-300) if z.numel() else 1.0
+    return float((rec - z).abs().max()) <= 1e-9 * scale if z.numel() else True
+
+
+def sample_jacobians(
+    objective: Objective, batch: int, paths: Iterable[str], params: dict[str, Tensor] | None = None
+) -> SampleJacobians | None:
+    """Per-sample output derivatives of the loss and factored Jacobians of the layers at ``paths``.
+
+    One forward pass with a zero shift added to each layer's output; ``e`` and ``Λ`` by ``k``
+    backward passes through the loss, ``M`` by ``k`` backward passes from the outputs
+    ``Σ_n f_n[j]`` to the shifts (``= ∂f_n[j]/∂z_n`` when samples do not interact). Layers that
+    run more than once, see unsupported input layouts or whose unfolding does not reproduce
+    their output are left out; ``None`` when the output has more than 256 entries per sample.
+
+    >>> net = nn.Sequential(nn.Conv2d(1, 1, 2, bias=False), nn.Flatten(), nn.Linear(4, 2)).double()
+    >>> from coupled_curvature.numeric._inputs import prepare_batches
+    >>> X, y = torch.randn(3, 1, 3, 3, dtype=torch.float64), torch.tensor([0, 1, 0])
+    >>> obj = Objective(net, nn.CrossEntropyLoss(), prepare_batches((X, y), nn.CrossEntropyLoss()))
+    >>> sj = sample_jacobians(obj, 0, ["0", "2"])
+    >>> tuple(sj.layers["0"].M.shape), tuple(sj.layers["0"].U.shape), tuple(sj.hess.shape)
+    ((3, 2, 1, 4), (3, 4, 4), (3, 2, 2))
+    """
+    model = objective.model
+    values = objective.values if params is None else params
+    mods = {p: model.get_submodule(p) for p in paths}
+    mods = {p: m for p, m in mods.items() if _supported(m)}
+    seen: dict[str, list[tuple[Tensor, Tensor]]] = {p: [] for p in mods}
+    shifts: dict[str, Tensor] = {}
+
+    def hook(path: str):
+        def add_shift(module, inputs, output):
+            seen[path].append((inputs[0].detach(), output.detach()))
+            if len(seen[path]) > 1:
+                return None
+            shifts[path] = torch.zeros_like(output, requires_grad=True)
+            return output + shifts[path]
+
+        return add_shift
+
+    b = objective.batches[batch]
+    handles = [m.register_forward_hook(hook(p)) for p, m in mods.items()]
+    try:
+        out = functional_call(model, {**values, **objective.buffers}, (b.X,))
+    finally:
+        for h in handles:
+            h.remove()
+    if not isinstance(out, Tensor) or out.dim() == 0:
+        return None
+    n = out.shape[0]
+    k = out[0].numel()
+    if k > _MAX_OUTPUTS:
+        return None
+    loss = b.weight * checked_loss(objective.loss_fn(out, b.y), batch)
+    f = out.reshape(n, k)
+    (e,) = torch.autograd.grad(loss, out, create_graph=True, allow_unused=True)
+    e = torch.zeros_like(out) if e is None else e
+    hess = torch.zeros(n, k, k, dtype=torch.float64)
+    ef = e.reshape(n, k)
+    if ef.requires_grad:
+        for j in range(k):
+            (col,) = torch.autograd.grad(ef[:, j].sum(), out, retain_graph=True, allow_unused=True)
+            if col is not None:
+                hess[:, :, j] = col.reshape(n, k).detach()
+    hess = 0.5 * (hess + hess.transpose(1, 2))
+    usable = {}
+    for p, m in mods.items():
+        if len(seen[p]) != 1 or p not in shifts:
+            continue
+        x, z = seen[p][0]
+        U = _unfold(m, x) if x.shape[0] == n else None
+        if U is None:
+            continue
+        U = U.to(torch.float64)
+        z = _as_cp(m, z.to(torch.float64))
+        if _reconstructs(m, U, z):
+            usable[p] = (U, z.shape)
+    layers: dict[str, LayerJacobian] = {}
+    if usable:
+        names = list(usable)
+        Ms = {p: torch.zeros(n, k, usable[p][1][1], usable[p][1][2], dtype=torch.float64) for p in names}
+        for j in range(k):
+            grads = torch.autograd.grad(f[:, j].sum(), [shifts[p] for p in names], retain_graph=True, allow_unused=True)
+            for p, g in zip(names, grads):
+                if g is not None:
+                    Ms[p][:, j] = _as_cp(mods[p], g.detach().to(torch.float64))
+        layers = {p: LayerJacobian(Ms[p], usable[p][0]) for p in names}
+    return SampleJacobians(ef.detach().to(torch.float64), hess, layers)
+
+
+def _chunks(n: int, k: int, size: int) -> list[slice]:
+    step = max(1, _CHUNK_ELEMENTS // max(1, k * size))
+    return [slice(s, min(n, s + step)) for s in range(0, n, step)]
+
+
+def _attrs(members: Sequence[str]) -> list[str]:
+    return [m.rpartition(".")[2] for m in members]
+
+
+def _gauss_newton_dense(sj: SampleJacobians, path: str, members: Sequence[str]) -> Tensor:
+    lj = sj.layers[path]
+    attrs = _attrs(members)
+    size = sum(lj.jacobian([a], slice(0, 1)).shape[2] for a in attrs)
+    n, k = sj.e.shape
+    H = torch.zeros(size, size, dtype=torch.float64)
+    for rows in _chunks(n, k, size):
+        J = lj.jacobian(attrs, rows)
+        LJ = torch.bmm(sj.hess[rows], J)
+        H += J.reshape(-1, size).T @ LJ.reshape(-1, size)
+    return 0.5 * (H + H.T)
+
+
+def linear_block_hessians(
+    objective: Objective, batch: int, requests: dict[str, tuple[str, list[str]]]
+) -> dict[str, Tensor]:
+    """Dense ``H_bb`` of batch ``batch`` for blocks made of one layer's weight and/or bias.
+
+    ``nn.Linear`` on 2-D inputs: the layer-output route, exactly
+    ``∂²L/∂W_{ai}∂W_{bj} = Σ_n G_n[a,b] a_n[i] a_n[j]`` and ``∂²L/∂b∂b = Σ_n G_n`` (per-sample
+    losses). ``nn.Conv2d`` (``groups=1``, any stride, padding, dilation) and other Linear inputs:
+    the Gauss–Newton form ``Σ_n J_nᵀΛ_nJ_n`` (see the module docstring; exact for networks
+    piecewise linear above the layer). The caller verifies ``H_bb w`` against a Hessian-vector
+    product and falls back; blocks whose layer cannot be factored are left out of the result.
+    """
+    lin = {p for p, _ in requests.values() if type(objective.model.get_submodule(p)) is nn.Linear}
+    factors = per_sample_factors(objective, batch, lin) if lin else {}
+    out = {block: _assemble(*factors[path], members) for block, (path, members) in requests.items() if path in factors}
+    rest = {block: r for block, r in requests.items() if block not in out}
+    if rest:
+        sj = sample_jacobians(objective, batch, {p for p, _ in rest.values()})
+        if sj is not None:
+            for block, (path, members) in rest.items():
+                if path in sj.layers:
+                    out[block] = _gauss_newton_dense(sj, path, members)
+    return out
+
+
+# ---------------------------------------------------------------------------- sums over the data
+
+
+@dataclass
+class GaussNewton:
+    """Sums over the data for one block ``b`` of the Gauss–Newton form ``Σ_n J_nᵀΛ_nJ_n``.
+
+    ``diagonal``: its diagonal; ``products``: it times the probe columns; ``grad = Σ_n J_nᵀe_n``
+    (always ``g_b``); with ``factor=True``, ``B`` and ``s`` stacking ``C_nJ_n`` and ``s_n`` over
+    the samples, where ``Λ_n = C_nᵀC_n`` and ``e_n = C_nᵀs_n``, so ``Σ J_nᵀΛ_nJ_n = BᵀB`` and
+    ``Σ J_nᵀe_n = Bᵀs`` (``None`` if some ``Λ_n`` is indefinite or ``e_n ∉ range(Λ_n)``).
+    """
+
+    diagonal: Tensor
+    products: Tensor
+    grad: Tensor
+    B: Tensor | None = None
+    s: Tensor | None = None
+
+
+def _sample_factor(hess: Tensor, e: Tensor) -> tuple[Tensor, Tensor, Tensor] | None:
+    """Per sample ``C_n`` ``(k, k)`` with ``C_nᵀC_n = Λ_n``, ``s_n`` with ``C_nᵀs_n = e_n`` and the mask
+    of the rows of ``C_n`` kept (eigenvalues of ``Λ_n`` above round-off); ``None`` if some ``Λ_n`` is
+    indefinite beyond round-off or ``e_n`` leaves ``range(Λ_n)`` (both judged against the largest
+    ``|Λ|``, ``|e|`` over the data)."""
+    mu, V = torch.linalg.eigh(hess)
+    # round-off of Λ_n is relative to the largest entries over the data, not to Λ_n's own size (a
+    # confident sample's Λ_n = diag(p) − ppᵀ is a difference of O(1) terms), hence one global cut
+    cut = 64 * torch.finfo(torch.float64).eps * float(mu.abs().max()) if mu.numel() else 0.0
+    if bool((mu < -cut).any()):
+        return None
+    keep = mu > cut
+    root = torch.where(keep, mu.clamp(min=0.0).sqrt(), torch.zeros_like(mu))
+    inv = torch.where(keep, 1.0 / torch.where(keep, root, torch.ones_like(root)), torch.zeros_like(mu))
+    C = root.unsqueeze(2) * V.transpose(1, 2)
+    coeff = torch.einsum("nkj,nk->nj", V, e)
+    resid = e - torch.einsum("nkj,nj->nk", V, torch.where(keep, coeff, torch.zeros_like(coeff)))
+    if float(resid.abs().max()) > 1e-9 * max(float(e.abs().max()), 1e-300):
+        return None
+    return C, inv * coeff, keep
+
+
+def gauss_newton(
+    objective: Objective,
+    blocks: dict[str, list[str]],
+    *,
+    probes: dict[str, Tensor] | None = None,
+    factor: bool = False,
+    params: dict[str, Tensor] | None = None,
+) -> dict[str, GaussNewton]:
+    """:class:`GaussNewton` sums for every block that is one factorable layer's weight and/or bias in
+    every batch (others are left out). ``probes[b]`` is an ``(size, m)`` matrix of vectors to
+    multiply (e.g. ``w_b`` and a random vector, for the caller's check against exact
+    Hessian-vector products). Work is chunked over samples.
+
+    >>> net = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 2)).double()
+    >>> from coupled_curvature.numeric._inputs import prepare_batches
+    >>> X, y = torch.randn(5, 2, dtype=torch.float64), torch.tensor([0, 1, 0, 1, 1])
+    >>> obj = Objective(net, nn.CrossEntropyLoss(), prepare_batches((X, y), nn.CrossEntropyLoss()))
+    >>> gn = gauss_newton(obj, {"2.weight": ["2.weight"]}, factor=True)["2.weight"]
+    >>> bool(torch.allclose(gn.B.T @ gn.s, gn.grad, atol=1e-14)), tuple(gn.B.shape)  # rank Λ_n = k − 1 = 1
+    (True, (5, 6))
+    """
+    probes = probes or {}
+    paths = {b: linear_module_of(objective.model, m) for b, m in blocks.items()}
+    paths = {b: p for b, p in paths.items() if p is not None}
+    acc: dict[str, dict[str, list[Tensor] | Tensor]] = {}
+    alive = set(paths)
+    for i in range(len(objective.batches)):
+        sj = sample_jacobians(objective, i, set(paths.values()), params)
+        if sj is None:
+            return {}
+        alive &= {b for b, p in paths.items() if p in sj.layers}
+        fac = _sample_factor(sj.hess, sj.e) if factor else None
+        for b in list(alive):
+            lj, attrs = sj.layers[paths[b]], _attrs(blocks[b])
+            n, k = sj.e.shape
+            size = lj.jacobian(attrs, slice(0, 1)).shape[2]
+            V = probes.get(b, torch.zeros(size, 0, dtype=torch.float64))
+            a = acc.setdefault(b, {"diag": torch.zeros(size, dtype=torch.float64),
+                                   "prod": torch.zeros(size, V.shape[1], dtype=torch.float64),
+                                   "grad": torch.zeros(size, dtype=torch.float64), "B": [], "s": []})
+            for rows in _chunks(n, k, size):
+                J = lj.jacobian(attrs, rows)
+                LJ = torch.bmm(sj.hess[rows], J)
+                a["diag"] += (J * LJ).sum(dim=(0, 1))
+                a["grad"] += torch.einsum("nkm,nk->m", J, sj.e[rows])
+                if V.shape[1]:
+                    a["prod"] += torch.einsum("nkm,nkv->mv", J, torch.einsum("nkj,jv->nkv", LJ, V))
+                if fac is not None:
+                    keep = fac[2][rows]
+                    a["B"].append(torch.bmm(fac[0][rows], J)[keep])
+                    a["s"].append(fac[1][rows][keep])
+        if factor and fac is None:
+            factor = False
+            for a in acc.values():
+                a["B"], a["s"] = [], []
+    out = {}
+    for b in alive:
+        a = acc[b]
+        B = torch.cat(a["B"]) if factor and a["B"] else None
+        s = torch.cat(a["s"]) if factor and a["s"] else None
+        out[b] = GaussNewton(a["diag"], a["prod"], a["grad"], B, s)
+    return out
+
+
+def agrees(a: Tensor, b: Tensor, rtol: float = 1e-9) -> bool:
+    """``max|a − b| ≤ rtol·max(max|a|, max|b|)`` (the acceptance test of every factored result).
+
+    >>> agrees(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0 + 1e-12]))
+    True
+    """
+    if a.shape != b.shape:
+        return False
+    if a.numel() == 0:
+        return True
+    scale = max(float(a.abs().max()), float(b.abs().max()), 1e-300)
+    return float((a - b).abs().max()) <= rtol * scale

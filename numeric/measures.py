@@ -26,6 +26,7 @@ from coupled_curvature.numeric.curvature_rate import curvature_rate as _curvatur
 from coupled_curvature.numeric.diagnostics import Diagnosis, diagnose
 from coupled_curvature.numeric.flat import FlatLoss
 from coupled_curvature.numeric.hvp import BlockCurvature, block_curvature
+from coupled_curvature.numeric.kron import GaussNewton, agrees, gauss_newton, linear_module_of
 from coupled_curvature.numeric.lanczos import lanczos_top
 from coupled_curvature.numeric.linear_factors import LinearFactors, linear_factors
 from coupled_curvature.numeric.pinv import pinv_quadratic_form
@@ -45,6 +46,63 @@ class _Context:
         self._dense: dict[frozenset, dict[str, BlockCurvature]] = {}
         self._diag: dict[tuple, Diagnosis] = {}
         self._factors: dict[str, LinearFactors] | None = None
+        self._gn: dict[tuple, tuple[dict[str, GaussNewton], dict[str, str]]] = {}
+        self._grad: Tensor | None = None
+
+    @property
+    def grad(self) -> Tensor:
+        """``∇L(θ₀)`` (flat, cached)."""
+        if self._grad is None:
+            self._grad = self.flat.grad()
+        return self._grad
+
+    def _block_hvp(self, name: str, v: Tensor) -> Tensor:
+        full = torch.zeros(self.flat.n, dtype=torch.float64)
+        full[self.flat.block(name)] = v
+        return self.flat.hvp(full)[self.flat.block(name)]
+
+    def gauss_newton(self, names: Iterable[str], factor: bool = False) -> tuple[dict[str, GaussNewton], dict[str, str]]:
+        """Verified per-sample Gauss–Newton sums (:func:`kron.gauss_newton`) of Linear/Conv tensors.
+
+        A tensor is accepted only if ``Σ_n J_nᵀΛ_nJ_n`` times ``w_b`` and times a seeded Rademacher
+        vector, and ``Σ_n J_nᵀe_n``, match exact Hessian-vector products and the gradient to
+        ``1e-9`` relative (with ``factor``, also ``Bᵀ(Bw_b)`` and ``Bᵀs``). Returns the accepted sums
+        and ``{name: reason}`` for the tensors that were tried and rejected.
+        """
+        names = [n for n in names if linear_module_of(self.flat.net, [n]) is not None]
+        key = (frozenset(names), factor)
+        for (have, fac), result in self._gn.items():
+            if key[0] <= have and (fac or not factor):
+                return ({n: g for n, g in result[0].items() if n in key[0]},
+                        {n: r for n, r in result[1].items() if n in key[0]})
+        if not names:
+            return {}, {}
+        gen = torch.Generator().manual_seed(0)
+        probes = {}
+        for n in names:
+            size = self.flat.block(n).stop - self.flat.block(n).start
+            z = torch.randint(0, 2, (size,), generator=gen).to(torch.float64) * 2 - 1
+            probes[n] = torch.stack([self.flat.theta0[self.flat.block(n)], z], dim=1)
+        sums = gauss_newton(self.flat.objective, {n: [n] for n in names}, probes=probes, factor=factor)
+        accepted, rejected = {}, {}
+        for n in names:
+            gn = sums.get(n)
+            if gn is None:
+                rejected[n] = "the layer could not be factored (it runs twice, its input layout is unsupported or samples interact)"
+                continue
+            exact = [self._block_hvp(n, probes[n][:, j]) for j in range(2)]
+            g = self.grad[self.flat.block(n)]
+            if not (all(agrees(gn.products[:, j], exact[j]) for j in range(2)) and agrees(gn.grad, g)):
+                rejected[n] = ("Σ J_nᵀΛ_nJ_n differs from exact Hessian-vector products: the network is not "
+                               "piecewise linear above the layer, or samples interact")
+            elif factor and gn.B is None:
+                rejected[n] = "no per-sample factor Λ_n = C_nᵀC_n with e_n ∈ range(Λ_n)"
+            elif factor and not (agrees(gn.B.T @ (gn.B @ probes[n][:, 0]), exact[0]) and agrees(gn.B.T @ gn.s, g)):
+                rejected[n] = "BᵀB w ≠ H w or Bᵀs ≠ g"
+            else:
+                accepted[n] = gn
+        self._gn[key] = (accepted, rejected)
+        return accepted, rejected
 
     def factors(self) -> dict[str, LinearFactors]:
         """Verified per-sample factors of the plain ``nn.Linear`` layers, keyed by module path."""
@@ -142,10 +200,11 @@ def _hutchinson_block(ctx: _Context, name: str, probes: int, seed: int) -> tuple
     return diag, samples
 
 
-def _hessian_diagonal(ctx: _Context, max_dense: int, probes: int, seed: int) -> tuple[Tensor, float, list[str]]:
-    """The Hessian diagonal: exact (per-sample factors of Linear tensors, or dense blocks of ≤
-    ``max_dense``), Hutchinson per block otherwise. Returns it, the trace's standard error and the
-    names of estimated blocks."""
+def _hessian_diagonal(ctx: _Context, max_dense: int, probes: int, seed: int) -> tuple[Tensor, float, list[str], list[str]]:
+    """The Hessian diagonal: exact from per-sample factors (layer-output factors of ``nn.Linear``,
+    verified Gauss–Newton factors of ``nn.Conv2d`` and other Linear tensors) or dense blocks of ≤
+    ``max_dense``, Hutchinson per block otherwise. Returns it, the trace's standard error, the
+    names of estimated blocks and notes on rejected factorizations."""
     factors = ctx.factors()
     diag = torch.zeros(ctx.flat.n, dtype=torch.float64)
     exact = set()
@@ -155,6 +214,11 @@ def _hessian_diagonal(ctx: _Context, max_dense: int, probes: int, seed: int) -> 
             if name in ctx.flat.offsets:
                 diag[ctx.flat.block(name)] = values().reshape(-1)
                 exact.add(name)
+    accepted, rejected = ctx.gauss_newton([n for n in ctx.flat.names if n not in exact])
+    for n, gn in accepted.items():
+        diag[ctx.flat.block(n)] = gn.diagonal
+        exact.add(n)
+    notes = [f"{n}: Gauss–Newton diagonal rejected ({why}); dense or Hutchinson instead" for n, why in rejected.items()]
     rest = [n for n in ctx.flat.names if n not in exact]
     small = [n for n in rest if n in set(ctx.small_blocks(max_dense))]
     if small:
@@ -167,7 +231,7 @@ def _hessian_diagonal(ctx: _Context, max_dense: int, probes: int, seed: int) -> 
         d, samples = _hutchinson_block(ctx, n, probes, seed)
         diag[ctx.flat.block(n)] = d
         var += float(samples.var()) / probes if probes > 1 else float("nan")
-    return diag, math.sqrt(var), estimated
+    return diag, math.sqrt(var), estimated, notes
 
 
 def _diagonal_measure(name: str, model: nn.Module, loss_fn: Callable, data: object, options: dict):
@@ -183,27 +247,31 @@ def _diagonal_measure(name: str, model: nn.Module, loss_fn: Callable, data: obje
 
 def hessian_trace(model: nn.Module, loss_fn: Callable, data: object, **options) -> dict:
     """``tr ∇²L = Σ_i H_ii``: exact for ``nn.Linear`` tensors (per-sample factors
-    ``Σ_n G_n[s,s] a_n[i]²``) and for other blocks of ≤ ``max_dense`` parameters (dense ``H_bb``);
-    Hutchinson per block (``probes`` Rademacher vectors from ``seed``) otherwise, with its
-    standard error.
+    ``Σ_n G_n[s,s] a_n[i]²``), for ``nn.Conv2d`` tensors whose per-sample Gauss–Newton form
+    ``Σ_n J_nᵀΛ_nJ_n`` is verified against exact Hessian-vector products (diagonal
+    ``Σ_n Σ_jk Λ_n[j,k] J_n[j,i] J_n[k,i]``, :mod:`kron`) and for other blocks of ≤ ``max_dense``
+    parameters (dense ``H_bb``); Hutchinson per block (``probes`` Rademacher vectors from
+    ``seed``) otherwise, with its standard error.
 
     Options: ``max_dense=4096``, ``probes=64``, ``seed=0``. Returns ``value``, ``stderr`` (0 when
-    exact), ``method``. Invariance: like the top eigenvalue (orthogonal maps only).
+    exact), ``method``, ``notes`` (rejected factorizations). Invariance: like the top eigenvalue
+    (orthogonal maps only).
 
     >>> net = nn.Sequential(nn.Linear(2, 2))
     >>> round(hessian_trace(net, nn.MSELoss(), (torch.eye(2), torch.zeros(2, 2)))["value"], 12)
     4.0
     """
-    ctx, (diag, se, estimated) = _diagonal_measure("trace", model, loss_fn, data, options)
+    ctx, (diag, se, estimated, notes) = _diagonal_measure("trace", model, loss_fn, data, options)
     method = "exact" if not estimated else f"Hutchinson on {', '.join(estimated)}; exact elsewhere"
-    return {"value": float(diag.sum()), "stderr": se, "method": method}
+    return {"value": float(diag.sum()), "stderr": se, "method": method, "notes": notes}
 
 
 def normalized_flatness(model: nn.Module, loss_fn: Callable, data: object, **options) -> dict:
     """``2 Σ_i |θ_i| √(H_ii)`` over all parameters (``H_ii`` clipped at 0 if negative).
 
-    Exact Hessian diagonal from dense blocks of ≤ ``max_dense`` parameters (default 4096),
-    Hutchinson ``E[z⊙Hz]`` otherwise. Invariance: every element-wise scaling
+    The Hessian diagonal is the one of :func:`hessian_trace` (exact from per-sample factors or
+    dense blocks of ≤ ``max_dense`` parameters, default 4096; Hutchinson ``E[z⊙Hz]`` otherwise).
+    Invariance: every element-wise scaling
     ``θ_i -> a_iθ_i`` (``H_ii -> H_ii/a_i²``): layer, neuron-wise, BatchNorm scale, and
     permutations; moves under mixing (orthogonal or general), nonlinear maps, loss scaling (√s).
 
@@ -213,10 +281,10 @@ def normalized_flatness(model: nn.Module, loss_fn: Callable, data: object, **opt
     >>> round(r["value"], 12)  # L = w², H = 2: 2·3·√2
     8.485281374239
     """
-    ctx, (diag, _, estimated) = _diagonal_measure("norm_flat", model, loss_fn, data, options)
+    ctx, (diag, _, estimated, notes) = _diagonal_measure("norm_flat", model, loss_fn, data, options)
     negative = int((diag < 0).sum())
     value = float(2.0 * (ctx.flat.theta0.abs() * diag.clamp(min=0.0).sqrt()).sum())
-    return {"value": value, "estimated_blocks": estimated, "negative_diagonal": negative}
+    return {"value": value, "estimated_blocks": estimated, "negative_diagonal": negative, "notes": notes}
 
 
 def _weight_param_name(net: nn.Module, layer: int) -> str:
@@ -485,42 +553,94 @@ def radial_ratio(model: nn.Module, loss_fn: Callable, data: object, **options) -
 
 
 def newton_decrement(model: nn.Module, loss_fn: Callable, data: object, **options) -> dict:
-    """Block Newton decrement ``g_bᵀ H_bb⁺ g_b`` (relative cutoff ``pinv_rtol``) for blocks ≤ ``max_dense``.
+    """Block Newton decrement ``g_bᵀ H_bb⁺ g_b`` for blocks ≤ ``max_dense`` (default 4096).
 
-    Invariance (T11): every block-diagonal linear symmetry when ``H_bb`` is invertible or
-    ``g_b ∈ range(H_bb)``; ``s·`` under loss scaling; moves under nonlinear maps. In float64 the
-    value is known only to about ``ε₆₄·κ_b`` relative, ``κ_b = max|λ|/min kept |λ|`` (returned per
-    block as ``conditioning``). Degenerate (``None``, listed in ``degenerate``) on scale-invariant
-    blocks (T10, ``|wᵀg| ≤ 1e-12‖w‖‖g‖``): there ``H_bb w = −g`` (differentiate ``g(cw) = g(w)/c``
-    at ``c = 1``), so ``gᵀH⁺g = wᵀHw = −wᵀg = 0`` and only round-off is left to compare.
+    **Factor route** (``nn.Linear``/``nn.Conv2d`` tensors whose per-sample Gauss–Newton factor is
+    verified, :meth:`_Context.gauss_newton`): ``H_bb = BᵀB`` and ``g_b = Bᵀs`` with ``B`` stacking
+    ``C_nJ_n`` and ``s`` stacking ``s_n`` (``Λ_n = C_nᵀC_n``, ``e_n = C_nᵀs_n``), so ``g_b ∈ range(H_bb)``
+    and ``gᵀH⁺g = sᵀB(BᵀB)⁺Bᵀs = ‖P_range(B) s‖² = ‖Bx‖²``, ``x`` the least-squares solution of
+    ``Bx ≈ s`` (SVD solver): the Newton step in square-root form. Singular values of ``B`` below
+    ``factor_rcond·σ_max`` (default ``2⁻²⁶ = √ε₆₄``, i.e. Hessian eigenvalues below ``ε₆₄·λ_max``,
+    which a float64 Hessian does not resolve) count as zero; a direction dropped or kept there
+    changes the value by its share ``(u_iᵀs)²`` only, never by ``(u_iᵀg)²/λ_i`` (``rank_gap`` is
+    ``σ_r/σ_{r+1}`` at the cut). Round-off is governed by the least-squares sensitivity
+    ``κ_LS = 1 + 2‖B‖‖x‖‖s − Bx‖/‖Bx‖²`` (relative error ≲ ``ε₆₄·κ_LS``), not by ``κ(H_bb)``.
+    **Pseudo-inverse route** (every other block, or ``route="pinv"``, or when ``R·n·min(R, n)``
+    exceeds ``factor_flops``): ``Σ_{|λ_i|>τ}(u_iᵀg)²/λ_i`` with ``τ = pinv_rtol·max|λ|``.
+
+    Invariance (T11): under a block map ``w -> Aw`` (``g -> A⁻ᵀg``, ``H -> A⁻ᵀHA⁻¹``) the exact value
+    is unchanged when ``H`` is invertible or ``g ∈ range(H)`` (``g = Hx`` gives ``g' = H'(Ax)`` and
+    ``gᵀH⁺g = xᵀHx``); the factor route keeps it exactly (``B -> BA⁻¹`` has the same range, ``s``
+    depends on the outputs only). The pseudo-inverse route is invariant only under conformal ``A``:
+    for non-conformal ``A`` the eigenvalues move non-uniformly (by up to ``κ(A)²``), so genuine
+    eigenvalues near ``τ`` cross it and their terms ``(u_iᵀg)²/λ_i`` are dropped on one side only.
+    ``s·`` under loss scaling; moves under nonlinear maps. Degenerate (``None``, in
+    ``degenerate``) on scale-invariant blocks (T10, ``|wᵀg| ≤ 1e-12‖w‖‖g‖``): there
+    ``H_bb w = −g``, so ``gᵀH⁺g = wᵀHw = −wᵀg = 0`` and only round-off is left to compare.
+
+    Options: ``max_dense``, ``pinv_rtol=1e-10``, ``route="auto"|"pinv"``, ``factor_flops=2e10``,
+    ``factor_rcond=2**-26``. Returns per-block ``blocks``, ``routes``, ``conditioning`` (``κ_LS``, or
+    ``max|λ|/min kept |λ|``), ``rank``, ``rank_gap``, ``degenerate``, ``notes``.
 
     >>> net = nn.Sequential(nn.Linear(1, 1, bias=False))
     >>> with torch.no_grad(): _ = net[0].weight.fill_(3.0)
-    >>> newton_decrement(net, nn.MSELoss(), (torch.ones(1, 1), torch.zeros(1, 1)))["blocks"]["0.weight"]
-    18.0
+    >>> r = newton_decrement(net, nn.MSELoss(), (torch.ones(1, 1), torch.zeros(1, 1)))
+    >>> round(r["blocks"]["0.weight"], 12), r["routes"]["0.weight"]  # L = w²: g²/H = 36/2
+    (18.0, 'factor')
     """
     ctx = _context(model, loss_fn, data, options)
     max_dense = int(options.pop("max_dense", 4096))
     rtol = float(options.pop("pinv_rtol", 1e-10))
+    route = str(options.pop("route", "auto"))
+    budget = float(options.pop("factor_flops", 2e10))
+    factor_rcond = float(options.pop("factor_rcond", 2.0**-26))
     _no_extra("newton", options)
+    if route not in ("auto", "pinv"):
+        raise InvalidInputError(f"route={route!r}; use 'auto' (factor route where verified) or 'pinv'")
     small = ctx.small_blocks(max_dense)
-    dense = ctx.dense(small) if small else {}
-    blocks, degenerate, conditioning = {}, [], {}
-    for n in ctx.flat.names:
-        if n not in small:
-            blocks[n] = None
-            continue
-        w, g = ctx.flat.theta0[ctx.flat.block(n)], dense[n].grad
+    blocks: dict[str, float | None] = {n: None for n in ctx.flat.names}
+    degenerate, conditioning, routes, ranks, gaps, notes = [], {}, {}, {}, {}, []
+    live = []
+    for n in small:
+        w, g = ctx.flat.theta0[ctx.flat.block(n)], ctx.grad[ctx.flat.block(n)]
         w_sq, g_sq = float(w @ w), float(g @ g)
         if w_sq > 0.0 and g_sq > 0.0 and abs(float(w @ g)) <= 1e-12 * math.sqrt(w_sq * g_sq):
-            blocks[n] = None
             degenerate.append(n)
+        else:
+            live.append(n)
+    factored: dict[str, GaussNewton] = {}
+    if route == "auto" and live:
+        factored, rejected = ctx.gauss_newton(live, factor=True)
+        notes += [f"{n}: factor route rejected ({why}); pseudo-inverse route" for n, why in rejected.items()]
+        for n in list(factored):
+            R, m = factored[n].B.shape
+            if R * m * min(R, m) > budget:
+                notes.append(f"{n}: factor route skipped (B is {R}×{m}, above factor_flops={budget:g}); pseudo-inverse route")
+                del factored[n]
+    for n, gn in factored.items():
+        if gn.B.shape[0] == 0 or not bool(gn.s.any()):
+            blocks[n], routes[n], ranks[n] = 0.0, "factor", 0
             continue
-        form = pinv_quadratic_form(dense[n].dense, g, rtol)
-        blocks[n] = form.value
+        sol = torch.linalg.lstsq(gn.B, gn.s.unsqueeze(1), rcond=factor_rcond, driver="gelsd")
+        x = sol.solution[:, 0]
+        Bx = gn.B @ x
+        value = float(Bx @ Bx)
+        rank, sv = int(sol.rank), sol.singular_values
+        blocks[n], routes[n], ranks[n] = value, "factor", rank
+        if 0 < rank < sv.numel():
+            gaps[n] = float(sv[rank - 1] / sv[rank]) if float(sv[rank]) > 0.0 else math.inf
+        if value > 0.0:  # least-squares sensitivity: |δv| ≤ 2‖δB‖‖x‖‖s − Bx‖, ‖δB‖ ≈ ε₆₄‖B‖
+            resid = float((gn.s - Bx).norm())
+            conditioning[n] = 1.0 + 2.0 * float(sol.singular_values[0]) * float(x.norm()) * resid / value
+    rest = [n for n in live if n not in factored]
+    dense = ctx.dense(rest) if rest else {}
+    for n in rest:
+        form = pinv_quadratic_form(dense[n].dense, dense[n].grad, rtol)
+        blocks[n], routes[n], ranks[n] = form.value, "pinv", form.rank
         if form.min_kept_rel_eig is not None:
             conditioning[n] = 1.0 / form.min_kept_rel_eig
-    return {"blocks": blocks, "degenerate": degenerate, "conditioning": conditioning, "max_dense": max_dense}
+    return {"blocks": blocks, "degenerate": degenerate, "conditioning": conditioning, "routes": routes,
+            "rank": ranks, "rank_gap": gaps, "notes": notes, "max_dense": max_dense}
 
 
 # ---------------------------------------------------------------------------- registry

@@ -44,19 +44,25 @@ DIAGONAL_MEASURES = ("trace", "norm_flat")
 
 def sweep_options(model, base: dict | None = None) -> dict:
     """``base`` (default :data:`SWEEP_OPTIONS`) with the Hessian-diagonal measures' ``max_dense``
-    raised to the largest non-``nn.Linear`` parameter tensor of ``model``.
+    raised to the largest parameter tensor of ``model`` outside ``nn.Linear`` and ``nn.Conv2d``
+    (``groups=1``).
 
-    ``nn.Linear`` diagonals are exact from per-sample factors at any size; every other tensor (a
-    Conv kernel, a BatchNorm scale) is exact only as a dense block, and above ``max_dense`` falls
-    back to Hutchinson, whose fixed probes are tied to coordinate indices: the estimate then moves
-    under permutations and neuron-wise scalings that the exact diagonal is invariant to. Dense
-    assembly needs no eigendecomposition, so covering those tensors is cheap.
+    ``nn.Linear`` and ``nn.Conv2d`` diagonals are exact from per-sample factors at any size (the
+    Conv ones verified against Hessian-vector products; a rejection is listed in the measure's
+    notes and the cell's). Every other tensor (a BatchNorm scale, a grouped conv kernel) is exact
+    only as a dense block, and above ``max_dense`` falls back to Hutchinson, whose fixed probes are
+    tied to coordinate indices: the estimate then moves under permutations and neuron-wise
+    scalings that the exact diagonal is invariant to. Dense assembly needs no eigendecomposition,
+    so covering those tensors is cheap. (Reparametrized tensors of the ``nonlinear`` column are
+    not factored; above ``max_dense`` they get Hutchinson, and those cells are predicted to move.)
     """
     from torch import nn
 
     base = SWEEP_OPTIONS if base is None else base
-    linear = {id(p) for m in model.modules() if type(m) is nn.Linear for p in m.parameters(recurse=False)}
-    largest = max((p.numel() for p in model.parameters() if id(p) not in linear), default=0)
+    factored = {id(p) for m in model.modules()
+                if type(m) is nn.Linear or (type(m) is nn.Conv2d and m.groups == 1)
+                for p in m.parameters(recurse=False)}
+    largest = max((p.numel() for p in model.parameters() if id(p) not in factored), default=0)
     out = {m: dict(o) for m, o in base.items()}
     for m in DIAGONAL_MEASURES:
         opts = out.setdefault(m, {})
@@ -204,6 +210,57 @@ def render_html(mx) -> str:
             f"<table border=1 cellpadding=4><tr><th>measure</th>{head}</tr>{''.join(rows)}</table>\n")
 
 
+def render_eps(mx) -> str:
+    ev = mx.eps_sweep
+    if ev is None:
+        return ""
+    names = list(ev.deviations)
+    lines = ["BatchNorm eps evidence: the bn column's disagreeing cells re-measured with every BatchNorm eps set to "
+             "each value (same weights); an eps effect falls ∝ eps (log–log slope 1)",
+             "eps".ljust(10) + "fn gap".rjust(10) + "".join(m.rjust(16) for m in names)]
+    for i, eps in enumerate(ev.eps):
+        lines.append(f"{eps:<10.0e}" + _fmt(ev.gaps[i]).rjust(10)
+                     + "".join(_fmt(ev.deviations[m][i]).rjust(16) for m in names))
+    lines.append("slope".ljust(10) + _fmt_slope(_slope_of(ev.eps, ev.gaps)).rjust(10)
+                 + "".join(_fmt_slope(ev.slopes[m]).rjust(16) for m in names))
+    return "\n".join(lines)
+
+
+def _fmt_slope(x) -> str:
+    return "—" if x is None else f"{x:.2f}"
+
+
+def _slope_of(xs, ys):
+    from coupled_curvature.numeric.explore import _slope
+
+    return _slope(xs, ys)
+
+
+def bn_evidence(mx, target, *, seed: int, quick: bool) -> None:
+    """Re-run the ``bn`` cells predicted invariant that disagree at eps ×1e4, ×1e2, ×1, ×1e-2 and
+    annotate them with the log–log slope of deviation against eps (:func:`numeric.explore.eps_sweep`)."""
+    from coupled_curvature.numeric.explore import batchnorm_eps, eps_sweep
+    from coupled_curvature.numeric.symmetries import weight_layers
+
+    bad = [c for c in mx.cells if c.symmetry == "bn" and c.predicted == "invariant" and not c.agrees]
+    model, loss_fn, data, _ = target
+    eps = batchnorm_eps(model)
+    if not bad or eps is None:
+        return
+    say(f"bn: {len(bad)} invariant-predicted cell(s) disagree; eps sweep as evidence")
+    values = [eps * f for f in (1e4, 1e2, 1.0, 1e-2)]
+    start = time.perf_counter()
+    ev = eps_sweep(model, loss_fn, data, [c.measure for c in bad], values,
+                   layer=len(weight_layers(model)) - 2, options=BN_OPTIONS, seed=seed, quick=quick)
+    mx.seconds += time.perf_counter() - start
+    mx.eps_sweep = ev
+    for c in bad:
+        slope = ev.slopes[c.measure]
+        last = ev.deviations[c.measure][-1]
+        c.note = (f"eps-limited: deviation ∝ eps^{_fmt_slope(slope)} over eps {values[0]:.0e}…{values[-1]:.0e} "
+                  f"(at eps={values[-1]:.0e}: {_fmt(last)}); the symmetry is exact only as eps -> 0")
+
+
 def render_dinh(mx) -> str:
     if "layer" not in mx.values:
         return ""
@@ -319,13 +376,16 @@ def explore(args: argparse.Namespace):
     mx = invariance_matrix(targets, measures, symmetries, options=options, seed=args.seed,
                            quick=args.quick, progress=say,
                            target_options={"bn": BN_OPTIONS} if kind != "mlp-bn" else {"*": BN_OPTIONS})
+    if "bn" in symmetries:
+        bn_evidence(mx, targets["bn"], seed=args.seed, quick=args.quick)
     notes = [
         f"arch {args.arch}, dataset {args.dataset}, {n} training samples, float64, seed {args.seed}; "
         "symmetries act on the last hidden layer",
         "cost control: D⁺, D·D⁺, the Newton decrement and the Laplace log det are computed on blocks of "
         "≤ 1024 parameters only (a 4096-parameter block needs a ~15 s dense eigendecomposition per evaluation)",
-        "trace and normalized flatness: exact (per-sample Kronecker factors of nn.Linear, dense blocks "
-        f"≤ {options['trace']['max_dense']}: every non-Linear tensor, e.g. a Conv kernel, is dense) except on "
+        "trace and normalized flatness: exact (per-sample Kronecker factors of nn.Linear, verified per-sample "
+        "Gauss–Newton factors of nn.Conv2d, dense blocks "
+        f"≤ {options['trace']['max_dense']} for any other tensor or a rejected factorization) except on "
         f"reparametrized (nonlinear) blocks > {options['trace']['max_dense']}, where Hutchinson with 8 fixed-seed "
         "probes per block is used (those cells are predicted to move)",
         f"bn column: BatchNorm twin of width {BN_TWIN_WIDTH} with eps={args.bn_eps:g} (torch requires eps > 0 "
@@ -334,12 +394,17 @@ def explore(args: argparse.Namespace):
         "(Hutchinson, 8 probes per block, above: per-block probes scale exactly with a uniform block scaling)",
         "tolerance for 'invariant' cells: 1e-9 relative, except for pseudo-inverse measures (D⁺, D·D⁺, "
         "Newton decrement), whose float64 value is known only to ε₆₄·κ_b (κ_b = max|λ|/min kept |λ| of "
-        "the block, max over the sweep): each block is judged against max(1e-9, ε₆₄·κ_b); the tolerance "
-        "used is listed per cell",
+        "the block, or the least-squares sensitivity κ_LS on the Newton factor route; max over the sweep): "
+        "each block is judged against max(1e-9, ε₆₄·κ_b); the tolerance used is listed per cell",
+        "Newton decrement: on Linear/Conv tensors whose per-sample Gauss–Newton factor H_bb = BᵀB, g_b = Bᵀs "
+        "is verified against exact Hessian-vector products and the gradient, gᵀH⁺g = ‖P_range(B) s‖² by "
+        "least squares on B (singular values below √ε₆₄·σ_max, i.e. Hessian eigenvalues below ε₆₄·λ_max, count as zero), exactly invariant under any invertible block map (T11 with "
+        "g ∈ range(H)); elsewhere the pseudo-inverse with relative cutoff pinv_rtol=1e-10, which is "
+        "covariant only under conformal maps (non-uniform scalings move genuine eigenvalues across the cutoff)",
     ]
     gaps = "; ".join(f"{s}: {max(g for _, g in v):.1e}" for s, v in mx.gaps.items() if v)
     notes.append(f"function gap (max over the sweep): {gaps}")
-    text = "\n".join([render_text(mx), "", render_dinh(mx), "", "notes:"] + [f"  - {x}" for x in notes])
+    text = "\n".join([render_text(mx), "", render_eps(mx), "", render_dinh(mx), "", "notes:"] + [f"  - {x}" for x in notes])
     total = sum(mx.measure_seconds.values()) or 1.0
     shares = "\n".join(f"  {m:15s} {t:7.1f}s  {100 * t / total:5.1f}%" for m, t in
                        sorted(mx.measure_seconds.items(), key=lambda kv: -kv[1]))
@@ -356,6 +421,10 @@ def run(args: argparse.Namespace) -> int:
     payload = {"cells": [c.to_dict() for c in mx.cells], "seconds": seconds,
                "measure_seconds": mx.measure_seconds, "notes": mx.notes,
                "function_gaps": {s: v for s, v in mx.gaps.items()}}
+    if mx.eps_sweep is not None:
+        ev = mx.eps_sweep
+        payload["bn_eps_sweep"] = {"eps": ev.eps, "function_gap": ev.gaps, "deviations": ev.deviations,
+                                   "slopes": ev.slopes}
     blob = json.dumps(payload, indent=2)
     if args.out:
         _write_atomic(Path(args.out), {"matrix.txt": text + "\n", "matrix.md": render_markdown(mx),

@@ -176,7 +176,7 @@ def _maxdev(a, b):
     ("norm_flat", "neuron", True), ("rel_flat", "layer", True), ("rel_flat", "neuron", False),
     ("fisher_rao", "neuron", True), ("laplace_logdet", "layer", False), ("lambda", "neuron", True),
     ("D", "layer", True), ("D", "neuron", False), ("Dplus", "layer", True), ("rho", "neuron", True),
-    ("newton", "layer", True),
+    ("newton", "layer", True), ("newton", "neuron", True),
 ])
 def test_invariance_cells(name, sym, invariant):
     moved = {"layer": layer_rescale(NET, 0, 4.0), "neuron": neuron_rescale(NET, 0, [0.5, 2.0, 4.0, 1.0]),
@@ -222,3 +222,43 @@ def test_conditioning_aware_tolerance_is_per_block_and_can_fail():
     # parametrized names compare with plain ones (nonlinear column)
     assert entries({"blocks": {"0.parametrizations.weight.original": 2.0}}) == {"0.weight": 2.0}
     assert relative_deviation({"blocks": {"0.weight": 2.0}}, {"blocks": {"0.parametrizations.weight.original": 3.0}}) == 0.5
+
+
+def test_pinv_form_needs_g_in_range_under_non_conformal_maps():
+    """T11 witness, exact in binary floating point: for singular H, gᵀH⁺g survives w -> Aw
+    (g -> A⁻ᵀg, H -> A⁻ᵀHA⁻¹) when g ∈ range(H), and not otherwise."""
+    from coupled_curvature.numeric.pinv import pinv_quadratic_form
+
+    H = torch.tensor([[1.0, 1.0], [1.0, 1.0]], dtype=torch.float64)  # range = span(1, 1)
+    Ainv = torch.diag(torch.tensor([0.5, 1.0], dtype=torch.float64))  # A = diag(2, 1), not conformal
+    H2 = Ainv @ H @ Ainv
+    inside, outside = torch.tensor([1.0, 1.0], dtype=torch.float64), torch.tensor([1.0, 0.0], dtype=torch.float64)
+    assert abs(pinv_quadratic_form(H, inside, 1e-12).value - 1.0) < 1e-15
+    assert abs(pinv_quadratic_form(H2, Ainv @ inside, 1e-12).value - 1.0) < 1e-15
+    assert abs(pinv_quadratic_form(H, outside, 1e-12).value - 0.25) < 1e-15  # (u·g)²/‖u‖⁴, u = (1, 1)
+    assert abs(pinv_quadratic_form(H2, Ainv @ outside, 1e-12).value - 0.04) < 1e-15  # u = (1/2, 1): 1/25
+
+
+def test_newton_factor_route_survives_a_cutoff_crossing():
+    """The neuron scaling keeps gᵀH⁺g (g ∈ range H for a Gauss–Newton-exact block), but it moves the
+    block's smallest genuine eigenvalues by up to κ(A)²; a relative cutoff between the old and new
+    smallest one drops their terms on one side only (witness), while the factor route stays."""
+    moved = neuron_rescale(NET, 0, [0.125, 1.0, 8.0, 2.0])
+    name, sl = "2.weight", dict(_blocks())["2.weight"]
+    refs, rel_min = [], []
+    for m in (NET, moved):
+        theta, Hm, f, _ = _dense(m, CE, X, Y)
+        B, g = Hm[sl, sl].numpy(), torch.func.grad(f)(theta)[sl].numpy()
+        refs.append(float(g @ np.linalg.lstsq(B, g, rcond=1e-13)[0]))
+        ev = np.abs(np.linalg.eigvalsh(B)) / np.abs(np.linalg.eigvalsh(B)).max()
+        rel_min.append(ev[ev > 1e-12].min())
+    assert rel_min[1] < 1e-3 < rel_min[0]  # the cutoff below separates the two spectra
+    assert abs(refs[1] - refs[0]) <= 1e-12 * refs[0]  # brute force: invariant
+    fac = [M.newton_decrement(m, CE, (X, Y)) for m in (NET, moved)]
+    assert all(r["routes"][name] == "factor" for r in fac) and fac[0]["rank"][name] == fac[1]["rank"][name] == 8
+    for r, ref in zip(fac, refs):
+        assert abs(r["blocks"][name] - ref) <= 1e-10 * ref
+    assert abs(fac[1]["blocks"][name] - fac[0]["blocks"][name]) <= 1e-13 * refs[0]
+    cut = [M.newton_decrement(m, CE, (X, Y), route="pinv", pinv_rtol=1e-3) for m in (NET, moved)]
+    assert cut[0]["rank"][name] > cut[1]["rank"][name]
+    assert abs(cut[1]["blocks"][name] - cut[0]["blocks"][name]) >= 1e-3 * cut[0]["blocks"][name]
