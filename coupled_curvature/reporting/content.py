@@ -30,6 +30,7 @@ class ReportData:
     generated: str
     check: Any  # proofs.CheckReport
     figures: list[FigureRef] = field(default_factory=list)
+    precision: Any = None  # reporting.precision.PrecisionData: the "Arbitrary precision" section
 
 
 def fmt_num(x: float) -> str:

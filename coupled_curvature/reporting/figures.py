@@ -4,6 +4,8 @@
   layer rescaling (log axes): the raw quantities fall as ``c⁻²``, the diagnostics stay flat.
 * ``neuron_scaling``: the distribution of the relative change of D under random non-uniform
   neuron-wise scalings, per affected block (T5).
+* ``precision``: the invariance error of D and D⁺ against the working precision ``dps`` (log
+  axis), with the ``10^-dps`` reference and the neuron-scaling negative control.
 
 Each figure is written as ``NAME.svg`` (HTML, Markdown) and ``NAME.png`` (LaTeX).
 """
@@ -17,7 +19,7 @@ import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-__all__ = ["save_figure", "rescaling_figure", "neuron_figure"]
+__all__ = ["save_figure", "rescaling_figure", "neuron_figure", "precision_figure"]
 
 _SVG_META = {"Date": None, "Creator": None}
 _PNG_META = {"Software": None}
@@ -68,5 +70,38 @@ def neuron_figure(changes: dict[str, list[float]], net: str) -> Figure:
     ax.set_title(f"{net}: non-uniform neuron scaling of layer 0 \nblocks with |ΔD|/|D| ≤ 1e-3 (not drawn): {', '.join(still) or 'none'}",
                  fontsize=8)
     ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def precision_figure(p: Any) -> Figure:
+    """Max relative change of D and D⁺ against ``dps`` (log y): layer rescaling by a non-dyadic ``c``
+    near ``10^-dps``; the non-uniform neuron scaling far above (data from ``reporting.precision``)."""
+    fig = Figure(figsize=(6.4, 4.4))
+    ax = fig.add_subplot(1, 1, 1)
+    dps = [r.dps for r in p.rows]
+    col = list(zip(*(r.values for r in p.rows)))
+
+    def pos(xs, ys):  # an exact 0 has no place on a log axis: leave it out (the table shows it)
+        pts = [(x, y) for x, y in zip(xs, ys) if y > 0]
+        return [x for x, _ in pts], [y for _, y in pts]
+
+    ax.plot(*pos(dps, col[0]), "o-", color="tab:blue", label=f"layer rescaling c = {p.c}: max rel ΔD")
+    ax.plot(*pos(dps, col[1]), "s-", color="tab:orange", label=f"layer rescaling c = {p.c}: max rel ΔD⁺")
+    grid = list(range(dps[0], dps[-1] + 1))
+    ax.plot(grid, [10.0 ** -d for d in grid], ":", color="black", linewidth=1.6, zorder=5,
+            label=r"reference $10^{-\mathrm{dps}}$")
+    ax.plot(*pos(dps, col[2]), "^", color="tab:red", markersize=8, label="control, neuron scaling: max rel ΔD")
+    ax.plot(*pos(dps, col[3]), "v", color="tab:purple", markersize=8, label="control, neuron scaling: max rel ΔD⁺")
+    ax.set_yscale("log")
+    lo = 20 * (-(-(dps[-1] + 5) // 20))  # decades shown: down to the next multiple of 20 below 10^-dps
+    ax.set_ylim(10.0 ** -(lo + 5), 1e5)
+    ax.set_yticks([10.0 ** -k for k in range(0, lo + 1, 20)])
+    ax.set_xticks(dps)
+    ax.set_xlabel("working precision dps (decimal digits)")
+    ax.set_ylabel("max relative change over blocks")
+    ax.set_title(f"{p.net}\ninvariance error against precision (T3), neuron-scaling control (T5)", fontsize=9)
+    ax.legend(fontsize=7.5, loc="lower left")
+    ax.grid(True, which="major", alpha=0.3)
     fig.tight_layout()
     return fig

@@ -6,6 +6,7 @@ import html as _html
 
 from coupled_curvature.reporting.content import NUMERIC_HEAD, ReportData, as_math, fmt_num, summary_rows
 from coupled_curvature.reporting.mathml import identity_mathml, to_mathml
+from coupled_curvature.reporting.precision import CAPTION, POWER, precision_table, precision_text
 
 __all__ = ["render_html"]
 
@@ -85,5 +86,23 @@ def render_html(data: ReportData) -> str:
                     _table([list(NUMERIC_HEAD)] + [[r["net"], r["quantity"], fmt_num(r["measured"]), r["bound"],
                                                     "yes" if r["agrees"] else "NO"] for r in n.rows])]
         out.append("</section>")
+    if data.precision is not None:
+        out += _precision(data.precision)
     out.append("</body></html>")
     return "\n".join(out) + "\n"
+
+
+def _precision(p) -> list[str]:
+    def sup(text: str) -> str:  # escaped text, 10^-dps as a superscript
+        return POWER.sub(lambda m: f"10<sup>−{m.group(1).replace('-', '−')}</sup>", _e(text))
+
+    out = ["<section id='precision'><h2>Arbitrary precision</h2>"]
+    out += [f"<p>{sup(t)}</p>" for t in precision_text(p)]
+    rows = precision_table(p)
+    rows = [[sup(c) for c in rows[0]]] + [
+        [_e(c) for c in r[:-1]] + [f"<span class='{'proved' if r[-1] == 'yes' else 'failed'}'>{r[-1]}</span>"]
+        for r in rows[1:]]
+    out.append(_table(rows, raw=True))
+    out.append(f"<figure><img src='precision.svg' alt='{_e(CAPTION)}'><figcaption>{sup(CAPTION)}</figcaption></figure>")
+    out.append("</section>")
+    return out

@@ -7,6 +7,7 @@ import re
 import sympy as sp
 
 from coupled_curvature.reporting.content import NUMERIC_HEAD, ReportData, as_math, fmt_num, summary_rows
+from coupled_curvature.reporting.precision import CAPTION, POWER, precision_table, precision_text
 
 __all__ = ["render_latex", "tex_text"]
 
@@ -112,5 +113,23 @@ def render_latex(data: ReportData) -> str:
             rows = [list(NUMERIC_HEAD)] + [[tex_text(r["net"]), tex_text(r["quantity"]), fmt_num(r["measured"]),
                                             tex_text(r["bound"]), "yes" if r["agrees"] else "NO"] for r in n.rows]
             L += _longtable(rows, r"lp{0.45\linewidth}rll")
+    if data.precision is not None:
+        L += _precision(data.precision)
     L.append(r"\end{document}")
     return "\n".join(L) + "\n"
+
+
+def _precision(p) -> list[str]:
+    def tex(text: str) -> str:  # escaped text, 10^-dps in math mode
+        out, at = [], 0
+        for m in POWER.finditer(text):
+            exp = m.group(1).replace("dps", r"\mathrm{dps}").replace("−", "-")
+            out += [tex_text(text[at:m.start()]), f"$10^{{-{exp}}}$"]
+            at = m.end()
+        return "".join(out + [tex_text(text[at:])])
+
+    L = [r"\section*{Arbitrary precision}"] + [tex(t) + r"\par" for t in precision_text(p)]
+    L += [r"\begingroup\small"] + _longtable([[tex(c) for c in r] for r in precision_table(p)], "rrrrrrl")
+    L.append(r"\endgroup")
+    return L + [r"\begin{figure}[h]\centering", r"\includegraphics[width=0.75\linewidth]{precision.png}",
+                rf"\caption{{{tex(CAPTION)}}}", r"\end{figure}"]

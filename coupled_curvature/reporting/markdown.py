@@ -5,6 +5,7 @@ from __future__ import annotations
 import sympy as sp
 
 from coupled_curvature.reporting.content import NUMERIC_HEAD, ReportData, as_math, fmt_num, summary_rows
+from coupled_curvature.reporting.precision import CAPTION, precision_table, precision_text
 
 __all__ = ["render_markdown"]
 
@@ -64,4 +65,15 @@ def render_markdown(data: ReportData) -> str:
                   f"{n.figure_name} = {fmt_num(n.figure)}; agrees: {'yes' if n.agrees else 'NO'}.", ""]
             L += _table([list(NUMERIC_HEAD)] + [[r["net"], r["quantity"], fmt_num(r["measured"]), r["bound"],
                                                   "yes" if r["agrees"] else "NO"] for r in n.rows]) + [""]
+    if data.precision is not None:
+        L += _precision(data.precision)
     return "\n".join(L)
+
+
+def _precision(p) -> list[str]:
+    caption = CAPTION
+    L = ["## Arbitrary precision", ""]
+    for para in precision_text(p):
+        L += [para, ""]
+    L += _table(precision_table(p)) + [""]
+    return L + [f"![{caption}](precision.svg)", "", f"*{caption}*", ""]

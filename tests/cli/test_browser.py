@@ -1,4 +1,5 @@
-"""Load the HTML report in headless Chromium: no console errors, math rendered with size, heading visible.
+"""Load the HTML report in headless Chromium: no console errors, math rendered with size, heading visible,
+the three figures (the last one in the "Arbitrary precision" section) loaded and laid out with size.
 
 Skipped only when no ``chromium`` is installed. The probe is a copy of the report with a
 measuring script appended (the report itself has no scripts); ``--dump-dom`` returns its verdict.
@@ -28,14 +29,18 @@ window.addEventListener("load", function () {  // after images and layout, not w
   var sizes = maths.map(box);
   var h2 = document.querySelector("section h2");
   var hb = h2 ? h2.getBoundingClientRect() : null;
-  var imgs = Array.prototype.slice.call(document.images).map(function (i) { return [i.getAttribute("src"), i.naturalWidth]; });
+  var imgs = Array.prototype.slice.call(document.images).map(function (i) {
+    var r = i.getBoundingClientRect(); return [i.getAttribute("src"), i.naturalWidth, r.width, r.height]; });
+  var ph = document.querySelector("#precision h2"), pt = document.querySelector("#precision table");
   var out = {errors: errors, n_math: maths.length,
              zero_math: sizes.filter(function (s) { return !(s[0] > 0 && s[1] > 0); }).length,
              mathml_layout: maths.length ? getComputedStyle(maths[0]).display : "",
              heading: h2 ? h2.textContent : null,
              heading_box: hb ? [hb.top, hb.width, hb.height] : null,
              heading_visible: h2 ? getComputedStyle(h2).visibility === "visible" && hb.width > 0 && hb.height > 0 : false,
-             images: imgs};
+             images: imgs,
+             precision_heading: ph ? ph.textContent : null,
+             precision_rows: pt ? pt.querySelectorAll("tbody tr").length : 0};
   var pre = document.createElement("pre"); pre.id = "probe-result"; pre.textContent = JSON.stringify(out);
   document.body.appendChild(pre);
 });
@@ -65,7 +70,9 @@ def test_html_report_renders_offline(tmp_path, monkeypatch):
     assert res["errors"] == [] and console_errors == []
     assert res["n_math"] > 20 and res["zero_math"] == 0
     assert res["heading"].startswith("T4") and res["heading_visible"]
-    assert all(w > 0 for _, w in res["images"]) and len(res["images"]) == 2
+    assert all(w > 0 and bw > 300 and bh > 200 for _, w, bw, bh in res["images"]) and len(res["images"]) == 3
+    assert res["images"][-1][0] == "precision.svg"
+    assert res["precision_heading"] == "Arbitrary precision" and res["precision_rows"] == 4
     shot = tmp_path / "report.png"
     subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", f"--screenshot={shot}",
                     (out / "report.html").as_uri()], capture_output=True, text=True, timeout=120)

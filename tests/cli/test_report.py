@@ -10,7 +10,7 @@ from coupled_curvature.reporting import build
 from _report_data import small_collect
 
 FILES = {"report.md", "report.html", "report.tex", "rescaling.svg", "rescaling.png",
-         "neuron_scaling.svg", "neuron_scaling.png", ".ccurv-report"}
+         "neuron_scaling.svg", "neuron_scaling.png", "precision.svg", "precision.png", ".ccurv-report"}
 
 
 def _read(folder):
@@ -45,6 +45,42 @@ def test_report_contents(tmp_path, monkeypatch):
     assert all(ord(ch) < 128 for ch in tex.replace("Gröbner", ""))  # pdflatex-safe apart from escapes
     for label in ("exact", "certificate", "rewrite", "numeric"):
         assert label in html
+    # the "Arbitrary precision" section, in all three formats, shows the computed rows
+    p = small_collect()[0].precision
+    assert "## Arbitrary precision" in md and "<h2>Arbitrary precision</h2>" in html
+    assert "\\section*{Arbitrary precision}" in tex and "precision.png" in tex
+    assert "(precision.svg)" in md and "src='precision.svg'" in html
+    for r in p.rows:
+        cells = [str(r.dps), r.dD, r.dDplus, f"1e-{r.dps}", r.control_D, r.control_Dplus, "yes" if r.agrees else "NO"]
+        assert "| " + " | ".join(cells) + " |" in md
+        assert all(f"<td>{c}</td>" in html for c in cells[:-1]) and all(c in tex for c in cells)
+
+
+def test_precision_data_falls_like_ten_to_minus_dps():
+    """One row per dps; errors near 10^-dps, the negative control far above (computed, not hard-coded)."""
+    p = small_collect()[0].precision
+    assert [r.dps for r in p.rows] == [15, 30, 50, 100] and p.c == "3/7"
+    for r in p.rows:
+        dD, dDp, cD, cDp = r.values
+        assert 0 < dD <= 10.0 ** -(r.dps - 4) and 0 < dDp <= 10.0 ** -(r.dps - 8)
+        assert cD > 1e-3 and cDp > 1e-3  # the control moves D and D⁺ at every precision
+        assert r.agrees
+    assert all(b.values[0] < a.values[0] * 1e-10 for a, b in zip(p.rows, p.rows[1:]))  # it falls with dps
+
+
+def test_precision_figure_is_log_scale_with_reference():
+    from coupled_curvature.reporting.figures import precision_figure
+
+    p = small_collect()[0].precision
+    ax = precision_figure(p).axes[0]
+    assert ax.get_yscale() == "log"
+    lines = {ln.get_label(): ln for ln in ax.get_lines()}
+    ref = lines[r"reference $10^{-\mathrm{dps}}$"]
+    assert all(abs(y - 10.0 ** -x) <= 1e-12 * 10.0 ** -x for x, y in zip(ref.get_xdata(), ref.get_ydata()))
+    d = lines["layer rescaling c = 3/7: max rel ΔD"]
+    assert list(d.get_xdata()) == [15, 30, 50, 100] and list(d.get_ydata()) == [r.values[0] for r in p.rows]
+    lo, hi = ax.get_ylim()
+    assert lo < min(d.get_ydata()) and hi > max(r.values[2] for r in p.rows)  # nothing is clipped
 
 
 def test_failure_mid_report_leaves_nothing(tmp_path, monkeypatch):
