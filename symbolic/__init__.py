@@ -15,7 +15,9 @@ Public API
 ``check_witness(data) -> bool``, ``check_certificate(data) -> bool``, ``check_pinv_witness(data) -> bool``
     the independent ``fractions.Fraction`` checker (:mod:`.checker`).
 ``Derivation``, ``Step``, ``Witness``
-    data classes (:mod:`.derivation`).
+    data classes (:mod:`.derivation`).  A step's left side is the computation as performed, left
+    unevaluated (quotients, products, derivatives, substitutions: :mod:`.unevaluated`); the exact
+    test evaluates it before comparing, so the display never stands in for the mathematics.
 
 >>> import sympy as sp
 >>> W = witness(sp.Matrix([[1, 0], [0, 2]]))

@@ -13,6 +13,7 @@ import sympy as sp
 
 from coupled_curvature.symbolic.derivation import Derivation
 from coupled_curvature.symbolic.functions import smooth_function
+from coupled_curvature.symbolic.unevaluated import Form, matmul
 
 __all__ = ["derive_T10", "scale_invariant_instance"]
 
@@ -46,13 +47,14 @@ def derive_T10() -> Derivation:
     wv = sp.Matrix([w1, w2])
     gL = sp.Matrix([L2(w1, w2).diff(x) for x in (w1, w2)])
     HL = sp.hessian(L2(w1, w2), (w1, w2))
-    d.exact("d/ds L(sw)|_{s=1} = wᵀg (=0 as L(sw) is constant in s)", L2(s * w1, s * w2).diff(s).subs(s, 1), (wv.T * gL)[0])
-    grad_s = sp.Matrix([L2(s * w1, s * w2).diff(x) for x in (w1, w2)])  # = ∇_w L(sw) = s(∇L)(sw) = ∇L(w), constant
-    d.exact("∂/∂s ∇_w[L(sw)]|_{s=1} = g + Hw (=0 as ∇_w L(sw) = ∇L(w) is constant in s)", grad_s.diff(s).subs(s, 1),
-            gL + HL * wv)
+    d.exact("d/ds L(sw)|_{s=1} = wᵀg (=0 as L(sw) is constant in s)",
+            sp.Subs(sp.Derivative(L2(s * w1, s * w2), s), s, 1), (wv.T * gL)[0])
+    # ∇_w[L(sw)] = s(∇L)(sw) = ∇L(w) is constant in s; its s-derivative at s = 1
+    grad_s = sp.Matrix([sp.Subs(sp.Derivative(L2(s * w1, s * w2), x, s), s, 1) for x in (w1, w2)])
+    d.exact("∂/∂s ∇_w[L(sw)]|_{s=1} = g + Hw (=0 as ∇_w L(sw) = ∇L(w) is constant in s)", grad_s, gL + HL * wv)
     for n in (2, 3, 4):
         w, g, H = scale_invariant_instance(n)
-        d.exact(f"F(w_i/w_n), n={n}: wᵀg = 0", (w.T * g)[0], 0)
-        d.exact(f"F(w_i/w_n), n={n}: Hw = -g", H * w, -g)
-        d.exact(f"F(w_i/w_n), n={n}: wᵀHw = 0, hence D = wᵀHw/(wᵀw‖g‖²) = 0", (w.T * H * w)[0], 0)
+        d.exact(f"F(w_i/w_n), n={n}: wᵀg = 0", Form(matmul(w.T, g)), 0)
+        d.exact(f"F(w_i/w_n), n={n}: Hw = -g", matmul(H, w), -g)
+        d.exact(f"F(w_i/w_n), n={n}: wᵀHw = 0, hence D = wᵀHw/(wᵀw‖g‖²) = 0", Form(matmul(w.T, H, w)), 0)
     return d.finish()

@@ -4,12 +4,14 @@ A :class:`Step` records an expression pair ``(lhs, rhs)``, the method that estab
 ``lhs = rhs`` and the outcome, computed by actually running the method.  Methods:
 
 * ``exact``        -- ``expand``/``cancel``/``Poly(...).is_zero`` on ``lhs - rhs`` (entrywise
-  for matrices), i.e. rational-function identity;
+  for matrices), i.e. rational-function identity;  ``lhs`` is shown as computed (unevaluated
+  quotients, products, derivatives, substitutions: :mod:`.unevaluated`) and evaluated
+  mechanically before the test, so the display never replaces the mathematics;
 * ``groebner``     -- ideal membership decided by reduction modulo a Gröbner basis;
 * ``certificate``  -- a plain-data certificate accepted by the independent checker
   (:mod:`coupled_curvature.symbolic.checker`);
-* ``rewrite:<rule>`` -- ``rhs`` is ``lhs`` after applying a named rewrite rule, which is a
-  declared hypothesis (see :mod:`coupled_curvature.symbolic.rules`).
+* ``rewrite:<rule>`` -- ``rhs`` is (the value of) ``lhs`` after applying a named rewrite rule,
+  which is a declared hypothesis (see :mod:`coupled_curvature.symbolic.rules`).
 
 Example:
 
@@ -32,11 +34,13 @@ import sympy as sp
 from sympy.logic.boolalg import BooleanAtom
 from sympy.matrices.expressions import MatrixExpr, ZeroMatrix
 
+from coupled_curvature.symbolic.unevaluated import At, evaluate
+
 __all__ = ["Step", "Derivation", "Witness", "is_zero_exact", "exact_equal"]
 
 
 def _scalar_zero(e: Any) -> bool:
-    """Exact zero test of a scalar expression: ``expand`` then ``cancel`` then ``Poly``."""
+    """Exact zero test of an evaluated scalar expression: ``expand`` then ``cancel`` then ``Poly``."""
     e = sp.sympify(e)
     if e.is_zero is True and e.is_number:
         return True
@@ -61,7 +65,8 @@ def _scalar_zero(e: Any) -> bool:
 
 
 def is_zero_exact(e: Any) -> bool:
-    """True iff ``e`` (scalar or matrix) is identically zero as a rational function.
+    """True iff ``e`` (scalar or matrix, unevaluated forms allowed) is identically zero as a
+    rational function.
 
     >>> import sympy as sp
     >>> a, b = sp.symbols("a b")
@@ -70,6 +75,10 @@ def is_zero_exact(e: Any) -> bool:
     >>> is_zero_exact(sp.Matrix([a - a, b]))
     False
     """
+    return _zero(evaluate(e))
+
+
+def _zero(e: Any) -> bool:
     if isinstance(e, sp.MatrixBase):
         return all(_scalar_zero(x) for x in e)
     return _scalar_zero(e)
@@ -78,25 +87,40 @@ def is_zero_exact(e: Any) -> bool:
 def exact_equal(lhs: Any, rhs: Any) -> bool:
     """``is_zero_exact(lhs - rhs)``, entrywise for matrices of equal shape.
 
+    Unevaluated forms (:mod:`.unevaluated`: quotients, products, ``Derivative``, ``Subs``,
+    :class:`~.unevaluated.Form`, unevaluated matrix products) are evaluated first; a false
+    claim stays false however it is displayed.
+
     >>> import sympy as sp
+    >>> from coupled_curvature.symbolic.unevaluated import frac
     >>> x = sp.Symbol("x")
     >>> exact_equal(x / (x + 1) + 1 / (x + 1), 1)
     True
+    >>> exact_equal(frac(2 * x, x), 1), exact_equal(frac(2 * x, x), 2)
+    (False, True)
     """
     if isinstance(lhs, (bool, BooleanAtom)) or isinstance(rhs, (bool, BooleanAtom)):
         return sp.sympify(lhs) is sp.sympify(rhs)
+    lhs, rhs = evaluate(lhs), evaluate(rhs)
     if isinstance(lhs, sp.MatrixBase) and isinstance(rhs, sp.MatrixBase):
         lhs, rhs = sp.Matrix(lhs), sp.Matrix(rhs)
         if lhs.shape != rhs.shape:
             return False
-        return is_zero_exact(lhs - rhs)
-    if isinstance(lhs, MatrixExpr) or isinstance(rhs, MatrixExpr):
+        return _zero(lhs - rhs)
+    if isinstance(lhs, (MatrixExpr, sp.MatrixBase)) or isinstance(rhs, (MatrixExpr, sp.MatrixBase)):
+        if getattr(lhs, "shape", None) != getattr(rhs, "shape", None):
+            return False
         # MatrixSymbol algebra: canonical form (associativity, scalar pull-out, A⁻¹A = I)
         diff = (lhs - rhs).doit()
         if isinstance(diff, sp.MatrixBase):
-            return is_zero_exact(sp.Matrix(diff))
+            return _zero(sp.Matrix(diff))
         return isinstance(diff, ZeroMatrix) or diff == 0
-    return is_zero_exact(sp.sympify(lhs) - sp.sympify(rhs))
+    return _zero(sp.sympify(lhs) - sp.sympify(rhs))
+
+
+def _as_sympy(x: Any) -> Any:
+    """Python integers become SymPy integers (so readers such as the proof catalogue re-check the step)."""
+    return sp.Integer(x) if isinstance(x, int) and not isinstance(x, bool) else x
 
 
 _METHODS = ("exact", "groebner", "certificate")
@@ -118,15 +142,15 @@ class Step:
             raise ValueError(f"unknown method {self.method!r}; use one of {_METHODS} or 'rewrite:<rule>'")
 
     def __str__(self) -> str:
-        return self._render(sp.sstr, _brief_text)
+        return self._render(True)
 
     def full_str(self) -> str:
         """Like ``str(step)`` but never abbreviates large expressions."""
-        return self._render(sp.sstr, None)
+        return self._render(False)
 
-    def _render(self, show, brief) -> str:
+    def _render(self, brief: bool) -> str:
         mark = "ok " if self.outcome else "FAIL"
-        sh = (lambda e: brief(e) or show(e)) if brief else show
+        sh = lambda e: _show_text(e, brief)
         s = f"[{mark}] ({self.method}) {self.description}: {sh(self.lhs)} = {sh(self.rhs)}"
         if self.detail:
             s += f"   # {self.detail}"
@@ -135,8 +159,7 @@ class Step:
     def latex(self) -> str:
         """LaTeX of the step's identity, e.g. ``a = b \\quad\\text{(exact)}``; expressions with more than
         ``BRIEF_NODES`` nodes are abbreviated (``full_str`` gives them in full)."""
-        sh = lambda e: _brief_latex(e) or sp.latex(e)
-        return f"{sh(self.lhs)} = {sh(self.rhs)} \\quad \\text{{({self.method})}}"
+        return f"{_show_latex(self.lhs)} = {_show_latex(self.rhs)} \\quad \\text{{({self.method})}}"
 
 
 #: expressions larger than this many tree nodes are abbreviated when printed
@@ -161,16 +184,66 @@ def _size(e: Any, limit: int) -> int:
     return k
 
 
+def _subs_parts(e: Any) -> tuple | None:
+    """``(inner, variables, point)`` when ``e`` is ``Subs(…)`` or a matrix of ``Subs`` at one point."""
+    if isinstance(e, (sp.Subs, At)):
+        return e.expr, e.variables, e.point
+    if isinstance(e, sp.MatrixBase) and len(e) and all(isinstance(x, (sp.Subs, At)) for x in e):
+        first = e[0]
+        if all(x.variables == first.variables and x.point == first.point for x in e):
+            return e.applyfunc(lambda x: x.expr), first.variables, first.point
+    return None
+
+
+def _show_text(e: Any, brief: bool = True) -> str:
+    """Text of one side: a matrix of substitutions at one point is shown once, ``Subs(Matrix, θ, θ')``;
+    with ``brief``, expressions over ``BRIEF_NODES`` nodes are abbreviated."""
+    parts = _subs_parts(e) if isinstance(e, sp.MatrixBase) else None
+    if parts is not None:
+        inner, v, p = parts
+        return f"Subs({_show_text(inner, brief)}, {sp.sstr(v)}, {sp.sstr(p)})"
+    return (brief and _brief_text(e)) or sp.sstr(e)
+
+
+def _show_latex(e: Any) -> str:
+    parts = _subs_parts(e) if isinstance(e, sp.MatrixBase) else None
+    if parts is not None:
+        inner, v, p = parts
+        return f"\\left. {_show_latex(inner)} \\right|_{{{_points_latex(v, p)}}}"
+    return _brief_latex(e) or sp.latex(e)
+
+
+def _points_latex(v: Any, p: Any) -> str:
+    return ", ".join(f"{sp.latex(a)} = {sp.latex(b)}" for a, b in zip(v, p))
+
+
 def _brief_text(e: Any) -> str | None:
     if _size(e, BRIEF_NODES) <= BRIEF_NODES:
         return None
-    shape = f" {e.shape[0]}x{e.shape[1]} matrix" if isinstance(e, sp.MatrixBase) else ""
-    return f"<large{shape} expression, > {BRIEF_NODES} nodes>"
+    parts = _subs_parts(e)
+    if parts is not None and _size(sp.Tuple(*parts[1], *parts[2]), BRIEF_NODES) <= BRIEF_NODES:
+        inner, v, p = parts
+        return f"Subs({_brief_text(inner) or sp.sstr(inner)}, {sp.sstr(v)}, {sp.sstr(p)})"
+    if isinstance(e, sp.MatrixBase):
+        first = e[0, 0]
+        entry = _brief_text(first) or sp.sstr(first)
+        return f"<large {e.shape[0]}x{e.shape[1]} matrix expression, > {BRIEF_NODES} nodes; entry (1,1): {entry}>"
+    return f"<large expression, > {BRIEF_NODES} nodes>"
 
 
 def _brief_latex(e: Any) -> str | None:
-    t = _brief_text(e)
-    return None if t is None else "\\langle\\text{" + t.strip("<>") + "}\\rangle"
+    if _size(e, BRIEF_NODES) <= BRIEF_NODES:
+        return None
+    parts = _subs_parts(e)
+    if parts is not None and _size(sp.Tuple(*parts[1], *parts[2]), BRIEF_NODES) <= BRIEF_NODES:
+        inner, v, p = parts
+        return f"\\left. {_brief_latex(inner) or sp.latex(inner)} \\right|_{{{_points_latex(v, p)}}}"
+    if isinstance(e, sp.MatrixBase):
+        first = e[0, 0]
+        entry = _brief_latex(first) or sp.latex(first)
+        return (f"\\langle\\text{{large {e.shape[0]}x{e.shape[1]} matrix expression, > {BRIEF_NODES} nodes; entry (1,1): }}"
+                f"{entry}\\rangle")
+    return f"\\langle\\text{{large expression, > {BRIEF_NODES} nodes}}\\rangle"
 
 
 @dataclass
@@ -227,11 +300,13 @@ class Derivation:
 
     def exact(self, description: str, lhs: Any, rhs: Any, detail: str = "") -> Step:
         """Add a step ``lhs = rhs`` decided by :func:`exact_equal`."""
+        lhs, rhs = _as_sympy(lhs), _as_sympy(rhs)
         return self.add(Step(description, lhs, rhs, "exact", exact_equal(lhs, rhs), detail))
 
     def rewrite(self, rule: Any, description: str, lhs: Any, rhs: Any, detail: str = "") -> Step:
         """Add a step: apply the named rule to ``lhs``; passes iff the result equals ``rhs`` exactly."""
-        applied = rule(lhs)
+        lhs, rhs = _as_sympy(lhs), _as_sympy(rhs)
+        applied = rule(evaluate(lhs))  # the rule acts on the value of a shown (unevaluated) left side
         ok = exact_equal(applied, rhs)
         return self.add(Step(description, lhs, rhs, f"rewrite:{rule.name}", ok, detail))
 

@@ -22,12 +22,14 @@ from __future__ import annotations
 from typing import Any
 
 import sympy as sp
+from sympy.matrices.expressions.matexpr import MatrixElement
 
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.symbolic.checker import check_certificate, check_witness
-from coupled_curvature.symbolic.derivation import Derivation, Step
+from coupled_curvature.symbolic.derivation import Derivation, Step, exact_equal
 from coupled_curvature.symbolic.rules import word_rule
-from coupled_curvature.symbolic.witness import witness
+from coupled_curvature.symbolic.unevaluated import TexSymbol, frac, matmul, prod
+from coupled_curvature.symbolic.witness import coupled_D, transform, witness
 
 __all__ = ["certificate_system", "certificate", "derive_T4"]
 
@@ -105,14 +107,19 @@ def derive_T4() -> Derivation:
     w, g, H = sp.MatrixSymbol("w", n, 1), sp.MatrixSymbol("g", n, 1), sp.MatrixSymbol("H", n, n)
     c = sp.Symbol("c", positive=True)
     # (i) <=> (ii): numerator invariant, denominators carry the whole change
-    d.exact("numerator wᵀHw is invariant (T1)", (A * w).T * (A.I.T * H * A.I) * (A * w), w.T * H * w)
-    d.exact("‖Aw‖² = wᵀ(AᵀA)w", (A * w).T * (A * w), w.T * (A.T * A) * w)
-    d.exact("‖A⁻ᵀg‖² = gᵀ(AᵀA)⁻¹g", (A.I.T * g).T * (A.I.T * g), g.T * (A.T * A).I * g)
-    qH, ww, gg, wMw, gNg = sp.symbols("q_H w^Tw g^Tg w^TMw g^TM^{-1}g", positive=True)
-    Dp, D0 = qH / wMw / gNg, qH / ww / gg
+    Aw, Ag = matmul(A, w), matmul(A.I.T, g)
+    d.exact("numerator wᵀHw is invariant (T1)", matmul(sp.Transpose(Aw), matmul(A.I.T, H, A.I), Aw), w.T * H * w)
+    d.exact("‖Aw‖² = wᵀ(AᵀA)w", matmul(sp.Transpose(Aw), Aw), matmul(w.T, matmul(A.T, A), w))
+    d.exact("‖A⁻ᵀg‖² = gᵀ(AᵀA)⁻¹g", matmul(sp.Transpose(Ag), Ag), matmul(g.T, sp.Inverse(matmul(A.T, A)), g))
+    Ms = sp.MatrixSymbol("M", n, n)  # M = AᵀA, for the printed names only
+    qH = sp.Symbol("q_H", positive=True)
+    ww, gg, wMw, gNg = (TexSymbol(a, b, positive=True) for a, b in (
+        ("w^Tw", w.T * w), ("g^Tg", g.T * g), ("w^TMw", w.T * Ms * w), ("g^TM^-1g", g.T * Ms.I * g)))
+    # D = (wᵀHw/wᵀw)/‖g‖² before and after (numerator q_H invariant, denominators from the two steps above)
+    Dp, D0 = frac(frac(qH, wMw), gNg), frac(frac(qH, ww), gg)
     d.exact(
         "D'/D = (wᵀw·gᵀg)/(wᵀMw·gᵀM⁻¹g); with H = wwᵀ (q_H = (wᵀw)² != 0), (i) => (ii) and (ii) => (i)",
-        Dp / D0, ww * gg / (wMw * gNg),
+        frac(Dp, D0), ww * gg / (wMw * gNg),
     )
     # (ii) => (iii): certificates and Gröbner bases for n = 2, 3
     for k in (2, 3):
@@ -132,7 +139,8 @@ def derive_T4() -> Derivation:
     orth = word_rule("orthogonality", "QᵀQ = I, Q⁻ᵀ = Q", [((Q.T, Q), ()), ((Q.T.I,), (Q,)), ((Q.I.T,), (Q,)), ((Q.I,), (Q.T,))])
     d.rewrite(orth, "‖cQw‖² = c²‖w‖²", (c * Q * w).T * (c * Q * w), c**2 * w.T * w)
     d.rewrite(orth, "‖(cQ)⁻ᵀg‖² = c⁻²‖g‖²", ((c * Q).I.T * g).T * ((c * Q).I.T * g), c**-2 * g.T * g)
-    d.exact("hence D'/D = 1 for A = cQ", (qH / (c**2 * ww) / (gg / c**2)) / D0, 1)
+    d.exact("hence D'/D = 1 for A = cQ (D' from the two norms above)",
+            frac(frac(frac(qH, c**2 * ww), frac(gg, c**2)), D0), 1)
     # eigenvector reduction and witnesses
     a, b, e_ = sp.symbols("m11 m12 m22")
     M2 = sp.Matrix([[a, b], [b, e_]])
@@ -143,16 +151,23 @@ def derive_T4() -> Derivation:
     d.exact("n=3, w = g = e_1: M_11 (M⁻¹)_11 - 1 = vᵀ adj(S) v / det M (S = trailing block, positive definite)",
             m[0, 0] * m.inv()[0, 0] - 1, (v.T * Sb.adjugate() * v)[0] / m.det())
     l1, l2 = sp.symbols("lambda_1 lambda_2", positive=True)
-    Md = sp.diag(l1, l2)
-    d.exact("M diagonal: w = e_i, g = e_j gives factor M_jj/M_ii", 1 / (Md[0, 0] * Md.inv()[1, 1]), l2 / l1)
-    d.exact("w, g eigenvectors of M for λ_max = λ_1, λ_min = λ_2: factor = λ_min/λ_max = κ(A)⁻²",
-            1 / (Md[0, 0] * Md.inv()[1, 1]), 1 / (l1 / l2))
+    Md = sp.ImmutableMatrix(sp.diag(l1, l2))
+    # factor = (wᵀw·gᵀg)/(wᵀMw·gᵀM⁻¹g) at w = e_1, g = e_2: 1/(M_11 (M⁻¹)_22), the inverse left unevaluated
+    factor = frac(1, prod(Md[0, 0], MatrixElement(sp.Inverse(Md), 1, 1)))
+    d.exact("M diagonal: w = e_i, g = e_j gives factor 1/(M_ii (M⁻¹)_jj) = M_jj/M_ii", factor, l2 / l1)
+    kappa = frac(sp.sqrt(l1), sp.sqrt(l2))  # σ_max/σ_min of A, σ_i² eigenvalues of M = AᵀA
+    d.exact("w, g eigenvectors of M for λ_max = λ_1, λ_min = λ_2: factor = λ_min/λ_max = κ(A)⁻² (κ = √λ_1/√λ_2)",
+            factor, sp.Pow(kappa, -2, evaluate=False))
     for Am in (sp.diag(1, 2), sp.Matrix([[1, 1], [0, 1]]), sp.Matrix([[2, 1, 0], [0, 1, 0], [0, 0, 1]])):
         W = witness(Am)
         d.witnesses.append(W)
-        d.add(Step(f"witness for A = {Am.tolist()}: checker re-verifies D'/D = {W.factor}", W.factor, "D'/D", "certificate",
-                   check_witness(W.to_data())))
+        ratio = frac(coupled_D(*transform(W.A, W.w, W.g, W.H)), coupled_D(W.w, W.g, W.H))
+        d.add(Step(f"witness for A = {Am.tolist()}, w = {list(W.w)}, g = {list(W.g)}, H = {W.H.tolist()}: "
+                   f"D'/D = {W.factor} (the independent checker re-verifies)", ratio, W.factor, "certificate",
+                   check_witness(W.to_data()) and exact_equal(ratio, W.factor)))
     Qr = sp.Matrix([[sp.Rational(3, 5), -sp.Rational(4, 5)], [sp.Rational(4, 5), sp.Rational(3, 5)]])
-    d.exact("conformal A = 2·[[3/5,-4/5],[4/5,3/5]]: AᵀA = 4I, so witness(A) is None", (2 * Qr).T * (2 * Qr), 4 * sp.eye(2))
-    d.add(Step("witness(2·rotation) is None", witness(2 * Qr) is None, True, "exact", witness(2 * Qr) is None))
+    A2 = sp.ImmutableMatrix(2 * Qr)
+    AtA = matmul(sp.Transpose(A2), A2)
+    d.add(Step("conformal A = 2·[[3/5,-4/5],[4/5,3/5]]: AᵀA = 4I, and witness(A) returns None", AtA, 4 * sp.eye(2),
+               "exact", exact_equal(AtA, 4 * sp.eye(2)) and witness(A2) is None))
     return d.finish()

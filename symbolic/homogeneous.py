@@ -16,12 +16,13 @@ from __future__ import annotations
 from typing import Any
 
 import sympy as sp
-from sympy.matrices.expressions import MatMul
 
 from coupled_curvature.symbolic.derivation import Derivation
 from coupled_curvature.symbolic.functions import activation, smooth_function
 from coupled_curvature.symbolic.instances import at, block_grad_hess, layer_scaling, mlp
 from coupled_curvature.symbolic.rules import RewriteRule, homogeneity, sum_linearity, sum_reindex, word_rule
+from coupled_curvature.symbolic.unevaluated import Form, TexSymbol, frac, matmul, prod, quadratic_scalar
+from coupled_curvature.symbolic.unevaluated import at as at_point
 
 __all__ = ["derive_T2", "derive_T3", "derive_T9", "two_layer_generic", "quadratic_scalar"]
 
@@ -109,20 +110,6 @@ def _abs_pull(q: Any, c: Any) -> Any:
     return s * sp.Abs(sp.expand(arg / s)) if s != 1 else q
 
 
-def quadratic_scalar(e: Any) -> Any:
-    """Scalar form of a 1×1 matrix-symbol product: ``coeff · <word>`` (bilinearity).
-
-    >>> import sympy as sp
-    >>> n = sp.Symbol("n", integer=True, positive=True)
-    >>> w = sp.MatrixSymbol("w", n, 1); c = sp.Symbol("c", positive=True)
-    >>> quadratic_scalar((c * w).T * (c * w))
-    [w.T*w]*c**2
-    """
-    e = e.doit()
-    coeff, mm = e.as_coeff_mmul() if isinstance(e, MatMul) else (sp.Integer(1), e)
-    return coeff * sp.Symbol(f"[{sp.sstr(mm)}]", positive=True)
-
-
 def derive_T3() -> Derivation:
     """Derive the c⁻² law per block (generic dimension) and on explicit instances."""
     d = Derivation(
@@ -140,53 +127,52 @@ def derive_T3() -> Derivation:
     w, g = sp.MatrixSymbol("w", n, 1), sp.MatrixSymbol("g", n, 1)
     H, Hp = sp.MatrixSymbol("H", n, n), sp.MatrixSymbol("H^+", n, n)
     pen = word_rule("penrose", "HH⁺H = H, H⁺HH⁺ = H⁺", [((H, Hp, H), (H,)), ((Hp, H, Hp), (Hp,))])
+    form = lambda *fs: Form(matmul(*fs))
+    gg0, ww0 = quadratic_scalar(g.T * g), quadratic_scalar(w.T * w)
+    q0, p0, qp0 = quadratic_scalar(w.T * H * w), quadratic_scalar(w.T * g), quadratic_scalar(w.T * Hp * w)
     for blk, al, law in (("W_l, b_l", _c, _c**-2), ("W_{l+1}", _c ** (-_k), _c ** (2 * _k))):
-        wq, gq, Hq, Hpq = al * w, g / al, H / al**2, al**2 * Hp
-        gg, gg0 = quadratic_scalar(gq.T * gq), quadratic_scalar(g.T * g)
-        ww, ww0 = quadratic_scalar(wq.T * wq), quadratic_scalar(w.T * w)
-        q, q0 = quadratic_scalar(wq.T * Hq * wq), quadratic_scalar(w.T * H * w)
-        p, p0 = quadratic_scalar(wq.T * gq), quadratic_scalar(w.T * g)
-        qp, qp0 = quadratic_scalar(wq.T * Hpq * wq), quadratic_scalar(w.T * Hp * w)
-        d.exact(f"{blk}: ‖g'‖²/‖g‖² = {sp.sstr(law)}", gg / gg0, law)
-        d.exact(f"{blk}: RQ'/RQ = {sp.sstr(law)}", (q / ww) / (q0 / ww0), law)
+        # the transformed block, shown unevaluated: w' = αw, g' = α⁻¹g, H' = α⁻²H, H'⁺ = α²H⁺
+        wq, gq, Hq, Hpq = matmul(al, w), matmul(1 / al, g), matmul(al**-2, H), matmul(al**2, Hp)
+        gg, ww = form(sp.Transpose(gq), gq), form(sp.Transpose(wq), wq)
+        q, p, qp = form(sp.Transpose(wq), Hq, wq), form(sp.Transpose(wq), gq), form(sp.Transpose(wq), Hpq, wq)
+        d.exact(f"{blk}: ‖g'‖²/‖g‖² = {sp.sstr(law)}", frac(gg, gg0), law)
+        d.exact(f"{blk}: RQ'/RQ = {sp.sstr(law)}", frac(frac(q, ww), frac(q0, ww0)), law)
         d.exact(f"{blk}: w'ᵀH'w' = wᵀHw", q, q0)
         d.exact(f"{blk}: w'ᵀg' = wᵀg", p, p0)
-        d.exact(f"{blk}: D' = D", q / ww / gg, q0 / ww0 / gg0)
-        d.rewrite(pen, f"{blk}: Penrose 1 for (H/α²)⁺ = α²H⁺", Hq * Hpq * Hq, Hq)
+        d.exact(f"{blk}: D' = D", frac(frac(q, ww), gg), q0 / ww0 / gg0)
+        d.rewrite(pen, f"{blk}: Penrose 1 for (H/α²)⁺ = α²H⁺", matmul(Hq, Hpq, Hq), Hq.doit())
         d.rewrite(pen, f"{blk}: Penrose 2 for (H/α²)⁺ = α²H⁺ (3, 4: symmetric since scalar multiples)",
-                  Hpq * Hq * Hpq, Hpq)
-        d.exact(f"{blk}: D⁺' = D⁺", qp / ww * gg, qp0 / ww0 * gg0)
-    # explicit instances: SymPy differentiates everything
+                  matmul(Hpq, Hq, Hpq), Hpq.doit())
+        d.exact(f"{blk}: D⁺' = D⁺", prod(frac(qp, ww), gg), qp0 / ww0 * gg0)
+    # explicit instances: SymPy differentiates everything; a primed quantity is the unprimed one
+    # evaluated at the rescaled parameters, Subs(·, θ, Tθ)
     c = _c
     for widths, pattern, l in (([2, 3, 2, 1], [[1, 0, 1], [1, 1]], 1), ([3, 2, 2, 2], [[1, 1], [0, 1]], 2)):
         net = mlp(widths, "relu", pattern)
         sub = layer_scaling(net, l, c)
         tag = "-".join(map(str, widths))
         d.exact(f"{tag}: pre-activations of layer {l} scale by c > 0 (pattern preserved)",
-                sp.Matrix(at(sp.Matrix(net.pre[l - 1]), sub)), c * sp.Matrix(net.pre[l - 1]))
-        d.exact(f"{tag}: output unchanged", sp.Matrix(at(sp.Matrix(net.outputs), sub)), sp.Matrix(net.outputs))
+                at_point(sp.Matrix(net.pre[l - 1]), sub), c * sp.Matrix(net.pre[l - 1]))
+        d.exact(f"{tag}: output unchanged", at_point(sp.Matrix(net.outputs), sub), sp.Matrix(net.outputs))
         L = net.L
         for name, blk in net.blocks.items():
             lay = int(name[1:])
             al = c if lay == l else (1 / c if (lay == l + 1 and name[0] == "W") else sp.Integer(1))
             gb, Hb = block_grad_hess(L, blk)
             wv = sp.Matrix(blk)
-            g2, H2, w2 = at(gb, sub), at(Hb, sub), at(wv, sub)
-            gg, gg2 = (gb.T * gb)[0], (g2.T * g2)[0]
-            q, q2 = (wv.T * Hb * wv)[0], (w2.T * H2 * w2)[0]
-            d.exact(f"{tag} block {name}: ‖g'‖² = {sp.sstr(al**-2)}·‖g‖²", gg2, al**-2 * gg)
-            d.exact(f"{tag} block {name}: w'ᵀH'w' = wᵀHw", q2, q)
-            d.exact(f"{tag} block {name}: w'ᵀg' = wᵀg", (w2.T * g2)[0], (wv.T * gb)[0])
+            gg, q, p = (gb.T * gb)[0], (wv.T * Hb * wv)[0], (wv.T * gb)[0]
+            d.exact(f"{tag} block {name}: ‖g'‖² = {sp.sstr(al**-2)}·‖g‖²", at_point(gg, sub), al**-2 * gg)
+            d.exact(f"{tag} block {name}: w'ᵀH'w' = wᵀHw", at_point(q, sub), q)
+            d.exact(f"{tag} block {name}: w'ᵀg' = wᵀg", at_point(p, sub), p)
     # generic homogeneous activation with the c^{2k} law on W_{l+1} (rules for σ, σ′, σ″)
     net = mlp([2, 2, 1], "sigma")
     sub = layer_scaling(net, 1, c, _k)
     hom = homogeneity(_k, {c})
     for name, al in (("W1", c), ("W2", c ** (-_k))):
         gb, Hb = block_grad_hess(net.L, net.blocks[name])
-        wv = sp.Matrix(net.blocks[name])
-        g2, H2 = at(gb, sub), at(Hb, sub)
-        d.rewrite(hom, f"2-2-1 generic σ, block {name}: g' = g/α (α = {sp.sstr(al)})", g2, gb / al)
-        d.rewrite(hom, f"2-2-1 generic σ, block {name}: H' = H/α²", H2, Hb / al**2)
+        # g', H' = the block gradient and Hessian at the rescaled parameters, Subs(·, θ, Tθ)
+        d.rewrite(hom, f"2-2-1 generic σ, block {name}: g' = g/α (α = {sp.sstr(al)})", at_point(gb, sub), gb / al)
+        d.rewrite(hom, f"2-2-1 generic σ, block {name}: H' = H/α²", at_point(Hb, sub), Hb / al**2)
     return d.finish()
 
 
@@ -217,9 +203,9 @@ def derive_T9() -> Derivation:
     d.rewrite(homogeneity(k, {t}), "induction step: σ(t^q z_i) = t^(qk) σ(z_i)", zn, mid)
     d.rewrite(sum_linearity, "z_{j+1}(t) = t^(qk) z_{j+1}", mid, t ** (q * k) * sp.Sum(W[rr, i] * sig(z[i]), (i, 0, nw - 1)))
     jj, l, m = sp.symbols("j l m", integer=True)
-    qf = lambda jv: k ** (jv - l)
-    d.exact("closed form q_j = k^(j-l): q_l = 1", qf(l), 1)
-    d.exact("closed form: q_{j+1} = k·q_j", qf(jj + 1), k * qf(jj))
+    qj = k ** (jj - l)  # closed form q_j
+    d.exact("closed form q_j = k^(j-l): q_l = 1", at_point(qj, {jj: l}), 1)
+    d.exact("closed form: q_{j+1} = k·q_j", at_point(qj, {jj: jj + 1}), k * qj)
     p = sp.Symbol("p", positive=True)
     # Euler identities via the ray t -> t w: d/dt L(tw) = wᵀ∇L(tw), d²/dt² = wᵀ∇²L(tw)w
     L2 = smooth_function("L2", 2)
@@ -228,20 +214,24 @@ def derive_T9() -> Derivation:
     gL = sp.Matrix([L2(w1, w2).diff(w1), L2(w1, w2).diff(w2)])
     HL = sp.hessian(L2(w1, w2), (w1, w2))
     wv = sp.Matrix([w1, w2])
-    d.exact("d/dt L(tw)|_{t=1} = wᵀg (SymPy diff)", ray.diff(t).subs(t, 1), (wv.T * gL)[0])
-    d.exact("d²/dt² L(tw)|_{t=1} = wᵀHw (SymPy diff)", ray.diff(t, 2).subs(t, 1), (wv.T * HL * wv)[0])
+    d.exact("d/dt L(tw)|_{t=1} = wᵀg (SymPy diff)", sp.Subs(sp.Derivative(ray, t), t, 1), (wv.T * gL)[0])
+    d.exact("d²/dt² L(tw)|_{t=1} = wᵀHw (SymPy diff)", sp.Subs(sp.Derivative(ray, (t, 2)), t, 1), (wv.T * HL * wv)[0])
     ell = smooth_function("ell", 2)
     F = [sp.symbols("f1_1 f1_2"), sp.symbols("f2_1 f2_2")]  # two samples, two outputs
     Lt = sum(ell(t**p * a, t**p * b) for a, b in F) / 2
     P = sum(ell(a, b).diff(a) * a + ell(a, b).diff(b) * b for a, b in F) / 2
     Qv = sum((sp.Matrix([a, b]).T * sp.hessian(ell(a, b), (a, b)) * sp.Matrix([a, b]))[0] for a, b in F) / 2
-    d.exact("f(tW_l) = t^p f: wᵀg = d/dt L|_{t=1} = pP", Lt.diff(t).subs(t, 1), p * P)
-    d.exact("wᵀHw = d²/dt² L|_{t=1} = p(p-1)P + p²Q", Lt.diff(t, 2).subs(t, 1), p * (p - 1) * P + p**2 * Qv)
-    Ps, Qs, ww, gg = sp.symbols("P Q w^Tw g^Tg", positive=True)
-    wHw = (p * (p - 1) * Ps + p**2 * Qs).subs(p, 1)
-    d.exact("k = 1 (p = 1): wᵀHw = Q for every layer", wHw, Qs)
-    cos2 = Ps**2 / (ww * gg)  # (wᵀg)² / (‖w‖²‖g‖²) with wᵀg = P
-    d.exact("k = 1: D_l = Q/(‖w‖²‖g‖²) = (Q/P²)·cos²∠(w_l, g_l)", wHw / ww / gg, Qs / Ps**2 * cos2)
+    d.exact("f(tW_l) = t^p f: wᵀg = d/dt L|_{t=1} = pP", sp.Subs(sp.Derivative(Lt, t), t, 1), p * P)
+    d.exact("wᵀHw = d²/dt² L|_{t=1} = p(p-1)P + p²Q", sp.Subs(sp.Derivative(Lt, (t, 2)), t, 1),
+            p * (p - 1) * P + p**2 * Qv)
+    Ps, Qs = sp.symbols("P Q", positive=True)
+    nn = sp.Symbol("n", integer=True, positive=True)
+    wm, gm = sp.MatrixSymbol("w", nn, 1), sp.MatrixSymbol("g", nn, 1)
+    ww, gg = TexSymbol("w^Tw", wm.T * wm, positive=True), TexSymbol("g^Tg", gm.T * gm, positive=True)
+    d.exact("k = 1 (p = 1): wᵀHw = Q for every layer", at_point(p * (p - 1) * Ps + p**2 * Qs, {p: 1}), Qs)
+    cos2 = frac(Ps**2, prod(ww, gg))  # (wᵀg)² / (‖w‖²‖g‖²) with wᵀg = P
+    d.exact("k = 1: D_l = (wᵀHw/‖w‖²)/‖g‖² with wᵀHw = Q: = (Q/P²)·cos²∠(w_l, g_l)", frac(frac(Qs, ww), gg),
+            prod(frac(Qs, Ps**2), cos2))
     a3, b3 = sp.Matrix(sp.symbols("u1:4")), sp.Matrix(sp.symbols("v1:4"))
     lag = sum((a3[x] * b3[y] - a3[y] * b3[x]) ** 2 for x in range(3) for y in range(x + 1, 3))
     d.exact("Lagrange identity (n=3): ‖u‖²‖v‖² - (uᵀv)² = Σ_{i<j}(u_i v_j - u_j v_i)² >= 0, so cos² <= 1",

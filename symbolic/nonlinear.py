@@ -16,8 +16,9 @@ import sympy as sp
 
 from coupled_curvature.symbolic.derivation import Derivation, Step
 from coupled_curvature.symbolic.functions import smooth_function
+from coupled_curvature.symbolic.unevaluated import at, frac
 
-__all__ = ["derive_T6", "nonlinear_factor", "reparam_grad_hess"]
+__all__ = ["derive_T6", "nonlinear_factor", "nonlinear_D_pair", "reparam_grad_hess"]
 
 
 def reparam_grad_hess(phi: list, u: list, g: sp.Matrix, H: sp.Matrix) -> tuple[sp.Matrix, sp.Matrix]:
@@ -29,13 +30,13 @@ def reparam_grad_hess(phi: list, u: list, g: sp.Matrix, H: sp.Matrix) -> tuple[s
     return J.T * g, Hp
 
 
-def nonlinear_factor(phi: Callable, u0: list, g: list, H: list) -> sp.Rational:
-    """Exact ``D'/D`` at the point ``w' = u0`` for ``w = φ(w')``, original ``(g, H)`` at ``w = φ(u0)``.
+def nonlinear_D_pair(phi: Callable, u0: list, g: list, H: list) -> tuple[sp.Rational, sp.Rational]:
+    """Exact ``(D', D)`` at ``w' = u0`` for ``w = φ(w')``, original ``(g, H)`` at ``w = φ(u0)``.
 
     ``D = (wᵀHw/wᵀw)/‖g‖²`` at ``w``; ``D' = (w'ᵀH'w'/w'ᵀw')/‖g'‖²`` with T6's laws.
 
-    >>> nonlinear_factor(lambda u: [u[0]**3, u[1]**3], [1, 1], [1, 1], [[1, 0], [0, 1]])  # θ = φ³
-    5/3
+    >>> nonlinear_D_pair(lambda u: [u[0], u[1] + 1], [1, 0], [1, 0], [[1, 0], [0, 0]])
+    (1, 1/2)
     """
     n = len(u0)
     u = list(sp.symbols(f"u1:{n + 1}"))
@@ -48,6 +49,16 @@ def nonlinear_factor(phi: Callable, u0: list, g: list, H: list) -> sp.Rational:
     g2, H2 = g2.subs(pt), H2.subs(pt)
     D = (w.T * Hm * w)[0] / (w.T * w)[0] / (gm.T * gm)[0]
     D2 = (w2.T * H2 * w2)[0] / (w2.T * w2)[0] / (g2.T * g2)[0]
+    return sp.Rational(D2), sp.Rational(D)
+
+
+def nonlinear_factor(phi: Callable, u0: list, g: list, H: list) -> sp.Rational:
+    """Exact ``D'/D`` at the point ``w' = u0`` for ``w = φ(w')`` (see :func:`nonlinear_D_pair`).
+
+    >>> nonlinear_factor(lambda u: [u[0]**3, u[1]**3], [1, 1], [1, 1], [[1, 0], [0, 1]])  # θ = φ³
+    5/3
+    """
+    D2, D = nonlinear_D_pair(phi, u0, g, H)
     return sp.Rational(D2 / D)
 
 
@@ -78,8 +89,9 @@ def derive_T6() -> Derivation:
     g = sp.Matrix([L(*y).diff(v) for v in y]).xreplace(back)
     H = sp.hessian(L(*y), y).xreplace(back)
     g2, H2 = reparam_grad_hess([f1, f2], [u1, u2], g, H)
-    d.exact("g' = ∇(L∘φ) = Jᵀg (SymPy diff)", sp.Matrix([comp.diff(u1), comp.diff(u2)]), g2)
-    d.exact("H' = ∇²(L∘φ) = JᵀHJ + Σ_k g_k ∇²φ_k (SymPy diff)", sp.hessian(comp, (u1, u2)), H2)
+    d.exact("g' = ∇(L∘φ) = Jᵀg (SymPy diff)", sp.Matrix([sp.Derivative(comp, u1), sp.Derivative(comp, u2)]), g2)
+    d.exact("H' = ∇²(L∘φ) = JᵀHJ + Σ_k g_k ∇²φ_k (SymPy diff)",
+            sp.Matrix(2, 2, lambda i, j: sp.Derivative(comp, (u1, u2)[i], (u1, u2)[j])), H2)
     # n = 2, generic cubic φ
     u = [u1, u2]
     monos = [u1**i * u2**j for i in range(4) for j in range(4) if i + j <= 3]
@@ -119,8 +131,8 @@ def derive_T6() -> Derivation:
                    bool(G2.contains(tg)), f"Gröbner basis: {[sp.sstr(e) for e in G2.exprs]}"))
     p, q = sp.symbols("p q")
     for B in (sp.Matrix([[p, -q], [q, p]]), sp.Matrix([[p, q], [q, -p]])):
-        d.exact(f"sufficiency: B = {B.tolist()} (BᵀB = (p²+q²)I), a = 0 satisfies the identity", ident.xreplace(
-            {**dict(zip(b, B)), a[0]: 0, a[1]: 0}), 0)
+        d.exact(f"sufficiency: B = {B.tolist()} (BᵀB = (p²+q²)I), a = 0 satisfies the identity",
+                at(ident, {**dict(zip(b, B)), a[0]: 0, a[1]: 0}), 0)
     # n = 1
     x, s_, c0 = sp.symbols("x s a")
     ph = sp.Function("phi")(x)
@@ -134,14 +146,16 @@ def derive_T6() -> Derivation:
     d.add(Step("n=1 cubic φ: φ'' ≡ 0 forces s2 = s3 = 0 (affine)", sp.Matrix([cs[2], cs[3]]).T, sp.zeros(1, 2), "groebner",
                bool(G1.contains(cs[2]) and G1.contains(cs[3]))))
     aff = s_ * x + c0
-    d.exact("n=1: every affine φ = s w' + a is admissible (D' - D = 0)",
-            (aff.diff(x) ** 2 * h1 + g1 * aff.diff(x, 2)) / (aff.diff(x) * g1) ** 2, h1 / g1**2)
-    # witnesses
-    tr = nonlinear_factor(lambda v: [v[0], v[1] + 1], [1, 0], [1, 0], [[1, 0], [0, 0]])
-    d.witnesses.append({"phi": "translation w = w' + (0, 1)", "w'": [1, 0], "g": [1, 0], "H": [[1, 0], [0, 0]], "factor": str(tr)})
-    d.add(Step("witness: translation w = w' + (0,1) at w' = (1,0), g = e_1, H = e_1e_1ᵀ: D'/D = 2", tr, 2, "exact", tr == 2))
-    cu = nonlinear_factor(lambda v: [v[0] ** 3, v[1] ** 3], [1, 1], [1, 1], [[1, 0], [0, 1]])
-    d.witnesses.append({"phi": "θ = φ³ (coordinatewise)", "w'": [1, 1], "g": [1, 1], "H": [[1, 0], [0, 1]], "factor": str(cu)})
-    d.add(Step("witness: θ = φ³ at w' = (1,1), g = (1,1), H = I: D'/D = 5/3", cu, sp.Rational(5, 3), "exact",
-               cu == sp.Rational(5, 3)))
+    d1, d2 = sp.Derivative(aff, x), sp.Derivative(aff, (x, 2))  # φ', φ'' of the affine map, unevaluated
+    d.exact("n=1: every affine φ = s w' + a is admissible: D' = H'/g'² = (φ'²H + gφ'')/(φ'g)² = H/g² = D",
+            frac(d1**2 * h1 + g1 * d2, (d1 * g1) ** 2), h1 / g1**2)
+    # witnesses: D'/D as the quotient of the two exact values
+    cases = [("translation w = w' + (0, 1)", "witness: translation w = w' + (0,1) at w' = (1,0), g = e_1, H = e_1e_1ᵀ",
+              lambda v: [v[0], v[1] + 1], [1, 0], [1, 0], [[1, 0], [0, 0]], sp.Integer(2)),
+             ("θ = φ³ (coordinatewise)", "witness: θ = φ³ at w' = (1,1), g = (1,1), H = I",
+              lambda v: [v[0] ** 3, v[1] ** 3], [1, 1], [1, 1], [[1, 0], [0, 1]], sp.Rational(5, 3))]
+    for name, desc, fn, u0, gw, Hw, want in cases:
+        D2, D1 = nonlinear_D_pair(fn, u0, gw, Hw)
+        d.witnesses.append({"phi": name, "w'": u0, "g": gw, "H": Hw, "factor": str(D2 / D1)})
+        d.exact(f"{desc}: D'/D = {want} (D' = {D2}, D = {D1})", frac(D2, D1), want)
     return d.finish()

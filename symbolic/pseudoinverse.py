@@ -17,23 +17,36 @@ from typing import Any
 import sympy as sp
 
 from coupled_curvature.symbolic.checker import check_certificate, check_pinv_witness
-from coupled_curvature.symbolic.derivation import Derivation, Step
+from coupled_curvature.symbolic.derivation import Derivation, Step, exact_equal
 from coupled_curvature.symbolic.group import certificate
 from coupled_curvature.symbolic.rules import positivity, word_rule
+from coupled_curvature.symbolic.unevaluated import Form, TexSymbol, frac, matmul, prod
 
 __all__ = ["derive_T7", "shear_pinv_witness", "penrose_conditions"]
 
 
-def penrose_conditions(X: sp.Matrix, P: sp.Matrix) -> list[tuple[Any, Any]]:
+def penrose_conditions(X: sp.Matrix, P: sp.Matrix, evaluate: bool = True) -> list[tuple[Any, Any]]:
     """The four Penrose identities ``(XPX, X), (PXP, P), ((XP)ᵀ, XP), ((PX)ᵀ, PX)``; all hold
-    (exactly) iff ``P = X⁺``.
+    (exactly) iff ``P = X⁺``.  With ``evaluate=False`` the left sides are unevaluated products
+    (:func:`~coupled_curvature.symbolic.unevaluated.matmul`) for display in a step.
 
     >>> import sympy as sp
     >>> X = sp.Matrix([[1, 0], [0, 0]])
     >>> all((a - b).is_zero_matrix for a, b in penrose_conditions(X, X))
     True
+    >>> penrose_conditions(X, X, evaluate=False)[0][0]
+    Matrix([
+    [1, 0],
+    [0, 0]])*Matrix([
+    [1, 0],
+    [0, 0]])*Matrix([
+    [1, 0],
+    [0, 0]])
     """
-    return [(X * P * X, X), (P * X * P, P), ((X * P).T, X * P), ((P * X).T, P * X)]
+    if evaluate:
+        return [(X * P * X, X), (P * X * P, P), ((X * P).T, X * P), ((P * X).T, P * X)]
+    return [(matmul(X, P, X), X), (matmul(P, X, P), P), (sp.Transpose(matmul(X, P)), X * P),
+            (sp.Transpose(matmul(P, X)), P * X)]
 
 
 def shear_pinv_witness(A: Any = None, H: Any = None, w: Any = None) -> dict[str, Any]:
@@ -92,26 +105,35 @@ def derive_T7() -> Derivation:
     d.rewrite(R, "w'ᵀH'⁺w' = c⁴ wᵀH⁺w", (A * w).T * X * (A * w), c**4 * w.T * Hp * w)
     d.rewrite(R, "‖w'‖² = c²‖w‖²", (A * w).T * (A * w), c**2 * w.T * w)
     d.rewrite(R, "‖g'‖² = c⁻²‖g‖²", (A.I.T * g).T * (A.I.T * g), c**-2 * g.T * g)
-    p, ww, gg = sp.symbols("p w^Tw g^Tg", positive=True)
-    d.exact("D⁺'/D⁺ = 1", (c**4 * p / (c**2 * ww) * gg / c**2) / (p / ww * gg), 1)
+    p = sp.Symbol("p", positive=True)
+    ww, gg = TexSymbol("w^Tw", w.T * w, positive=True), TexSymbol("g^Tg", g.T * g, positive=True)
+    # D⁺ = (wᵀH⁺w/wᵀw)·‖g‖² with p = wᵀH⁺w, after (the three steps above) and before
+    d.exact("D⁺'/D⁺ = 1", frac(prod(frac(c**4 * p, c**2 * ww), frac(gg, c**2)), prod(frac(p, ww), gg)), 1)
     # relative cutoff
     d.rewrite(R, "H u = λu  =>  H'(Qu) = c⁻² Q H u (eigenvectors map to eigenvectors)", H2 * (Q * u), c**-2 * Q * H * u)
     d.exact("kept-set test: c⁻²|λ_i| - rtol·c⁻²max|λ| = c⁻²(|λ_i| - rtol·max|λ|)",
             c**-2 * sp.Abs(lam) - rtol * c**-2 * mx, c**-2 * (sp.Abs(lam) - rtol * mx))
     d.rewrite(positivity({c}), "c⁻² > 0, so the relative cutoff keeps the same eigen-indices", c**-2, sp.true)
     d.exact("each kept term: (c⁻²λ)⁻¹(Qu)(Qu)ᵀ = c² Q (λ⁻¹uuᵀ) Qᵀ, so H'⁺_τ' = A H⁺_τ Aᵀ",
-            (c**-2 * lam) ** -1 * (Q * u) * (Q * u).T, c**2 * Q * (lam**-1 * u * u.T) * Q.T)
+            matmul(sp.Pow(c**-2 * lam, -1, evaluate=False), matmul(Q, u), sp.Transpose(matmul(Q, u))),
+            c**2 * Q * (lam**-1 * u * u.T) * Q.T)
     # converse: rank-one H
     uu = sp.Matrix(sp.symbols("u1:4"))
     Hr = uu * uu.T
     Pr = Hr / (uu.T * uu)[0] ** 2
-    for i, (a, b) in enumerate(penrose_conditions(Hr, Pr)):
+    for i, (a, b) in enumerate(penrose_conditions(Hr, Pr, evaluate=False)):
         d.exact(f"(uuᵀ)⁺ = uuᵀ/(uᵀu)² (n=3): Penrose condition {i + 1}", a, b)
-    wu, uAu, wAw = sp.symbols("w^Tu ||A^-Tu||^2 ||Aw||^2", positive=True)
-    uu_s = sp.Symbol("u^Tu", positive=True)
-    Dp_before = (wu**2 / uu_s**2) / ww * uu_s
-    Dp_after = (wu**2 / uAu**2) / wAw * uAu  # w'ᵀu' = wᵀu (T1), H' = u'u'ᵀ with u' = A⁻ᵀu, g' = u'
-    d.exact("H = uuᵀ, g = u: D⁺'/D⁺ = (uᵀu·wᵀw)/(‖A⁻ᵀu‖²‖Aw‖²), i.e. T4 (ii)", Dp_after / Dp_before, uu_s * ww / (uAu * wAw))
+    An = sp.MatrixSymbol("A", n, n)  # for the printed names only
+    Atu, Anw = matmul(An.I.T, u), matmul(An, w)
+    wu, uAu, wAw, uu_s = (TexSymbol(a, b, positive=True) for a, b in (
+        ("w^Tu", w.T * u), ("||A^-Tu||^2", Form(matmul(sp.Transpose(Atu), Atu))),
+        ("||Aw||^2", Form(matmul(sp.Transpose(Anw), Anw))), ("u^Tu", u.T * u)))
+    # D⁺ = (wᵀH⁺w/wᵀw)·‖g‖² with wᵀH⁺w = (wᵀu)²/(uᵀu)², ‖g‖² = uᵀu; after: w'ᵀu' = wᵀu (T1),
+    # H' = u'u'ᵀ with u' = A⁻ᵀu, g' = u'
+    Dp_before = prod(frac(frac(wu**2, uu_s**2), ww), uu_s)
+    Dp_after = prod(frac(frac(wu**2, uAu**2), wAw), uAu)
+    d.exact("H = uuᵀ, g = u: D⁺'/D⁺ = (uᵀu·wᵀw)/(‖A⁻ᵀu‖²‖Aw‖²), i.e. T4 (ii)", frac(Dp_after, Dp_before),
+            uu_s * ww / (uAu * wAw))
     for k in (2, 3):
         d.add(Step(f"T4 (ii) => AᵀA = c²I (certificate n={k})", f"certificate({k})", True, "certificate",
                    check_certificate(certificate(k))))
@@ -120,10 +142,15 @@ def derive_T7() -> Derivation:
     d.witnesses.append(W)
     Am, Hm, Hpm, Hp2m = (sp.Matrix([[sp.Rational(x) for x in r] for r in W[k]]) for k in ("A", "H", "Hp", "Hp2"))
     H2m = Am.inv().T * Hm * Am.inv()
-    for i, (a, b) in enumerate(penrose_conditions(H2m, Hp2m) + penrose_conditions(Hm, Hpm)):
+    conds = penrose_conditions(H2m, Hp2m, evaluate=False) + penrose_conditions(Hm, Hpm, evaluate=False)
+    for i, (a, b) in enumerate(conds):
         d.exact(f"shear witness: Penrose condition {i % 4 + 1} for {'H' if i >= 4 else 'H' + chr(39)}", a, b)
-    d.exact("shear: wᵀHw unchanged (T1)", sp.Rational(W["wHw_after"]), sp.Rational(W["wHw_before"]))
-    d.add(Step("shear: wᵀH⁺w changes, ratio after/before = 1/4 != 1 (checker re-verifies)",
-               sp.Rational(W["after"]) / sp.Rational(W["before"]), sp.Rational(1, 4),
-               "certificate", check_pinv_witness(W)))
+    wv = sp.Matrix([sp.Rational(x) for x in W["w"]])
+    Aw, Ai = matmul(Am, wv), sp.Inverse(sp.ImmutableMatrix(Am))
+    d.exact("shear: wᵀHw unchanged (T1): (Aw)ᵀ(A⁻ᵀHA⁻¹)(Aw) = wᵀHw",
+            Form(matmul(sp.Transpose(Aw), matmul(sp.Transpose(Ai), Hm, Ai), Aw)), Form(matmul(wv.T, Hm, wv)))
+    ratio = frac(Form(matmul(sp.Transpose(Aw), Hp2m, Aw)), Form(matmul(wv.T, Hpm, wv)))
+    d.add(Step("shear: wᵀH⁺w changes, (Aw)ᵀH'⁺(Aw) / wᵀH⁺w = 1/4 != 1 with the witness's H⁺, H'⁺ (Penrose-checked "
+               "above; the checker re-verifies)", ratio, sp.Rational(1, 4), "certificate",
+               check_pinv_witness(W) and exact_equal(ratio, sp.Rational(1, 4))))
     return d.finish()

@@ -15,8 +15,9 @@ import itertools
 import sympy as sp
 
 from coupled_curvature.symbolic.checker import check_witness
-from coupled_curvature.symbolic.derivation import Derivation, Step
-from coupled_curvature.symbolic.witness import is_conformal, witness
+from coupled_curvature.symbolic.derivation import Derivation, Step, exact_equal
+from coupled_curvature.symbolic.unevaluated import frac, matmul
+from coupled_curvature.symbolic.witness import coupled_D, is_conformal, transform, witness
 
 __all__ = ["derive_T5", "kron_action"]
 
@@ -46,23 +47,25 @@ def derive_T5() -> Derivation:
     b = sp.symbols("b1:4", positive=True)
     W = sp.Matrix(2, 3, lambda i, j: sp.Symbol(f"W{i + 1}{j + 1}"))
     vec = lambda X: sp.Matrix(list(X.T))
-    Wt = sp.diag(*a) * W * sp.diag(*[x ** (-k) for x in b])
+    Da, Db = sp.ImmutableMatrix(sp.diag(*a)), sp.ImmutableMatrix(sp.diag(*[x ** (-k) for x in b]))
+    Wt = Da * W * Db
     K = kron_action(a, b, k)
-    d.exact("vec(diag(a) W diag(b)^-k) = (diag(b)^-k ⊗ diag(a)) vec(W)", vec(Wt), K * vec(W))
-    d.exact("KᵀK is diagonal with entries a_i² b_j^-2k", K.T * K, sp.diag(*[(a[i] * b[j] ** (-k)) ** 2 for j in range(3) for i in range(2)]))
+    Kshown = sp.KroneckerProduct(Db, Da)  # unevaluated diag(b)^-k ⊗ diag(a)
+    d.exact("vec(diag(a) W diag(b)^-k) = (diag(b)^-k ⊗ diag(a)) vec(W)", vec(Wt), matmul(Kshown, vec(W)))
+    d.exact("KᵀK is diagonal with entries a_i² b_j^-2k", matmul(sp.Transpose(Kshown), Kshown),
+            sp.diag(*[(a[i] * b[j] ** (-k)) ** 2 for j in range(3) for i in range(2)]))
     d.exact("ratio of entries (i,j), (i',j): a_i/a_i' (b cancels), so equal entries force a uniform",
-            K[0, 0] / K[1, 1], a[0] / a[1])
+            frac(K[0, 0], K[1, 1]), a[0] / a[1])
     d.exact("ratio of entries (i,j), (i,j'): (b_j'/b_j)^k, so equal entries force b uniform (t -> t^k injective)",
-            K[0, 0] / K[2, 2], (b[1] / b[0]) ** k)
+            frac(K[0, 0], K[2, 2]), (b[1] / b[0]) ** k)
     cc = sp.Symbol("c", positive=True)
-    Ku = kron_action([cc, cc], [cc, cc, cc], k)
-    d.exact("uniform a = b = c: KᵀK = c^(2-2k)·I (conformal)", Ku.T * Ku, cc ** (2 - 2 * k) * sp.eye(6))
+    Ku = sp.KroneckerProduct(sp.ImmutableMatrix(sp.diag(*[cc ** (-k)] * 3)), sp.ImmutableMatrix(sp.diag(cc, cc)))
+    d.exact("uniform a = b = c: KᵀK = c^(2-2k)·I (conformal)", matmul(sp.Transpose(Ku), Ku), cc ** (2 - 2 * k) * sp.eye(6))
     for n in (2, 3):
-        ok = all(
-            sp.Matrix(n, n, lambda i, j: int(p[i] == j)).T * sp.Matrix(n, n, lambda i, j: int(p[i] == j)) == sp.eye(n)
-            for p in itertools.permutations(range(n))
-        )
-        d.add(Step(f"all {n}! permutation matrices P satisfy PᵀP = I", "PᵀP", "I", "exact", ok))
+        perms = [sp.ImmutableMatrix(n, n, lambda i, j: int(p[i] == j)) for p in itertools.permutations(range(n))]
+        lhs = sp.BlockDiagMatrix(*[matmul(sp.Transpose(P), P) for P in perms])
+        d.exact(f"all {n}! permutation matrices P satisfy PᵀP = I (block-diagonal of the {len(perms)} products)",
+                lhs, sp.eye(n * len(perms)))
     cases = [
         ("non-uniform a = (1, 2), b = (1, 1, 1), k = 1 on W_l", kron_action([1, 2], [1, 1, 1])),
         ("non-uniform b = (1, 2), a = (1, 1), k = 1 on W_l", kron_action([1, 1], [1, 2])),
@@ -73,9 +76,13 @@ def derive_T5() -> Derivation:
     for desc, A in cases:
         Wn = witness(A)
         d.witnesses.append(Wn)
-        d.add(Step(f"{desc}: not conformal, witness D'/D = {Wn.factor} (checker)", Wn.factor, "D'/D", "certificate",
-                   (not is_conformal(A)) and check_witness(Wn.to_data())))
-    Au = kron_action([2, 2], [2, 2, 2])
-    d.add(Step("uniform a = b = 2, k = 1 on W_l: identity action, conformal, witness is None", witness(Au) is None, True,
-               "exact", witness(Au) is None and is_conformal(Au)))
+        ratio = frac(coupled_D(*transform(Wn.A, Wn.w, Wn.g, Wn.H)), coupled_D(Wn.w, Wn.g, Wn.H))
+        d.add(Step(f"{desc}: not conformal, witness w = {list(Wn.w)}, g = {list(Wn.g)}: D'/D = {Wn.factor} (checker)",
+                   ratio, Wn.factor, "certificate",
+                   (not is_conformal(A)) and check_witness(Wn.to_data()) and exact_equal(ratio, Wn.factor)))
+    Au = sp.ImmutableMatrix(kron_action([2, 2], [2, 2, 2]))
+    AtA = matmul(sp.Transpose(Au), Au)
+    d.add(Step("uniform a = b = 2, k = 1 on W_l: the action K = diag(b)^-1 ⊗ diag(a) has KᵀK = I (conformal), "
+               "so witness(K) returns None", AtA, sp.eye(6), "exact",
+               exact_equal(AtA, sp.eye(6)) and witness(Au) is None and is_conformal(Au)))
     return d.finish()

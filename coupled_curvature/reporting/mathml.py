@@ -36,6 +36,18 @@ def _too_big(e: Any) -> bool:
 def _inner(e: Any) -> str:
     if isinstance(e, str) or not isinstance(e, (sp.Basic, sp.MatrixBase)):
         return f"<mtext>{html.escape(str(e))}</mtext>"
+    items = list(e) if isinstance(e, sp.MatrixBase) else [e]
+    if (items and _too_big(e)
+            and all(hasattr(x, "point") and hasattr(x, "variables") and hasattr(x, "expr") for x in items)
+            and all(x.variables == items[0].variables and x.point == items[0].point for x in items)):
+        # a large expression at a point: abbreviated body, the substitution kept visible
+        inner = e.applyfunc(lambda x: x.expr) if isinstance(e, sp.MatrixBase) else e.expr
+        pts = "<mo>,</mo>".join(f"{_inner(a)}<mo>=</mo>{_inner(b)}"
+                                for a, b in zip(items[0].variables, items[0].point))
+        return f"<msub><mrow>{_inner(inner)}<mo>|</mo></mrow><mrow>{pts}</mrow></msub>"
+    if isinstance(e, sp.MatrixBase) and len(e) and _too_big(e):
+        return (f"<mrow><mtext>⟨large {e.shape[0]}×{e.shape[1]} matrix, &gt; {BRIEF_NODES} nodes; entry (1,1):</mtext>"
+                f"{_inner(e[0, 0])}<mtext>⟩</mtext></mrow>")
     if _too_big(e):
         shape = f" {e.shape[0]}×{e.shape[1]} matrix" if isinstance(e, sp.MatrixBase) else ""
         return f"<mtext>⟨large{shape} expression, &gt; {BRIEF_NODES} nodes⟩</mtext>"

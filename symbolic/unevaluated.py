@@ -1,0 +1,418 @@
+"""Unevaluated forms that show a step's claim as computed, and their exact evaluation.
+
+A step ``lhs = rhs`` should show *what was computed* (``D'/D`` as a quotient of the two
+defining expressions, ``(Aw)ᵀ(A⁻ᵀHA⁻¹)(Aw)``, ``∂/∂t L(tw)`` at ``t = 1``), not the value it
+evaluates to.  The builders here never evaluate; :func:`evaluate` turns such a form back into
+the object it denotes, using only mechanical operations: re-building with evaluation
+(``doit``), differentiation, simultaneous substitution, matrix products and inverses of
+explicit matrices, and the bilinear scalar pull-out of :func:`quadratic_scalar` (plain
+unevaluated ``+``, ``×``, ``**`` are left to the ``expand`` of the zero test).  Sums, products,
+integrals and limits are never evaluated (their closed forms are not exact methods): an
+expression containing one is returned unchanged, so a claim about it stays unproved unless both
+sides are the same object.
+
+* :func:`frac` (:class:`Quotient`), :func:`prod` -- unevaluated ``a / b`` and ``a·b·…``;
+* :func:`matmul` -- unevaluated matrix product (``MatMul(..., evaluate=False)``);
+* :class:`Form` -- a ``1×1`` matrix expression read as a scalar, printed ``[wᵀHw]``;
+* :class:`PseudoInverse` -- unevaluated ``X⁺`` of an explicit matrix;
+* :func:`at` -- ``expr`` at a point, printed ``Subs(expr, θ, θ')`` (entrywise for matrices);
+* :func:`quadratic_scalar` -- ``coeff·[word]`` for a product of matrix symbols;
+* :class:`TexSymbol` -- a scalar symbol printed in LaTeX/MathML as what it stands for (``w^Tw``).
+
+>>> import sympy as sp
+>>> x = sp.Symbol("x")
+>>> q = frac(2 * x, x)
+>>> q, evaluate(q)
+(2*x/x, 2)
+>>> n = sp.Symbol("n", integer=True, positive=True)
+>>> w, H = sp.MatrixSymbol("w", n, 1), sp.MatrixSymbol("H", n, n)
+>>> c = sp.Symbol("c", positive=True)
+>>> f = Form(matmul(sp.Transpose(matmul(c, w)), matmul(c**-2, H), matmul(c, w)))
+>>> f, evaluate(f)
+([(c*w).T*(c**(-2)*H)*(c*w)], [w.T*H*w])
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import sympy as sp
+from sympy.matrices.expressions import MatMul, MatrixExpr
+from sympy.matrices.expressions.matexpr import MatrixElement
+from sympy.printing.precedence import PRECEDENCE, precedence
+
+from coupled_curvature.symbolic.rules import _rebuild
+
+__all__ = ["Quotient", "frac", "prod", "matmul", "Form", "PseudoInverse", "At", "at", "TexSymbol", "quadratic_scalar",
+           "evaluate"]
+
+#: evaluating these would call SymPy's closed-form algorithms (heuristics, not exact methods)
+_NOT_EXACT = (sp.Sum, sp.Product, sp.Integral, sp.Limit)
+
+
+class Quotient(sp.Expr):
+    """Unevaluated ``num / den``, printed ``(num)/(den)`` (``\\frac`` in LaTeX); ``doit()`` divides.
+
+    >>> import sympy as sp
+    >>> q = Quotient(sp.Rational(5, 6), sp.Rational(1, 2))
+    >>> q, q.doit()
+    ((5/6)/(1/2), 5/3)
+    """
+
+    is_commutative = True
+    precedence = PRECEDENCE["Mul"]
+
+    def __new__(cls, num: Any, den: Any) -> "Quotient":
+        return sp.Expr.__new__(cls, sp.sympify(num), sp.sympify(den))
+
+    def doit(self, **hints: Any) -> Any:
+        num, den = (a.doit(**hints) for a in self.args) if hints.get("deep", True) else self.args
+        return num / den
+
+    def _sympystr(self, printer: Any) -> str:
+        (a, b), mul = self.args, PRECEDENCE["Mul"]
+        frac_like = lambda x: isinstance(x, Quotient) or (x.is_Rational and not x.is_Integer)
+        num, den = printer._print(a), printer._print(b)
+        num = f"({num})" if precedence(a) < mul or frac_like(a) else num
+        den = f"({den})" if precedence(b) <= mul or frac_like(b) or (b.is_Number and b < 0) else den
+        return f"{num}/{den}"
+
+    def _latex(self, printer: Any) -> str:
+        num, den = (printer._print(a) for a in self.args)
+        return rf"\frac{{{num}}}{{{den}}}"
+
+    def _mathml_presentation(self, printer: Any) -> Any:
+        f = printer.dom.createElement("mfrac")
+        for a in self.args:
+            f.appendChild(printer._print(a))
+        return f
+
+
+def frac(num: Any, den: Any) -> Quotient:
+    """Unevaluated ``num / den`` (no cancellation): a :class:`Quotient`.
+
+    >>> import sympy as sp
+    >>> x = sp.Symbol("x")
+    >>> frac(x, x), frac(x, x).doit()
+    (x/x, 1)
+    """
+    return Quotient(num, den)
+
+
+def prod(*factors: Any) -> sp.Expr:
+    """Unevaluated product ``f_1·f_2·…``.
+
+    >>> import sympy as sp
+    >>> c = sp.Symbol("c")
+    >>> prod(c, c**-1).doit()
+    1
+    """
+    return sp.Mul(*[sp.sympify(f) for f in factors], evaluate=False)
+
+
+def matmul(*factors: Any) -> MatrixExpr:
+    """Unevaluated matrix product (scalars are kept where they stand).
+
+    >>> import sympy as sp
+    >>> n = sp.Symbol("n", integer=True, positive=True)
+    >>> A, w = sp.MatrixSymbol("A", n, n), sp.MatrixSymbol("w", n, 1)
+    >>> matmul(A.I, A, w), matmul(A.I, A, w).doit()
+    (A**(-1)*A*w, w)
+    """
+    fs = [sp.ImmutableMatrix(f) if isinstance(f, sp.MatrixBase) else sp.sympify(f) for f in factors]
+    return MatMul(*fs, evaluate=False)
+
+
+class TexSymbol(sp.Symbol):
+    """A scalar symbol that names a quantity (``w^Tw``, ``[w.T*H*w]``) and prints, in LaTeX and
+    MathML, as the expression ``shown`` it stands for (SymPy would read ``^`` in the name as a
+    superscript).  Equal iff name and assumptions are equal: ``shown`` is presentation only.
+
+    >>> import sympy as sp
+    >>> n = sp.Symbol("n", integer=True, positive=True)
+    >>> w = sp.MatrixSymbol("w", n, 1)
+    >>> s = TexSymbol("w^Tw", w.T * w, positive=True)
+    >>> str(s), sp.latex(2 * s)
+    ('w^Tw', '2 w^{T} w')
+    """
+
+    _SHOWN: dict[str, Any] = {}
+
+    def __new__(cls, name: str, shown: Any = None, **assumptions: Any) -> "TexSymbol":
+        if shown is not None:
+            cls._SHOWN[name] = shown
+        return super().__new__(cls, name, **assumptions)
+
+    def _latex(self, printer: Any) -> str:
+        shown = TexSymbol._SHOWN.get(self.name)
+        return printer._print(shown) if shown is not None else printer._print_Symbol(self)
+
+    def _mathml_presentation(self, printer: Any) -> Any:
+        shown = TexSymbol._SHOWN.get(self.name)
+        return printer._print(shown) if shown is not None else printer._print_Symbol(self)
+
+
+def quadratic_scalar(e: Any) -> Any:
+    """Scalar form of a 1×1 matrix-symbol product: ``coeff · [word]`` (bilinearity).
+
+    ``[word]`` is a real symbol, positive for a Gram word ``XᵀX`` (``X != 0``).
+
+    >>> import sympy as sp
+    >>> n = sp.Symbol("n", integer=True, positive=True)
+    >>> w = sp.MatrixSymbol("w", n, 1); c = sp.Symbol("c", positive=True)
+    >>> quadratic_scalar((c * w).T * (c * w))
+    c**2*[w.T*w]
+    """
+    e = e.doit()
+    if isinstance(e, sp.MatrixBase):
+        return e[0, 0]
+    coeff, mm = e.as_coeff_mmul() if isinstance(e, MatMul) else (sp.Integer(1), e)
+    mats = mm.atoms(sp.MatrixSymbol)
+    scalars = mm.free_symbols - mats - set().union(*(m.free_symbols - {m} for m in mats))
+    if scalars:  # a scalar left inside the word would be hidden in the symbol's name
+        raise ValueError(f"quadratic_scalar: {sp.sstr(mm)} is not a product of matrix symbols (contains {scalars})")
+    args = mm.args if isinstance(mm, MatMul) else (mm,)
+    gram = len(args) == 2 and isinstance(args[0], sp.Transpose) and args[0].arg == args[1]
+    name, shown = f"[{sp.sstr(mm)}]", Form(mm)
+    sym = TexSymbol(name, shown, positive=True) if gram else TexSymbol(name, shown, real=True)
+    return coeff * sym
+
+
+class Form(sp.Expr):
+    """A ``1×1`` matrix expression read as a scalar, printed ``[…]``; ``doit()`` evaluates it
+    (:func:`quadratic_scalar` for matrix symbols, the single entry for explicit matrices).
+
+    >>> import sympy as sp
+    >>> Form(matmul(sp.Matrix([[1, 2]]), sp.Matrix([3, 4]))).doit()
+    11
+    """
+
+    is_commutative = True
+
+    def __new__(cls, arg: Any) -> "Form":
+        arg = sp.ImmutableMatrix(arg) if isinstance(arg, sp.MatrixBase) else sp.sympify(arg)
+        if getattr(arg, "shape", None) != (1, 1):
+            raise ValueError(f"Form needs a 1x1 matrix expression, got shape {getattr(arg, 'shape', None)}")
+        return sp.Expr.__new__(cls, arg)
+
+    @property
+    def arg(self) -> Any:
+        return self.args[0]
+
+    def doit(self, **hints: Any) -> Any:
+        return quadratic_scalar(_explicit_inverses(self.arg).doit(**hints))
+
+    def _eval_is_real(self) -> bool:
+        return True
+
+    def _sympystr(self, printer: Any) -> str:
+        return f"[{printer._print(self.arg)}]"
+
+    def _latex(self, printer: Any) -> str:
+        return rf"\left[{printer._print(self.arg)}\right]"
+
+    def _mathml_presentation(self, printer: Any) -> Any:
+        row = printer.dom.createElement("mrow")
+        for part in ("[", self.arg, "]"):
+            if isinstance(part, str):
+                mo = printer.dom.createElement("mo")
+                mo.appendChild(printer.dom.createTextNode(part))
+                row.appendChild(mo)
+            else:
+                row.appendChild(printer._print(part))
+        return row
+
+
+class PseudoInverse(MatrixExpr):
+    """Unevaluated Moore–Penrose pseudo-inverse ``X⁺``; ``doit()`` computes it for an explicit
+    matrix (``Matrix.pinv``, exact on rationals).
+
+    >>> import sympy as sp
+    >>> P = PseudoInverse(sp.Matrix([[2, 0], [0, 0]]))
+    >>> P.shape, P.doit()
+    ((2, 2), Matrix([
+    [1/2, 0],
+    [  0, 0]]))
+    """
+
+    def __new__(cls, arg: Any) -> "PseudoInverse":
+        arg = sp.ImmutableMatrix(arg) if isinstance(arg, sp.MatrixBase) else sp.sympify(arg)
+        return sp.Basic.__new__(cls, arg)
+
+    @property
+    def arg(self) -> Any:
+        return self.args[0]
+
+    @property
+    def shape(self) -> tuple:
+        return (self.arg.shape[1], self.arg.shape[0])
+
+    def doit(self, **hints: Any) -> Any:
+        a = _explicit_inverses(self.arg).doit(**hints) if hints.get("deep", True) else self.arg
+        if isinstance(a, MatrixExpr) and not a.has(sp.MatrixSymbol):
+            a = a.as_explicit()
+        if isinstance(a, sp.MatrixBase):
+            return sp.ImmutableMatrix(sp.Matrix(a).pinv())
+        return PseudoInverse(a)
+
+    def _entry(self, i: Any, j: Any, **kwargs: Any) -> Any:
+        return self.doit()[i, j]
+
+    def _sympystr(self, printer: Any) -> str:
+        return f"pinv({printer._print(self.arg)})"
+
+    def _latex(self, printer: Any) -> str:
+        return rf"\left({printer._print(self.arg)}\right)^{{+}}"
+
+
+class At(sp.Expr):
+    """``expr`` at the point ``variables = point`` (simultaneous substitution), unevaluated;
+    printed like SymPy's ``Subs``.  Built by :func:`at`; cheaper to construct than ``Subs``.
+
+    >>> import sympy as sp
+    >>> x, c = sp.symbols("x c")
+    >>> At(x**2, (x,), (c * x,)).doit()
+    c**2*x**2
+    """
+
+    is_commutative = True
+
+    def __new__(cls, expr: Any, variables: Any, point: Any) -> "At":
+        variables, point = sp.Tuple(*variables), sp.Tuple(*point)
+        if len(variables) != len(point) or len(set(variables)) != len(variables):
+            raise ValueError("At needs distinct variables and one point value per variable")
+        if not all(isinstance(v, sp.Symbol) for v in variables):
+            raise ValueError("At substitutes symbols only")
+        return sp.Expr.__new__(cls, sp.sympify(expr), variables, point)
+
+    expr = property(lambda self: self.args[0])
+    variables = property(lambda self: self.args[1])
+    point = property(lambda self: self.args[2])
+
+    def doit(self, **hints: Any) -> Any:
+        inner = self.expr
+        if inner.has(*_NOT_EXACT):
+            return self  # bound variables and non-exact closed forms: left as an opaque quantity
+        if inner.has(*_DEFERRED):
+            inner = _evaluate_scalar(inner)
+        named = [TexSymbol._SHOWN.get(t.name) for t in inner.atoms(TexSymbol)]
+        if any(set(self.variables) & getattr(x, "free_symbols", set()) for x in named):
+            return self  # a variable hidden inside a symbol's name cannot be substituted: opaque
+        if inner.has(sp.Derivative):  # a derivative at a point: SymPy's own Subs rules
+            return sp.Subs(inner, self.variables, self.point).doit()
+        return _normalise_args(inner.xreplace(dict(zip(self.variables, self.point))))
+
+    def _sympystr(self, printer: Any) -> str:
+        return f"Subs({printer._print(self.expr)}, {printer._print(self.variables)}, {printer._print(self.point)})"
+
+    def _mathml_presentation(self, printer: Any) -> Any:
+        dom = printer.dom
+        body = dom.createElement("mrow")
+        body.appendChild(printer._print(self.expr))
+        bar = dom.createElement("mo")
+        bar.appendChild(dom.createTextNode("|"))
+        body.appendChild(bar)
+        pts = dom.createElement("mrow")
+        for k, (v, p) in enumerate(zip(self.variables, self.point)):
+            if k:
+                sep = dom.createElement("mo")
+                sep.appendChild(dom.createTextNode(","))
+                pts.appendChild(sep)
+            eq = dom.createElement("mo")
+            eq.appendChild(dom.createTextNode("="))
+            for part in (printer._print(v), eq, printer._print(p)):
+                pts.appendChild(part)
+        sub = dom.createElement("msub")
+        sub.appendChild(body)
+        sub.appendChild(pts)
+        return sub
+
+    def _latex(self, printer: Any) -> str:
+        pts = ", ".join(f"{printer._print(v)} = {printer._print(p)}" for v, p in zip(self.variables, self.point))
+        return rf"\left. {printer._print(self.expr)} \right|_{{{pts}}}"
+
+
+def at(expr: Any, sub: dict) -> Any:
+    """``expr`` at the point ``sub`` (``{symbol: value}``, restricted to the symbols that occur),
+    unevaluated (:class:`At`), entrywise for matrices.
+
+    >>> import sympy as sp
+    >>> x, c = sp.symbols("x c")
+    >>> s = at(x**2, {x: c * x})
+    >>> s, evaluate(s)
+    (Subs(x**2, (x,), (c*x,)), c**2*x**2)
+    """
+    free = set(expr.free_symbols)
+    for t in expr.atoms(TexSymbol):  # symbols that stand for an expression: count what they stand for
+        free |= getattr(TexSymbol._SHOWN.get(t.name), "free_symbols", set())
+    keys = tuple(k for k in sub if k in free)  # only the variables that occur
+    vals = tuple(sub[k] for k in keys)
+    if isinstance(expr, sp.MatrixBase):
+        return sp.ImmutableMatrix(expr.rows, expr.cols, [At(x, keys, vals) for x in expr])
+    return At(expr, keys, vals)
+
+
+def _normalise_args(e: Any) -> Any:
+    """Expand the arguments of applied functions (exact normal form of polynomial arguments)."""
+
+    def norm(x: Any) -> Any:
+        if isinstance(x, sp.Function) and not isinstance(x, sp.Abs) and all(isinstance(a, sp.Expr) for a in x.args):
+            return x.func(*[sp.expand(a) for a in x.args])
+        return x
+
+    return _rebuild(e, norm) if e.has(sp.Function) else e
+
+
+def _explicit_inverses(e: Any) -> Any:
+    """Replace ``Inverse(X)`` of explicit matrices by ``X.inv()`` (exact Gauss–Jordan; SymPy's
+    ``Inverse.doit`` takes a much slower route for symbolic entries)."""
+    if not e.has(sp.Inverse):
+        return e
+
+    def inv(x: Any) -> Any:
+        a = x.arg.doit()
+        a = a.as_explicit() if isinstance(a, MatrixExpr) else a
+        return sp.ImmutableMatrix(sp.Matrix(a).inv())
+
+    return e.replace(lambda x: isinstance(x, sp.Inverse) and not x.has(sp.MatrixSymbol), inv)
+
+
+#: node types whose value needs ``doit`` (plain arithmetic is evaluated by ``expand`` anyway)
+_DEFERRED = (sp.Derivative, sp.Subs, sp.UnevaluatedExpr, sp.Trace, sp.Determinant, MatrixElement, At, Form, Quotient)
+
+
+def _evaluate_scalar(e: Any) -> Any:
+    if not isinstance(e, sp.Basic) or e.is_Atom:
+        return e
+    if isinstance(e, At):
+        return e.doit()
+    if not e.has(*_DEFERRED) or e.has(*_NOT_EXACT):
+        return e  # plain (possibly unevaluated) arithmetic: ``expand`` evaluates it in the zero test
+    if e.has(At):
+        e = e.replace(lambda x: isinstance(x, At), lambda x: x.doit())
+    return _explicit_inverses(e).doit()
+
+
+def evaluate(e: Any) -> Any:
+    """The object an unevaluated form denotes (see module docstring); plain values pass through.
+
+    >>> import sympy as sp
+    >>> x = sp.Symbol("x")
+    >>> evaluate(sp.Matrix([sp.Derivative(x**3, x), frac(x, x)]))
+    Matrix([
+    [3*x**2],
+    [     1]])
+    """
+    if isinstance(e, sp.MatrixBase):
+        return e.applyfunc(_evaluate_scalar)
+    if isinstance(e, MatrixExpr):
+        if e.has(*_NOT_EXACT):
+            return e
+        if e.has(At):
+            e = e.replace(lambda x: isinstance(x, At), lambda x: x.doit())
+        out = _explicit_inverses(e).doit()
+        if isinstance(out, MatrixExpr) and not out.has(sp.MatrixSymbol):  # built from explicit matrices only
+            if isinstance(out, sp.BlockDiagMatrix):  # entrywise as_explicit is slow for block matrices
+                return sp.ImmutableMatrix(sp.diag(*[evaluate(b) for b in out.diag]))
+            out = out.as_explicit()
+        return out
+    return _evaluate_scalar(e)
