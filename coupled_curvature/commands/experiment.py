@@ -1,4 +1,8 @@
-"""``ccurv experiment invariance [--quick] --out DIR``: the paper's invariance experiment (issue 7).
+"""``ccurv experiment invariance|width [--quick] --out DIR``: the paper's two experiments (issue 7).
+
+``width`` (the exploratory width sweep) writes ``DIR/width.json`` (``{"runs": [...], "kendall": [...]}``),
+``width.md``, ``width.html`` and the figures ``width_gap_loss.png`` / ``width_gap_err.png``;
+see :mod:`coupled_curvature.numeric.width` and :mod:`coupled_curvature.commands.width_report`.
 
 Writes ``DIR/invariance.json`` (``{"rows": [...], ...}``), ``invariance.md``, ``invariance.html`` and
 ``invariance.png`` (D and D⁺ changes against the Rayleigh-quotient change, one point per net), all
@@ -42,6 +46,36 @@ def register(sub) -> None:
                      help="folder of cached trained models (default ~/.cache/ccurv/models)")
     inv.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
     inv.set_defaults(func=run)
+    _register_width(kinds)
+
+
+def _register_width(kinds) -> None:
+    from coupled_curvature.numeric.width import MEASURES
+
+    w = kinds.add_parser(
+        "width",
+        help="exploratory: Kendall τ between curvature measures and the generalization gap across widths",
+        description="Train ReLU MLPs of several widths and depths on digits (several seeds), measure D, D⁺ and "
+        "baseline sharpness measures, and report Kendall τ against the test−train gaps with a seed-bootstrap "
+        "95% interval. Exploratory: no bound is claimed.",
+    )
+    w.add_argument("--quick", action="store_true", help="widths 8, 32, 128; depths 1, 3; two seeds (a few minutes)")
+    w.add_argument("--out", required=True, help="report folder (created or replaced atomically)")
+    w.add_argument("--cache", default=os.path.join(os.path.expanduser("~"), ".cache", "ccurv", "models"),
+                   help="folder of cached trained models and measurements (default ~/.cache/ccurv/models)")
+    w.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
+    w.add_argument("--seeds", type=int, default=None, help="number of seeds (default 5, --quick 2)")
+    w.add_argument("--widths", default=None, help="comma-separated hidden widths (default 8,16,32,64,128,256,512)")
+    w.add_argument("--depths", default=None, help="comma-separated numbers of hidden layers (default 1,3)")
+    w.add_argument("--measures", default=None,
+                   help=f"comma-separated subset of: {', '.join(MEASURES)} (default all)")
+    w.add_argument("--max-epochs", type=int, default=None, help="training epoch cap (default 300, --quick 120)")
+    w.add_argument("--samples", type=int, default=None,
+                   help="training points the curvature measures use (default 256, --quick 128)")
+    w.add_argument("--threads", type=int, default=None,
+                   help="torch threads while measuring (default 1, or 2 for the full run); training always uses 1")
+    w.add_argument("--remeasure", action="store_true", help="ignore cached measurements (models still come from the cache)")
+    w.set_defaults(func=run_width_command)
 
 
 def _fmt(v) -> str:
@@ -171,3 +205,71 @@ def run(args: argparse.Namespace) -> int:
     print(table_text(data["rows"]))
     print(f"\n{len(data['rows'])} nets in {data['seconds']:.1f} s; report in {path}")
     return 0 if all(r["status"] in ("invariant", "degenerate (T10)") for r in data["rows"]) else 1
+
+
+def width_config(args: argparse.Namespace):
+    """The :class:`WidthConfig` of the command line (``--quick`` or default, then the overrides)."""
+    from dataclasses import replace
+
+    from coupled_curvature.errors import InvalidInputError
+    from coupled_curvature.numeric import width as W
+
+    if args.seed < 0:
+        raise InvalidInputError(f"--seed must be ≥ 0, got {args.seed}")
+    cfg = W.quick_config(args.seed) if args.quick else W.default_config(args.seed)
+    changes: dict = {}
+    if args.seeds is not None:
+        if args.seeds < 1:
+            raise InvalidInputError(f"--seeds must be ≥ 1, got {args.seeds}")
+        changes["seeds"] = tuple(range(args.seed, args.seed + args.seeds))
+    if args.widths is not None:
+        changes["widths"] = W.parse_list(args.widths, "--widths")
+    if args.depths is not None:
+        changes["depths"] = W.parse_list(args.depths, "--depths")
+    if args.measures is not None:
+        changes["measures"] = W.parse_list(args.measures, "--measures", str)
+    if args.max_epochs is not None:
+        changes["max_epochs"] = args.max_epochs
+    if args.samples is not None:
+        changes["measure_samples"] = args.samples
+    if args.threads is not None:
+        if args.threads < 1:
+            raise InvalidInputError(f"--threads must be ≥ 1, got {args.threads}")
+        changes["threads"] = args.threads
+    if changes:
+        note = "; ".join(f"{k}={list(v) if isinstance(v, tuple) else v}" for k, v in changes.items())
+        changes["note"] = f"{cfg.note}; overridden on the command line: {note}"
+    return W.check_config(replace(cfg, **changes))
+
+
+def run_width_command(args: argparse.Namespace) -> int:
+    from coupled_curvature.commands import width_report as R
+    from coupled_curvature.numeric.cache import ModelCache
+    from coupled_curvature.numeric.width import run_width
+    from coupled_curvature.reporting.writer import check_target, write_folder_atomic
+
+    cfg = width_config(args)
+    check_target(args.out)
+    cache = ModelCache(args.cache)
+    say(f"experiment width ({cfg.name}): {len(cfg.nets())} nets; cache {args.cache}")
+    say("  exploratory: Kendall τ of each measure against the test−train gaps; no bound is claimed")
+    t0 = time.perf_counter()
+    result = run_width(cfg, cache=cache, progress=say, remeasure=args.remeasure)
+    data = result.to_dict()
+    data["seconds"] = time.perf_counter() - t0
+
+    def fill(tmp: str) -> None:
+        files = {"width.json": json.dumps(_strict_json(data), indent=1, allow_nan=False) + "\n",
+                 "width.md": R.render_markdown(data), "width.html": R.render_html(data)}
+        for name, text in files.items():
+            with open(os.path.join(tmp, name), "w", encoding="utf-8") as fh:
+                fh.write(text)
+        R.write_figures(data, tmp)
+
+    path = write_folder_atomic(args.out, fill)
+    print(R.kendall_text(data))
+    print()
+    for s in R.sentences(data):
+        print(f"- {s}")
+    print(f"\n{len(data['runs'])} nets in {data['seconds']:.1f} s; report in {path}")
+    return 0

@@ -1,0 +1,698 @@
+"""The width sweep (issue 7): does a curvature measure rank nets by their generalization gap?
+
+A population of ReLU MLPs on digits (train/test split of :func:`datasets.load`), one per
+(depth, width, seed), is trained to a fixed, stated criterion that looks only at the training
+split (Adam; stop at the first epoch end where the full training cross-entropy is ≤
+``target_loss``, capped at ``max_epochs``; nets that hit the cap are flagged). Per net:
+
+* gaps: ``gap_loss = L_test − L_train`` (mean cross-entropy on the full splits) and
+  ``gap_err = err_test − err_train`` (top-1 error);
+* ``D`` and ``D⁺`` of every tensor block on a fixed training subset (the first
+  ``measure_samples`` points), aggregated per net as the arithmetic **mean** and the **median**
+  over blocks; ``D⁺`` only over blocks where it is trustworthy, counted per net. By default
+  ``wᵀH⁺w`` comes from the exact per-sample factorisation ``H_bb = BᵀB`` of a piecewise-linear
+  net under cross-entropy (:func:`factor_pinv_forms`; a dense eigendecomposition of size
+  ``min(n_b, N(C−1))``, so every block of every width gets ``D⁺``), trusted when ``‖Bw‖²``
+  reproduces the autograd ``wᵀHw``; ``dplus_route="dense"|"krylov"|"auto"`` uses
+  :func:`diagnose` instead (trusted when computed and, for Krylov, converged);
+* baselines on the same subset: Hessian top eigenvalue (Lanczos), Hessian trace (exact, see
+  :func:`relu_ce_trace`), average adaptive sharpness (antithetic common random numbers, see
+  :func:`antithetic_adaptive_average`), Fisher–Rao norm and the input curvature rate λ.
+
+Statistics: Kendall ``τ_b`` of every measure against every gap over the population and within
+each depth, each with a 95% percentile cluster-bootstrap interval over seeds
+(:mod:`stats`). Exploratory: nothing here is, or implies, a generalization bound.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+
+import torch
+from torch import nn
+
+from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
+from coupled_curvature.numeric._inputs import float64_copy
+from coupled_curvature.numeric.cache import ModelCache, config_key
+from coupled_curvature.numeric.datasets import Dataset, load
+from coupled_curvature.numeric.diagnostics import Diagnosis, diagnose
+from coupled_curvature.numeric.flat import FlatLoss
+from coupled_curvature.numeric.measures import evaluate
+from coupled_curvature.numeric.sharpness import SharpnessResult, adaptive_average
+from coupled_curvature.numeric.stats import cluster_bootstrap_tau
+from coupled_curvature.numeric.training import make_mlp
+
+MEASURES: dict[str, str] = {
+    "D_mean": "D, mean over tensor blocks",
+    "D_median": "D, median over tensor blocks",
+    "Dplus_mean": "D⁺, mean over trustworthy tensor blocks",
+    "Dplus_median": "D⁺, median over trustworthy tensor blocks",
+    "top_eig": "Hessian top eigenvalue (Lanczos)",
+    "trace": "Hessian trace (exact)",
+    "adaptive_avg": "adaptive sharpness, average case (antithetic common random numbers)",
+    "fisher_rao": "Fisher–Rao norm E[(θᵀ∇ℓ)²]",
+    "lambda": "input curvature rate λ",
+}
+GAPS: dict[str, str] = {"gap_loss": "test − train cross-entropy", "gap_err": "test − train error"}
+DPLUS_ROUTES = ("factor", "dense", "krylov", "auto")
+TIMING_FIELDS = ("train_seconds", "measure_seconds", "cached_model", "cached_measure")
+MAX_WIDTH = 4096
+MAX_DEPTH = 16
+_MEASURE_VERSION = 2
+
+
+@dataclass(frozen=True)
+class WidthConfig:
+    """Everything that fixes the population, the training criterion, the measurements and the statistics."""
+
+    name: str
+    widths: tuple[int, ...]
+    depths: tuple[int, ...]
+    seeds: tuple[int, ...]
+    dataset: str = "digits"
+    lr: float = 3e-3
+    batch_size: int = 128
+    target_loss: float = 0.01
+    max_epochs: int = 300
+    measure_samples: int = 256
+    dplus_route: str = "factor"
+    max_dense: int = 1024
+    krylov_max_iter: int = 300
+    krylov_tol: float = 1e-6
+    pinv_rtol: float = 1e-10
+    pinv_rtol_alt: float = 1e-8
+    lanczos_iter: int = 100
+    lanczos_tol: float = 1e-6
+    adaptive_rho: float = 0.5
+    adaptive_samples: int = 64
+    lambda_orders: int = 6
+    lambda_points: int = 32
+    measures: tuple[str, ...] = tuple(MEASURES)
+    n_boot: int = 2000
+    boot_seed: int = 0
+    threads: int = 1
+    note: str = ""
+
+    @property
+    def criterion(self) -> str:
+        return (
+            f"Adam lr={self.lr}, batch {self.batch_size} (reshuffled each epoch from the seed), cross-entropy, "
+            f"float64; stop at the first epoch end where the full training-split loss is ≤ {self.target_loss}, "
+            f"at most {self.max_epochs} epochs; the test split is never looked at during training"
+        )
+
+    def nets(self) -> list[tuple[int, int, int]]:
+        """``(depth, width, seed)`` in run order: seeds outermost, so a partial run covers every width."""
+        return [(d, w, s) for s in self.seeds for d in self.depths for w in self.widths]
+
+
+def quick_config(seed: int = 0) -> WidthConfig:
+    """Widths 8, 32, 128 at depths 1 and 3, two seeds, 128 measurement samples (a few minutes at most)."""
+    return WidthConfig("quick", (8, 32, 128), (1, 3), (seed, seed + 1), max_epochs=120, measure_samples=128,
+                       lanczos_iter=60, n_boot=1000,
+                       note="--quick: widths 8, 32, 128; two seeds; at most 120 epochs; 128 measurement samples")
+
+
+def default_config(seed: int = 0, n_seeds: int = 5) -> WidthConfig:
+    """Widths 8 … 512 at depths 1 and 3, ``n_seeds`` seeds (70 nets), 256 measurement samples."""
+    return WidthConfig("default", (8, 16, 32, 64, 128, 256, 512), (1, 3), tuple(range(seed, seed + n_seeds)),
+                       threads=2, note=f"default: widths 8–512; depths 1 and 3; {n_seeds} seeds")
+
+
+def check_config(cfg: WidthConfig) -> WidthConfig:
+    """Validate ``cfg`` (clear errors for unknown measures, bad widths, depths or seeds); returns it."""
+    def positive_ints(values, what, top):
+        if not values:
+            raise InvalidInputError(f"{what}: give at least one value")
+        for v in values:
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= top:
+                raise InvalidInputError(f"{what}: {v!r} is not an integer in 1..{top}")
+        if len(set(values)) != len(values):
+            raise InvalidInputError(f"{what}: repeated values in {list(values)}")
+
+    positive_ints(cfg.widths, "widths", MAX_WIDTH)
+    positive_ints(cfg.depths, "depths", MAX_DEPTH)
+    if not cfg.seeds or len(set(cfg.seeds)) != len(cfg.seeds) or not all(isinstance(s, int) and s >= 0 for s in cfg.seeds):
+        raise InvalidInputError(f"seeds must be distinct non-negative integers, got {list(cfg.seeds)}")
+    unknown = [m for m in cfg.measures if m not in MEASURES]
+    if unknown or not cfg.measures:
+        raise InvalidInputError(f"unknown measure(s): {', '.join(unknown) or '(none given)'}; "
+                                f"available: {', '.join(MEASURES)}")
+    if cfg.dplus_route not in DPLUS_ROUTES:
+        raise InvalidInputError(f"dplus_route must be one of {', '.join(DPLUS_ROUTES)}, got {cfg.dplus_route!r}")
+    if cfg.measure_samples < 2 or cfg.max_epochs < 1 or cfg.batch_size < 1 or not cfg.lr > 0:
+        raise InvalidInputError("measure_samples must be ≥ 2, max_epochs and batch_size ≥ 1, lr > 0")
+    return cfg
+
+
+def parse_list(text: str, what: str, kind: Callable[[str], object] = int) -> tuple:
+    """``"8,32,128"`` -> ``(8, 32, 128)``, with a clear error on anything else.
+
+    >>> parse_list("8, 32", "widths")
+    (8, 32)
+    """
+    try:
+        return tuple(kind(t.strip()) for t in text.split(",") if t.strip())
+    except ValueError:
+        raise InvalidInputError(f"{what}: expected a comma-separated list, got {text!r}") from None
+
+
+# ---------------------------------------------------------------------------- training
+
+
+def model_key(cfg: WidthConfig, depth: int, width: int, seed: int) -> str:
+    """Cache key of a trained net: everything that fixes its weights (not the measurement settings)."""
+    return config_key({"kind": "width-sweep-model", "dataset": cfg.dataset, "depth": depth, "width": width,
+                       "seed": seed, "lr": cfg.lr, "batch_size": cfg.batch_size, "target_loss": cfg.target_loss,
+                       "max_epochs": cfg.max_epochs, "torch": torch.__version__.split("+")[0], "version": 1})
+
+
+def _split_stats(model: nn.Module, X: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
+    with torch.no_grad():
+        out = model(X)
+        return float(nn.functional.cross_entropy(out, y)), float((out.argmax(dim=1) != y).double().mean())
+
+
+def train_net(data: Dataset, depth: int, width: int, seed: int, cfg: WidthConfig) -> tuple[nn.Sequential, dict]:
+    """Train ``depth`` hidden ReLU layers of ``width`` units to ``cfg``'s criterion (deterministic
+    under ``seed``: initialisation from ``seed``, minibatch order from ``seed + 1``; one thread)."""
+    model = make_mlp(data.n_features, [width] * depth, data.n_classes, seed=seed)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    gen = torch.Generator().manual_seed(seed + 1)
+    X, y = data.X_train, data.y_train
+    t0 = time.perf_counter()
+    epochs, train_loss = 0, math.inf
+    while epochs < cfg.max_epochs and not train_loss <= cfg.target_loss:
+        order = torch.randperm(len(X), generator=gen)
+        for start in range(0, len(X), cfg.batch_size):
+            idx = order[start : start + cfg.batch_size]
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(X[idx]), y[idx]).backward()
+            opt.step()
+        epochs += 1
+        train_loss = _split_stats(model, X, y)[0]
+        if not math.isfinite(train_loss):
+            raise InvalidInputError(f"training diverged (depth {depth}, width {width}, seed {seed}); lower lr")
+    model.eval()
+    return model, {"epochs": epochs, "reached_target": train_loss <= cfg.target_loss,
+                   "train_seconds": time.perf_counter() - t0}
+
+
+def trained_net(cfg: WidthConfig, data: Dataset, depth: int, width: int, seed: int, cache: ModelCache):
+    """``(model, meta, cached)``: from ``cache`` if present, else trained (one thread) and stored atomically."""
+    key = model_key(cfg, depth, width, seed)
+    entry = cache.load(key)
+    if entry is not None:
+        model = make_mlp(data.n_features, [width] * depth, data.n_classes, seed=seed)
+        try:
+            model.load_state_dict(entry["state"])
+        except RuntimeError:
+            entry = None  # a stale entry with other shapes is rebuilt, never trusted
+        else:
+            return model.eval(), dict(entry["meta"]), True
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the same bits on every machine with this torch build
+    try:
+        model, meta = train_net(data, depth, width, seed, cfg)
+    finally:
+        torch.set_num_threads(threads)
+    cache.store(key, model.state_dict(), meta)
+    return model, meta, False
+
+
+# ---------------------------------------------------------------------------- measurements
+
+
+@dataclass(frozen=True)
+class LayerFactors:
+    """Per-sample square-root factors of one ``nn.Linear`` of a ReLU net under mean cross-entropy.
+
+    ``A[n] = a_n`` (layer input), ``P[n] = M_n J_n`` with ``J_n = ∂f_n/∂z_n`` (``z_n = W a_n + b``) and
+    ``M_nᵀM_n = S_n = (diag p_n − p_n p_nᵀ)/N`` (``M_n`` has ``C − 1`` rows: ``S_n 1 = 0``). The net is
+    piecewise linear in each layer's parameters, so the diagonal Hessian blocks are exactly
+    ``H_WW = Σ_n (P_nᵀP_n) ⊗ a_n a_nᵀ = BᵀB`` and ``H_bb = Σ_n P_nᵀP_n``, with
+    ``B[(n,k),(s,i)] = P[n,k,s]·a_n[i]``.
+    """
+
+    weight: str
+    bias: str | None
+    A: torch.Tensor
+    P: torch.Tensor
+
+
+def relu_ce_factors(model: nn.Module, X: torch.Tensor) -> list[LayerFactors]:
+    """:class:`LayerFactors` of every ``nn.Linear`` of a ``Sequential`` of Linear and (leaky) ReLU layers.
+
+    One forward pass and one batched backward pass with one cotangent per class give every
+    ``J_n``; ``M_n`` comes from the eigendecomposition of the ``C × C`` matrix ``S_n``.
+
+    >>> net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    >>> f = relu_ce_factors(net, torch.randn(5, 3))
+    >>> [(x.weight, tuple(x.P.shape)) for x in f]
+    [('0.weight', (5, 1, 4)), ('2.weight', (5, 1, 2))]
+    """
+    allowed = (nn.Linear, nn.ReLU, nn.LeakyReLU, nn.Identity)
+    if not isinstance(model, nn.Sequential) or not all(type(m) in allowed for m in model):
+        raise UnsupportedModelError("the exact factor route needs an nn.Sequential of Linear and (leaky) ReLU layers")
+    if not isinstance(X, torch.Tensor) or X.dim() != 2 or X.shape[0] == 0:
+        raise InvalidInputError("X must be a tensor of shape (N, features) with N ≥ 1")
+    net = float64_copy(model)
+    h, inputs, outputs, names = X.to(torch.float64), [], [], []
+    for i, m in enumerate(net):
+        if isinstance(m, nn.Linear):
+            inputs.append(h.detach())
+            h = m(h)
+            outputs.append(h)
+            names.append((f"{i}.weight", None if m.bias is None else f"{i}.bias"))
+        else:
+            h = m(h)
+    n, classes = h.shape
+    cot = torch.eye(classes, dtype=torch.float64).unsqueeze(1).expand(classes, n, classes)
+    jac = torch.autograd.grad(h, outputs, grad_outputs=cot, is_grads_batched=True)  # J[k, n, s]
+    with torch.no_grad():
+        p = torch.softmax(h.detach(), dim=1)
+        S = (torch.diag_embed(p) - p.unsqueeze(2) * p.unsqueeze(1)) / n
+        mu, V = torch.linalg.eigh(S)  # ascending; mu[:, 0] is the null direction 1/√C
+        M = (mu[:, 1:].clamp(min=0.0).sqrt().unsqueeze(2) * V[:, :, 1:].transpose(1, 2))  # (N, C−1, C)
+        return [LayerFactors(w, b, a, torch.einsum("nkj,jns->nks", M, J))
+                for (w, b), a, J in zip(names, inputs, jac)]
+
+
+def relu_ce_trace(model: nn.Module, X: torch.Tensor) -> float:
+    """``tr ∇²L`` for mean cross-entropy and a Linear/(leaky) ReLU ``Sequential``, exactly:
+    ``Σ_layers Σ_n ‖P_n‖²_F (‖a_n‖² + [bias])`` (:class:`LayerFactors`; ``tr G_n = ‖P_n‖²_F``).
+
+    >>> net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    >>> relu_ce_trace(net, torch.randn(5, 3)) > 0
+    True
+    """
+    return _trace_from_factors(relu_ce_factors(model, X))
+
+
+def _trace_from_factors(factors: Sequence[LayerFactors]) -> float:
+    total = 0.0
+    for f in factors:
+        tr_g = (f.P * f.P).sum(dim=(1, 2))
+        total += float((tr_g * ((f.A * f.A).sum(dim=1) + (0.0 if f.bias is None else 1.0))).sum())
+    return total
+
+
+@dataclass(frozen=True)
+class FactorForm:
+    """``wᵀH⁺_τ w`` of one block from its factor ``H = BᵀB`` (``τ = rtol·max λ``), and ``wᵀHw = ‖Bw‖²``;
+    ``value_alt``/``rank_alt`` are the same at the second cutoff ``rtol_alt`` (a sensitivity check)."""
+
+    value: float
+    wHw: float
+    rank: int
+    min_kept_rel_eig: float | None
+    route: str
+    value_alt: float | None = None
+    rank_alt: int | None = None
+
+
+def _spectral_forms(lam: torch.Tensor, c: torch.Tensor, power: int, rtols: Sequence[float]) -> list[tuple]:
+    """``Σ_{|λ_i| > rtol·max|λ|} c_i²/λ_i^power`` with its rank and smallest kept ``|λ|/max|λ|``, per ``rtol``."""
+    top = float(lam.abs().max()) if lam.numel() else 0.0
+    out = []
+    for rtol in rtols:
+        keep = lam.abs() > rtol * top
+        if top == 0.0 or not bool(keep.any()):
+            out.append((0.0, 0, None))
+            continue
+        kept = lam[keep]
+        out.append((float((c[keep] ** 2 / kept**power).sum()), int(keep.sum()), float(kept.abs().min()) / top))
+    return out
+
+
+def _dense_forms(H: torch.Tensor, w: torch.Tensor, rtols: Sequence[float]) -> list[tuple]:
+    """``wᵀH⁺_τ w = Σ_{|λ_i| > τ} (u_iᵀw)²/λ_i`` (as :func:`pinv.pinv_quadratic_form`), one eigendecomposition."""
+    lam, U = torch.linalg.eigh(0.5 * (H + H.T))
+    return _spectral_forms(lam, U.T @ w, 1, rtols)
+
+
+def _gram_forms(K: torch.Tensor, v: torch.Tensor, rtols: Sequence[float]) -> list[tuple]:
+    """``wᵀ(BᵀB)⁺_τ w = Σ_{λ_i > τ} (u_iᵀv)²/λ_i²`` with ``K = BBᵀ = Σ λ_i u_i u_iᵀ`` and ``v = Bw``."""
+    lam, U = torch.linalg.eigh(0.5 * (K + K.T))
+    return _spectral_forms(lam, U.T @ v, 2, rtols)
+
+
+def factor_pinv_forms(factors: Sequence[LayerFactors], values: Mapping[str, torch.Tensor],
+                      rtol: float, rtol_alt: float | None = None) -> dict[str, FactorForm]:
+    """``wᵀH_bb⁺w`` for every weight and bias block from :class:`LayerFactors`, exactly (to rounding).
+
+    With ``R = N(C − 1)`` rows of ``B``: a block of ``n_b ≤ R`` parameters forms ``H = BᵀB`` and
+    eigendecomposes it (``Σ_{|λ_i|>τ}(u_iᵀw)²/λ_i``, as :func:`pinv.pinv_quadratic_form`); a larger one
+    uses the ``R × R`` Gram matrix ``K = BBᵀ``, ``K[(n,k),(m,l)] = (P_nP_mᵀ)[k,l]·(a_nᵀa_m)``, whose
+    non-zero spectrum is that of ``H`` (same relative cutoff): ``wᵀH⁺w = Σ_{λ_i > τ} (u_iᵀBw)²/λ_i²``.
+    ``rtol_alt`` adds the value at a second cutoff from the same eigendecomposition.
+
+    >>> net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    >>> X = torch.randn(6, 3)
+    >>> forms = factor_pinv_forms(relu_ce_factors(net, X), dict(net.named_parameters()), 1e-10)
+    >>> {name: f.route for name, f in sorted(forms.items())}  # R = 6 rows: blocks above 6 use K
+    {'0.bias': 'dense', '0.weight': 'gram', '2.bias': 'dense', '2.weight': 'gram'}
+    """
+    rtols = [rtol] if rtol_alt is None else [rtol, rtol_alt]
+
+    def form(results, wHw, route):
+        (value, rank, rel), *alt = results
+        return FactorForm(value, wHw, rank, rel, route, alt[0][0] if alt else None, alt[0][1] if alt else None)
+
+    out = {}
+    for f in factors:
+        n, k, width = f.P.shape
+        rows = n * k
+        Pf = f.P.reshape(rows, width)
+        W = values[f.weight].detach().to(torch.float64)
+        Bw = torch.einsum("nks,ns->nk", f.P, f.A @ W.T).reshape(-1)
+        if W.numel() <= rows:
+            B = (f.P.unsqueeze(3) * f.A.unsqueeze(1).unsqueeze(2)).reshape(rows, W.numel())
+            out[f.weight] = form(_dense_forms(B.T @ B, W.reshape(-1), rtols), float(Bw @ Bw), "dense")
+        else:
+            K = (Pf @ Pf.T) * (f.A @ f.A.T).repeat_interleave(k, 0).repeat_interleave(k, 1)
+            out[f.weight] = form(_gram_forms(K, Bw, rtols), float(Bw @ Bw), "gram")
+        if f.bias is not None:
+            b = values[f.bias].detach().to(torch.float64)
+            Bb = Pf @ b
+            out[f.bias] = form(_dense_forms(Pf.T @ Pf, b, rtols), float(Bb @ Bb), "dense")
+    return out
+
+
+def antithetic_adaptive_average(model: nn.Module, loss_fn: Callable, data: object, *, rho: float = 0.5,
+                                samples: int = 64, seed: int = 0) -> SharpnessResult:
+    """Average adaptive sharpness ``E_ε[L(θ + |θ|⊙ε)] − L(θ)``, ``ε`` uniform on ``‖ε‖ = ρ``, estimated
+    with antithetic common random numbers: :func:`sharpness.adaptive_average` applied to
+    ``L̄(t) = (L(t) + L(2θ − t))/2``, i.e. each draw ``ε`` is paired with ``−ε``. The expectation is
+    the same (the sphere is symmetric) but the first-order term ``⟨∇L, |θ|⊙ε⟩``, which otherwise
+    swamps the curvature term on wide nets, cancels exactly in every pair.
+
+    >>> net = nn.Sequential(nn.Linear(1, 1, bias=False))
+    >>> with torch.no_grad(): _ = net[0].weight.fill_(2.0)
+    >>> r = antithetic_adaptive_average(net, nn.MSELoss(), (torch.ones(1, 1), torch.zeros(1, 1)), rho=0.1, samples=4)
+    >>> round(r.value, 12), r.stderr < 1e-12  # L = w²: ((2.2)² + (1.8)²)/2 − 4 = 0.04 for every draw
+    (0.04, True)
+    """
+    flat = FlatLoss(model, loss_fn, data)
+    theta0 = flat.theta0
+    return adaptive_average(lambda t: 0.5 * (flat.loss(t) + flat.loss(2.0 * theta0 - t)), theta0,
+                            rho=rho, samples=samples, seed=seed)
+
+
+def _diagnose_kwargs(cfg: WidthConfig) -> dict:
+    """``method=`` (and the Krylov limits) for :func:`diagnose` when it accepts them."""
+    params = inspect.signature(diagnose).parameters
+    if "method" not in params:
+        if cfg.dplus_route in ("krylov", "auto"):
+            raise InvalidInputError(f"dplus_route={cfg.dplus_route!r} needs diagnose(method=...), "
+                                    "which this version lacks; use 'factor' or 'dense'")
+        return {}
+    kw = {"method": cfg.dplus_route}
+    if "krylov_max_iter" in params:
+        kw.update(krylov_max_iter=cfg.krylov_max_iter, krylov_tol=cfg.krylov_tol)
+    return kw
+
+
+def _aggregate(values: Sequence[float]) -> tuple[float | None, float | None]:
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return None, None
+    return sum(vals) / len(vals), statistics.median(vals)
+
+
+def _agree(a: float, b: float, rtol: float = 1e-8) -> bool:
+    return abs(a - b) <= rtol * max(abs(a), abs(b), 1e-300)
+
+
+def _dplus_records(d: Diagnosis, forms: Mapping[str, FactorForm] | None) -> list[dict]:
+    """Per block ``D`` and ``D⁺`` with how ``D⁺`` was computed and whether it is trustworthy.
+
+    Factor route: trustworthy when ``‖Bw‖²`` reproduces :func:`diagnose`'s ``wᵀHw`` (autograd) to
+    ``1e-8`` relative, i.e. the factorisation ``H_bb = BᵀB`` holds for this net. Diagnose route:
+    when ``D⁺`` was computed and, for Krylov blocks, converged.
+    """
+    out = []
+    for b in d:
+        rec = {"block": b.name, "size": b.size, "D": b.coupled, "wHw": b.wHw}
+        if forms is not None:
+            f = forms.get(b.name)
+            ok = f is not None and b.w_sq > 0.0 and _agree(f.wHw, b.wHw)
+            dplus = None if f is None or b.w_sq == 0.0 else f.value / b.w_sq * b.g_sq
+            alt = None if f is None or f.value_alt is None or b.w_sq == 0.0 else f.value_alt / b.w_sq * b.g_sq
+            rec.update(Dplus=dplus, Dplus_alt=alt, Dplus_rank_alt=None if f is None else f.rank_alt,
+                       Dplus_route=None if f is None else f.route,
+                       Dplus_rank=None if f is None else f.rank, Dplus_trusted=bool(ok and dplus is not None),
+                       min_kept_rel_eig=None if f is None else f.min_kept_rel_eig,
+                       factor_wHw=None if f is None else f.wHw)
+        else:
+            converged = getattr(b, "krylov_converged", None)
+            method = getattr(b, "method", "dense") if b.inverse_coupled is not None else None
+            ok = b.inverse_coupled is not None and math.isfinite(b.inverse_coupled) and converged is not False
+            rec.update(Dplus=b.inverse_coupled, Dplus_route=method, Dplus_rank=b.rank, Dplus_trusted=bool(ok),
+                       min_kept_rel_eig=b.min_kept_rel_eig, krylov_converged=converged,
+                       krylov_iterations=getattr(b, "krylov_iterations", None))
+        out.append(rec)
+    return out
+
+
+def measure_net(model: nn.Module, data: Dataset, cfg: WidthConfig) -> dict:
+    """Gaps and every selected measure of one trained net (see the module docstring)."""
+    want = set(cfg.measures)
+    n = min(cfg.measure_samples, len(data.X_train))
+    sample = (data.X_train[:n], data.y_train[:n])
+    loss_fn = nn.CrossEntropyLoss()
+    train_loss, train_err = _split_stats(model, *data.train)
+    test_loss, test_err = _split_stats(model, *data.test)
+    row: dict = {"train_loss": train_loss, "test_loss": test_loss, "train_err": train_err, "test_err": test_err,
+                 "gap_loss": test_loss - train_loss, "gap_err": test_err - train_err, "measure_samples": n}
+    timings: dict[str, float] = {}
+    memo: dict = {}
+
+    def timed(name, fn):
+        t = time.perf_counter()
+        value = fn()
+        timings[name] = round(timings.get(name, 0.0) + time.perf_counter() - t, 3)
+        return value
+
+    def factors():
+        if "factors" not in memo:
+            memo["factors"] = timed("factors", lambda: relu_ce_factors(model, sample[0]))
+        return memo["factors"]
+
+    want_dplus = bool(want & {"Dplus_mean", "Dplus_median"})
+    if want_dplus or want & {"D_mean", "D_median"}:
+        via_diagnose = want_dplus and cfg.dplus_route != "factor"
+        d = timed("diagnose", lambda: diagnose(
+            model, loss_fn, sample, inverse=via_diagnose, max_dense=cfg.max_dense, pinv_rtol=cfg.pinv_rtol,
+            **(_diagnose_kwargs(cfg) if via_diagnose else {})))
+        forms = None
+        if want_dplus and not via_diagnose:
+            values = dict(model.named_parameters())
+            forms = timed("Dplus", lambda: factor_pinv_forms(factors(), values, cfg.pinv_rtol, cfg.pinv_rtol_alt))
+        blocks = _dplus_records(d, forms if want_dplus and not via_diagnose else None)
+        if not want_dplus:
+            blocks = [{k: b[k] for k in ("block", "size", "D", "wHw")} for b in blocks]
+        row["blocks"] = blocks
+        row["D_mean"], row["D_median"] = _aggregate([b["D"] for b in blocks])
+        if want_dplus:
+            trusted = [b["Dplus"] for b in blocks if b["Dplus_trusted"]]
+            row["Dplus_mean"], row["Dplus_median"] = _aggregate(trusted)
+            if forms is not None:
+                alt = [b["Dplus_alt"] for b in blocks if b["Dplus_trusted"]]
+                row["Dplus_mean_alt"], row["Dplus_median_alt"] = _aggregate(alt)
+            row["Dplus_blocks"] = f"{len(trusted)}/{len(blocks)}"
+            row["Dplus_untrusted"] = [b["block"] for b in blocks if not b["Dplus_trusted"]]
+    shared: dict = {}
+    if "top_eig" in want:
+        r = timed("top_eig", lambda: evaluate("top_eig", model, loss_fn, sample, cache=shared,
+                                              max_iter=cfg.lanczos_iter, tol=cfg.lanczos_tol, seed=0))
+        row["top_eig"], row["top_eig_converged"] = r["value"], r["converged"]
+    if "trace" in want:
+        fs = factors()
+        row["trace"] = timed("trace", lambda: _trace_from_factors(fs))
+    if "adaptive_avg" in want:
+        r = timed("adaptive_avg", lambda: antithetic_adaptive_average(model, loss_fn, sample, rho=cfg.adaptive_rho,
+                                                                      samples=cfg.adaptive_samples, seed=0))
+        row["adaptive_avg"], row["adaptive_avg_stderr"] = r.value, r.stderr
+    if "fisher_rao" in want:
+        row["fisher_rao"] = timed("fisher_rao", lambda: evaluate("fisher_rao", model, loss_fn, sample,
+                                                                 cache=shared)["value"])
+    if "lambda" in want:
+        row["lambda"] = timed("lambda", lambda: evaluate("lambda", model, loss_fn, sample, orders=cfg.lambda_orders,
+                                                         points=cfg.lambda_points, seed=0)["value"])
+    row["measure_timings"] = timings
+    return row
+
+
+def _measure_settings(cfg: WidthConfig) -> dict:
+    keys = ("measure_samples", "dplus_route", "max_dense", "krylov_max_iter", "krylov_tol", "pinv_rtol", "pinv_rtol_alt",
+            "lanczos_iter", "lanczos_tol", "adaptive_rho", "adaptive_samples", "lambda_orders", "lambda_points")
+    settings = {k: getattr(cfg, k) for k in keys}
+    settings.update(measures=sorted(cfg.measures), version=_MEASURE_VERSION)
+    return settings
+
+
+# ---------------------------------------------------------------------------- population and statistics
+
+
+ExtraMeasure = Callable[[nn.Module, Dataset, dict], float]
+
+
+@dataclass
+class WidthResult:
+    config: WidthConfig
+    runs: list[dict] = field(default_factory=list)
+    kendall: list[dict] = field(default_factory=list)
+    measures: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        cfg = asdict(self.config)
+        return {"runs": self.runs, "kendall": self.kendall, "config": cfg, "criterion": self.config.criterion,
+                "measures": self.measures, "gaps": dict(GAPS), "seconds": self.seconds,
+                "aggregation": AGGREGATION}
+
+
+AGGREGATION = (
+    "per net, D and D⁺ of every tensor block (weights and biases separately) on the measurement subset; "
+    "'mean' is the arithmetic mean over blocks, 'median' the median over blocks; D⁺ aggregates use only "
+    "blocks whose D⁺ is trustworthy (see the D⁺ route), counted in 'Dplus_blocks' as trusted/total"
+)
+
+
+def kendall_table(
+    runs: Sequence[Mapping],
+    measures: Sequence[str],
+    gaps: Sequence[str] = tuple(GAPS),
+    *,
+    n_boot: int = 2000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> list[dict]:
+    """One entry per (measure, gap, scope): ``τ_b`` with a cluster-bootstrap interval over seeds.
+
+    Scopes: every net (``depth: None``) and each depth alone. Nets where the measure is
+    undefined (``None``) are left out of that entry (``n`` says how many remain).
+
+    >>> runs = [{"depth": 1, "seed": s % 3, "m": float(s), "gap_loss": float(s)} for s in range(9)]
+    >>> e = kendall_table(runs, ["m"], ["gap_loss"], n_boot=50)[0]
+    >>> (e["tau"], e["ci_low"], e["ci_high"], e["n"], e["depth"])
+    (1.0, 1.0, 1.0, 9, None)
+    """
+    depths = sorted({r["depth"] for r in runs})
+    out = []
+    for m in measures:
+        for g in gaps:
+            for depth in [None, *depths] if len(depths) > 1 else [None]:
+                keep = [r for r in runs if (depth is None or r["depth"] == depth)
+                        and r.get(m) is not None and r.get(g) is not None
+                        and math.isfinite(r[m]) and math.isfinite(r[g])]
+                ci = cluster_bootstrap_tau([r[m] for r in keep], [r[g] for r in keep], [r["seed"] for r in keep],
+                                           n_boot=n_boot, level=level, seed=seed)
+                out.append({"measure": m, "gap": g, "depth": depth, "tau": ci.tau, "ci_low": ci.low,
+                            "ci_high": ci.high, "n": ci.n, "seeds": ci.n_clusters, "level": level})
+    return out
+
+
+def reported_measures(cfg: WidthConfig) -> dict[str, str]:
+    """The selected measures with their labels, each ``D⁺`` aggregate followed (factor route) by the same
+    aggregate at the second cutoff ``pinv_rtol_alt``, a sensitivity check of the cutoff.
+
+    >>> list(reported_measures(replace(quick_config(), measures=("Dplus_median", "trace"))))
+    ['Dplus_median', 'Dplus_median_alt', 'trace']
+    """
+    out = {}
+    for m in MEASURES:
+        if m not in cfg.measures:
+            continue
+        out[m] = MEASURES[m]
+        if m.startswith("Dplus") and cfg.dplus_route == "factor":
+            out[f"{m}_alt"] = f"{MEASURES[m]}, at cutoff {cfg.pinv_rtol_alt:g} (sensitivity check)"
+    return out
+
+
+def run_width(
+    cfg: WidthConfig,
+    *,
+    cache: ModelCache | None = None,
+    extra: Mapping[str, ExtraMeasure] | None = None,
+    progress: Callable[[str], None] | None = None,
+    remeasure: bool = False,
+) -> WidthResult:
+    """Train (or load) and measure every net of ``cfg``, then the Kendall table.
+
+    ``extra`` adds measures ``f(model, data, row) -> float`` (``row`` holds the gaps), never cached;
+    used to plant a known answer in the pipeline. Measurements are cached beside the models (a
+    rerun or a resumed run recomputes nothing) unless ``remeasure``.
+
+    >>> cfg = replace(quick_config(), widths=(4,), depths=(1,), seeds=(0, 1), max_epochs=2,
+    ...               measures=("D_median", "fisher_rao"), measure_samples=50, n_boot=20)
+    >>> r = run_width(cfg)
+    >>> len(r.runs), sorted({e["measure"] for e in r.kendall})
+    (2, ['D_median', 'fisher_rao'])
+    """
+    check_config(cfg)
+    extra = dict(extra or {})
+    clash = [k for k in extra if k in MEASURES or k in GAPS]
+    if clash:
+        raise InvalidInputError(f"extra measure names clash with built-in ones: {', '.join(clash)}")
+    cache = cache or ModelCache(None)
+    say = progress or (lambda s: None)
+    data = load(cfg.dataset)
+    result = WidthResult(cfg, measures={**reported_measures(cfg), **{k: "planted (extra) measure" for k in extra}})
+    t0 = time.perf_counter()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(cfg.threads)
+    try:
+        nets = cfg.nets()
+        for i, (depth, width, seed) in enumerate(nets, 1):
+            row = _one_net(cfg, data, depth, width, seed, cache, extra, remeasure)
+            result.runs.append(row)
+            say(f"  [{i}/{len(nets)}] depth {depth} width {width} seed {seed}: "
+                f"{'cached' if row['cached_model'] else 'trained'} ({row['epochs']} epochs), "
+                f"{'cached' if row['cached_measure'] else 'measured in %.1fs' % row['measure_seconds']}; "
+                f"gap {row['gap_loss']:.3f}; {time.perf_counter() - t0:.0f}s so far")
+    finally:
+        torch.set_num_threads(threads)
+    names = [*result.measures]
+    result.kendall = kendall_table(result.runs, names, n_boot=cfg.n_boot, seed=cfg.boot_seed)
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def _one_net(cfg, data, depth, width, seed, cache, extra, remeasure) -> dict:
+    model, meta, cached_model = trained_net(cfg, data, depth, width, seed, cache)
+    mkey = config_key({"kind": "width-sweep-measure", "model": model_key(cfg, depth, width, seed),
+                       "settings": _measure_settings(cfg)})
+    entry = None if remeasure else cache.load(mkey)
+    t = time.perf_counter()
+    if entry is not None and isinstance(entry["meta"].get("row"), dict):
+        measured, cached_measure = dict(entry["meta"]["row"]), True
+    else:
+        measured, cached_measure = measure_net(model, data, cfg), False
+        cache.store(mkey, {}, {"row": measured})
+    row = {"depth": depth, "width": width, "seed": seed, "params": sum(p.numel() for p in model.parameters()),
+           "epochs": meta["epochs"], "reached_target": meta["reached_target"], **measured,
+           "train_seconds": meta["train_seconds"], "measure_seconds": time.perf_counter() - t,
+           "cached_model": cached_model, "cached_measure": cached_measure}
+    for name, fn in extra.items():
+        row[name] = float(fn(model, data, row))
+    return row
+
+
+def strip_timing(runs: Sequence[Mapping]) -> list[dict]:
+    """Rows without the timing and cache fields (what reproducibility compares)."""
+    return [{k: v for k, v in r.items() if k not in TIMING_FIELDS and k != "measure_timings"} for r in runs]
+
+
+__all__ = [
+    "AGGREGATION", "GAPS", "MEASURES", "WidthConfig", "WidthResult", "antithetic_adaptive_average", "check_config",
+    "default_config", "factor_pinv_forms", "relu_ce_factors", "reported_measures",
+    "kendall_table", "measure_net", "model_key", "parse_list", "quick_config", "relu_ce_trace", "run_width",
+    "strip_timing", "train_net", "trained_net",
+]
