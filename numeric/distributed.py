@@ -20,15 +20,14 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 
 import torch
 from torch import Tensor, nn
 
+from coupled_curvature.atomic import write_json_atomic
 from coupled_curvature.errors import InvalidInputError
 
 __all__ = [
@@ -363,20 +362,6 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _write_json_atomic(path: str, data: dict) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-        raise InvalidInputError(f"cannot write {path!r}: folder {folder!r} does not exist or is not writable")
-    fd, tmp = tempfile.mkstemp(prefix=".ccurv-", suffix=".json", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _model(args) -> nn.Module:
@@ -445,7 +430,7 @@ def _run(args: argparse.Namespace, group=None) -> dict | None:
     print(f"loss {meta['loss']:.12e} over {meta['n_samples']} samples on {world} rank(s)"
           + ("" if group is None else f" ({meta['distributed']['backend']})"))
     if args.json:
-        _write_json_atomic(args.json, out)
+        write_json_atomic(args.json, out)
     return out
 
 

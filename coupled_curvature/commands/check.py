@@ -7,13 +7,11 @@ when every selected theorem is proved (or, numeric only, agrees), 1 otherwise, 2
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import tempfile
 import time
 from typing import Any
 
 from coupled_curvature.commands._common import say as _say
+from coupled_curvature.atomic import writable_folder, write_json_atomic
 from coupled_curvature.errors import InvalidInputError
 
 
@@ -55,27 +53,7 @@ def _print_chain(result: Any) -> None:
     print()
 
 
-def _writable_folder(path: str) -> str:
-    """The folder that will hold ``path``, or ``InvalidInputError`` if it is missing or read-only."""
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-        raise InvalidInputError(f"cannot write {path!r}: folder {folder!r} does not exist or is not writable")
-    return folder
-
-
-def write_json_atomic(path: str, data: dict) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
-    folder = _writable_folder(path)
-    fd, tmp = tempfile.mkstemp(prefix=".ccurv-", suffix=".json", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2, sort_keys=False)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+_writable_folder = writable_folder  # the check command validates --json before any work
 
 
 def check_precision(dps: int, seed: int = 0) -> tuple[bool, list[dict]]:
