@@ -17,9 +17,10 @@ subset of its training data:
 * blocks whose loss is unchanged when the block is doubled are scale-invariant (T10: ``D ≡ 0``); a
   net with such blocks is reported ``degenerate (T10)``, never ``invariant``.
 
-The full default configuration (:func:`default_config`) is the same code with bigger settings; it
-has not been run in the session that wrote this module: ``D⁺`` on the 9025-parameter blocks of the
-95-wide nets costs about 10 minutes per block on two cores, which is where its time goes.
+``D⁺`` of the ReLU and LeakyReLU MLPs (with or without biases) comes from exact per-sample factors
+``H_bb = BᵀB`` (:func:`numeric.factors.with_factor_dplus`, checked block by block against autograd's
+``wᵀHw``): an eigendecomposition of size ``min(n_b, N(C − 1))`` per block, so every block gets ``D⁺``.
+The CNN and BatchNorm nets go through :func:`diagnose` with dense blocks of at most ``max_dense``.
 """
 
 from __future__ import annotations
@@ -38,13 +39,16 @@ from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.numeric.cache import ModelCache, config_key
 from coupled_curvature.numeric.datasets import Dataset, load
 from coupled_curvature.numeric.diagnostics import BlockDiagnosis, Diagnosis, diagnose
+from coupled_curvature.numeric.factors import with_factor_dplus
 from coupled_curvature.numeric.invariance import random_symmetry_chain, relative_change
 from coupled_curvature.numeric.measures import top_eigenvalue
 from coupled_curvature.numeric.symmetries import function_gap, neuron_rescale, weight_layers
 from coupled_curvature.numeric.training import accuracy, make_mlp
 
 ARCHS = ("relu", "relu_nobias", "leaky_relu", "cnn", "batchnorm")
-TIMING_FIELDS = ("train_seconds", "measure_seconds", "cached")
+FACTOR_ARCHS = ("relu", "relu_nobias", "leaky_relu")  # Linear/(leaky) ReLU Sequentials: exact factors H = BᵀB
+DPLUS_ROUTES = ("factor", "diagnose")
+TIMING_FIELDS = ("train_seconds", "measure_seconds", "cached")  # stripped when comparing tables
 
 Quantity = Callable[[BlockDiagnosis], "float | None"]
 DEFAULT_QUANTITIES: dict[str, Quantity] = {
@@ -82,6 +86,7 @@ class ExperimentConfig:
     tol_Dplus: float = 1e-5
     moves: float = 1e-3
     threads: int = 1  # torch threads while running: tiny nets run far faster on one thread on a shared machine
+    dplus_route: str = "factor"  # MLP archs: D⁺ from exact per-sample factors; "diagnose": dense blocks ≤ max_dense
     note: str = ""
 
     @property
@@ -109,8 +114,8 @@ def default_config(seed: int = 0, n_seeds: int = 3) -> ExperimentConfig:
     """The full run: ReLU depths 1, 3, 7, 14 (width 95; 14 × 95 on digits ≈ 126k parameters), bias-free,
     LeakyReLU, BatchNorm, a CNN on 8×8 digits, wine as a third dataset, ``n_seeds`` seeds each.
 
-    Not run in the session that wrote it: ``D⁺`` needs a dense eigendecomposition of each 9025-parameter
-    block (about 10 minutes each on two cores); lower ``max_dense`` to skip those blocks' ``D⁺``.
+    Measured on the first 512 training points (digits; breast cancer and wine use all of theirs), so
+    the 9025-parameter blocks of the 95-wide nets take the ``N(C − 1) = 4608``-row Gram route.
     """
     nets = []
     for s in range(seed, seed + n_seeds):
@@ -120,9 +125,11 @@ def default_config(seed: int = 0, n_seeds: int = 3) -> ExperimentConfig:
             nets += [NetSpec(ds, "relu_nobias", (64,) * 3, s), NetSpec(ds, "leaky_relu", (64,) * 3, s),
                      NetSpec(ds, "batchnorm", (64,) * 3, s)]
         nets += [NetSpec("digits", "cnn", (8, 16), s), NetSpec("wine", "relu", (64,) * 3, s)]
-    return ExperimentConfig("default", tuple(nets), epochs=60, measure_samples=10**9, max_dense=9025,
+    return ExperimentConfig("default", tuple(nets), epochs=60, measure_samples=512, max_dense=4096,
                             n_rescalings=28, neuron_trials=9, lanczos_iter=150,
-                            note="default: full training sets for measurement; D⁺ on blocks ≤ 9025 parameters")
+                            note="default: 512 measurement samples (all of breast cancer's and wine's training "
+                            "sets); D⁺ of the MLPs on every block from exact factors, of the CNN and BatchNorm "
+                            "nets on blocks ≤ 4096 parameters")
 
 
 # ---------------------------------------------------------------------------- models
@@ -178,12 +185,15 @@ def _train(model: nn.Module, data: Dataset, cfg: ExperimentConfig, seed: int) ->
     model.eval()
 
 
+def _model_key(spec: NetSpec, cfg: ExperimentConfig) -> str:
+    return config_key({"spec": asdict(spec), "epochs": cfg.epochs, "lr": cfg.lr, "batch_size": cfg.batch_size,
+                       "torch": torch.__version__.split("+")[0], "version": 1})
+
+
 def trained_model(spec: NetSpec, cfg: ExperimentConfig, cache: ModelCache) -> tuple[nn.Module, Dataset, dict, bool]:
     """Train ``spec`` (or load it from ``cache``); returns model (eval mode), data, meta and whether cached."""
     data = _dataset(spec.dataset, spec.arch)
-    key_cfg = {"spec": asdict(spec), "epochs": cfg.epochs, "lr": cfg.lr, "batch_size": cfg.batch_size,
-               "torch": torch.__version__.split("+")[0], "version": 1}
-    key = config_key(key_cfg)
+    key = _model_key(spec, cfg)
     model = build_model(spec, data)
     entry = cache.load(key)
     if entry is not None:
@@ -276,17 +286,27 @@ def measure_net(
     loss_fn = nn.CrossEntropyLoss()
     bn = spec.arch == "batchnorm"
     net = copy.deepcopy(model).train(bn)  # BatchNorm measured with batch statistics (T10's setting)
-    opts = {"max_dense": cfg.max_dense, "allow_train_mode": bn}
+    degenerate = scale_invariant_blocks(net, sample, bn)
+    # the changes skip scale-invariant blocks, so their dense D⁺ (Hessian-vector columns in train mode) is not built
+    sizes = [p.numel() for name, p in net.named_parameters() if name not in degenerate]
+    opts = {"max_dense": min(cfg.max_dense, max(sizes, default=0)) if degenerate else cfg.max_dense,
+            "allow_train_mode": bn}
     rng = np.random.default_rng([spec.seed, 7])
-    before = diagnose(net, loss_fn, sample, inverse=True, **opts)
+    by_factor = cfg.dplus_route == "factor" and spec.arch in FACTOR_ARCHS
+
+    def diagnosis(m: nn.Module) -> Diagnosis:
+        if by_factor:  # every block, exactly, at the cost of an eigendecomposition of size min(n_b, N(C − 1))
+            return with_factor_dplus(diagnose(m, loss_fn, sample, inverse=False, **opts), m, sample[0])
+        return diagnose(m, loss_fn, sample, inverse=True, **opts)
+
+    before = diagnosis(net)
     if bn:
         moved, steps = _bn_chain(net, rng)
     else:
         n_hidden = len(weight_layers(net)) - 1
         moved, steps = random_symmetry_chain(net, seed=int(rng.integers(2**31)),
                                              n_rescalings=max(cfg.n_rescalings, 2 * n_hidden), permute=True)
-    after = diagnose(moved, loss_fn, sample, inverse=True, **opts)
-    degenerate = scale_invariant_blocks(net, sample, bn)
+    after = diagnosis(moved)
     changes = {k: _max_change(before, after, q, set(degenerate)) for k, q in quantities.items()}
     tols = {"D": cfg.tol_D, "Dplus": cfg.tol_Dplus}
     verdicts = {k: _verdict(v, tols.get(k, cfg.tol_D), cfg.moves) for k, v in changes.items()}
@@ -320,6 +340,8 @@ def measure_net(
         "params": sum(p.numel() for p in model.parameters()),
         "blocks": len(before),
         "blocks_with_Dplus": sum(1 for b in before if b.inverse_coupled is not None),
+        "dplus_route": "factor" if by_factor else f"dense blocks ≤ {cfg.max_dense}",
+        "measure_samples": n,
         "max_rel_change_D": changes.get("D"),
         "max_rel_change_Dplus": changes.get("Dplus"),
         "neuron_control_median": statistics.median(control) if control else None,
@@ -368,8 +390,13 @@ def run_invariance(
     cache: ModelCache | None = None,
     quantities: Mapping[str, Quantity] | None = None,
     progress: Callable[[str], None] | None = None,
+    remeasure: bool = False,
 ) -> ExperimentResult:
     """Train (or load) and measure every net of ``cfg``; one row per (dataset, arch, seed).
+
+    With a ``cache`` folder, trained models and (for the default quantities) measured rows are
+    stored atomically as they finish, so an interrupted run resumes where it stopped; ``remeasure``
+    ignores stored rows.
 
     >>> cfg = replace(quick_config(), nets=(NetSpec("wine", "relu", (4,), 0),), epochs=2, neuron_trials=1)
     >>> r = run_invariance(cfg)
@@ -383,23 +410,44 @@ def run_invariance(
     threads = torch.get_num_threads()
     torch.set_num_threads(cfg.threads)
     try:
-        _run_all(cfg, cache, quantities, say, t0, result)
+        _run_all(cfg, cache, quantities, say, t0, result, remeasure)
     finally:
         torch.set_num_threads(threads)
     result.seconds = time.perf_counter() - t0
     return result
 
 
-def _run_all(cfg, cache, quantities, say, t0, result) -> None:
+_MEASURE_VERSION = 1
+_MEASURE_FIELDS = ("measure_samples", "max_dense", "n_rescalings", "neuron_trials", "lanczos_iter", "tol_D",
+                   "tol_Dplus", "moves", "dplus_route")
+
+
+def measure_key(spec: NetSpec, cfg: ExperimentConfig) -> str:
+    """Cache key of one net's measurements: its model key plus every setting the row depends on."""
+    settings = {k: getattr(cfg, k) for k in _MEASURE_FIELDS}
+    return config_key({"model": _model_key(spec, cfg), "measure": settings, "version": _MEASURE_VERSION,
+                       "kind": "invariance-row"})
+
+
+def _run_all(cfg, cache, quantities, say, t0, result, remeasure: bool = False) -> None:
     for i, spec in enumerate(cfg.nets, 1):
         model, data, meta, cached = trained_model(spec, cfg, cache)
         t1 = time.perf_counter()
-        row = measure_net(model, spec, data, cfg, quantities)
+        mkey = measure_key(spec, cfg)
+        entry = None if remeasure or quantities is not None else cache.load(mkey)
+        if entry is not None and isinstance(entry["meta"].get("row"), dict):
+            row, how = dict(entry["meta"]["row"]), "cached"
+        else:
+            row, how = measure_net(model, spec, data, cfg, quantities), "trained" if not cached else "model cached"
+            row["measure_seconds"] = time.perf_counter() - t1
+            if quantities is None:  # custom quantities are code, not part of the key: never cached
+                cache.store(mkey, {}, {"row": row})
         row.update(train_acc=meta["train_acc"], test_acc=meta["test_acc"], cached=cached,
-                   train_seconds=meta["train_seconds"], measure_seconds=time.perf_counter() - t1)
+                   train_seconds=meta["train_seconds"])
         result.rows.append(row)
         say(f"  [{i}/{len(cfg.nets)}] {spec.dataset} {spec.arch}{list(spec.hidden)} seed={spec.seed}: "
-            f"{row['status']} ({'cached' if cached else 'trained'}, {time.perf_counter() - t0:.1f}s)")
+            f"{row['status']} ({how}, measured in {row['measure_seconds']:.1f}s; {time.perf_counter() - t0:.1f}s "
+            "elapsed)")
 
 
 def strip_timing(rows: list[dict]) -> list[dict]:
@@ -409,6 +457,6 @@ def strip_timing(rows: list[dict]) -> list[dict]:
 
 __all__ = [
     "ARCHS", "DEFAULT_QUANTITIES", "ExperimentConfig", "ExperimentResult", "NetSpec", "build_model",
-    "default_config", "euler_residual", "measure_net", "quick_config", "run_invariance",
+    "default_config", "euler_residual", "measure_key", "measure_net", "quick_config", "run_invariance",
     "scale_invariant_blocks", "strip_timing", "trained_model",
 ]

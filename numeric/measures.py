@@ -124,15 +124,20 @@ class _Context:
     def small_blocks(self, max_dense: int) -> list[str]:
         return [n for n, s in zip(self.flat.names, self.flat.sizes) if s <= max_dense]
 
-    def diagnosis(self, max_dense: int, pinv_rtol: float, inverse: bool = True) -> Diagnosis:
-        """:func:`diagnose` once per settings; without ``inverse`` any cached run serves (D needs no H⁺)."""
+    def diagnosis(self, max_dense: int, pinv_rtol: float, inverse: bool = True,
+                  krylov: tuple[str, int, float] = ("dense", 1000, 1e-7)) -> Diagnosis:
+        """:func:`diagnose` once per settings; without ``inverse`` any cached run serves (D needs no H⁺).
+
+        ``krylov`` is ``(method, krylov_max_iter, krylov_tol)``, part of the cache key."""
         if not inverse and self._diag:
             return next(iter(self._diag.values()))
-        key = (max_dense if inverse else 0, pinv_rtol)
+        key = (max_dense if inverse else 0, pinv_rtol, krylov if inverse else ("dense", 1000, 1e-7))
         if key not in self._diag:
+            method, max_iter, tol = key[2]
             self._diag[key] = diagnose(
-                self.model, self.loss_fn, self.data, inverse=key[0] > 0, max_dense=key[0],
+                self.model, self.loss_fn, self.data, inverse=inverse, max_dense=max_dense if inverse else 0,
                 pinv_rtol=pinv_rtol, allow_train_mode=self.allow_train_mode,
+                method=method, krylov_max_iter=max_iter, krylov_tol=tol,
             )
         return self._diag[key]
 
@@ -476,8 +481,11 @@ def _diag_blocks(model, loss_fn, data, options, name: str, pick: Callable, defau
     ctx = _context(model, loss_fn, data, options)
     max_dense = int(options.pop("max_dense", default_dense))
     rtol = float(options.pop("pinv_rtol", 1e-10))
+    krylov = ("dense", 1000, 1e-7)
+    if name not in ("D", "rho"):
+        krylov = (options.pop("method", "dense"), options.pop("krylov_max_iter", 1000), options.pop("krylov_tol", 1e-7))
     _no_extra(name, options)
-    d = ctx.diagnosis(max_dense, rtol, inverse=name not in ("D", "rho"))
+    d = ctx.diagnosis(max_dense, rtol, inverse=name not in ("D", "rho"), krylov=krylov)
     blocks, degenerate, notes, conditioning = {}, [], [], {}
     for b in d:
         if name != "Dplus" and any("T10" in n for n in b.notes):  # D⁺ stays defined there (T7)
@@ -491,6 +499,9 @@ def _diag_blocks(model, loss_fn, data, options, name: str, pick: Callable, defau
     out = {"blocks": blocks, "degenerate": degenerate, "notes": notes, "max_dense": max_dense}
     if name not in ("D", "rho"):
         out["conditioning"] = conditioning
+        out["method"] = krylov[0]
+        out["krylov"] = {b.name: {"iterations": b.krylov_iterations, "converged": b.krylov_converged,
+                                  "error": b.krylov_error} for b in d if b.method == "krylov"}
     return out
 
 
@@ -513,10 +524,16 @@ def coupled(model: nn.Module, loss_fn: Callable, data: object, **options) -> dic
 def inverse_coupled(model: nn.Module, loss_fn: Callable, data: object, **options) -> dict:
     """``D⁺_b = (wᵀH⁺w/wᵀw)·‖g‖²`` (relative cutoff ``pinv_rtol``) for blocks ≤ ``max_dense`` (default 4096).
 
+    Options: ``max_dense``, ``pinv_rtol``, and :func:`diagnose`'s ``method`` (``"dense"``,
+    ``"krylov"``, ``"auto"``), ``krylov_max_iter``, ``krylov_tol``; Krylov blocks are listed under
+    ``krylov`` with their iteration count, convergence flag and error estimate.
     Invariance: block-conformal symmetries (T7), also on scale-invariant blocks; moves under
     non-conformal ones, nonlinear maps and loss scaling (``sD⁺``, T12).
 
     >>> net = nn.Sequential(nn.Linear(2, 2))
+    >>> r = inverse_coupled(net, nn.MSELoss(), (torch.randn(4, 2), torch.randn(4, 2)), method="krylov")
+    >>> r["method"], r["krylov"]["0.bias"]["converged"]
+    ('krylov', True)
     >>> r = inverse_coupled(net, nn.MSELoss(), (torch.randn(4, 2), torch.randn(4, 2)))
     >>> r["blocks"]["0.bias"] > 0
     True

@@ -36,11 +36,18 @@ from dataclasses import asdict, dataclass, field, replace
 import torch
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
-from coupled_curvature.numeric._inputs import float64_copy
+from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.numeric.cache import ModelCache, config_key
 from coupled_curvature.numeric.datasets import Dataset, load
 from coupled_curvature.numeric.diagnostics import Diagnosis, diagnose
+from coupled_curvature.numeric.factors import (  # re-exported: the width sweep's exact D⁺ route
+    FactorForm,
+    _trace_from_factors,
+    agree,
+    factor_pinv_forms,
+    relu_ce_factors,
+    relu_ce_trace,
+)
 from coupled_curvature.numeric.flat import FlatLoss
 from coupled_curvature.numeric.measures import evaluate
 from coupled_curvature.numeric.sharpness import SharpnessResult, adaptive_average
@@ -228,162 +235,6 @@ def trained_net(cfg: WidthConfig, data: Dataset, depth: int, width: int, seed: i
 # ---------------------------------------------------------------------------- measurements
 
 
-@dataclass(frozen=True)
-class LayerFactors:
-    """Per-sample square-root factors of one ``nn.Linear`` of a ReLU net under mean cross-entropy.
-
-    ``A[n] = a_n`` (layer input), ``P[n] = M_n J_n`` with ``J_n = ∂f_n/∂z_n`` (``z_n = W a_n + b``) and
-    ``M_nᵀM_n = S_n = (diag p_n − p_n p_nᵀ)/N`` (``M_n`` has ``C − 1`` rows: ``S_n 1 = 0``). The net is
-    piecewise linear in each layer's parameters, so the diagonal Hessian blocks are exactly
-    ``H_WW = Σ_n (P_nᵀP_n) ⊗ a_n a_nᵀ = BᵀB`` and ``H_bb = Σ_n P_nᵀP_n``, with
-    ``B[(n,k),(s,i)] = P[n,k,s]·a_n[i]``.
-    """
-
-    weight: str
-    bias: str | None
-    A: torch.Tensor
-    P: torch.Tensor
-
-
-def relu_ce_factors(model: nn.Module, X: torch.Tensor) -> list[LayerFactors]:
-    """:class:`LayerFactors` of every ``nn.Linear`` of a ``Sequential`` of Linear and (leaky) ReLU layers.
-
-    One forward pass and one batched backward pass with one cotangent per class give every
-    ``J_n``; ``M_n`` comes from the eigendecomposition of the ``C × C`` matrix ``S_n``.
-
-    >>> net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
-    >>> f = relu_ce_factors(net, torch.randn(5, 3))
-    >>> [(x.weight, tuple(x.P.shape)) for x in f]
-    [('0.weight', (5, 1, 4)), ('2.weight', (5, 1, 2))]
-    """
-    allowed = (nn.Linear, nn.ReLU, nn.LeakyReLU, nn.Identity)
-    if not isinstance(model, nn.Sequential) or not all(type(m) in allowed for m in model):
-        raise UnsupportedModelError("the exact factor route needs an nn.Sequential of Linear and (leaky) ReLU layers")
-    if not isinstance(X, torch.Tensor) or X.dim() != 2 or X.shape[0] == 0:
-        raise InvalidInputError("X must be a tensor of shape (N, features) with N ≥ 1")
-    net = float64_copy(model)
-    h, inputs, outputs, names = X.to(torch.float64), [], [], []
-    for i, m in enumerate(net):
-        if isinstance(m, nn.Linear):
-            inputs.append(h.detach())
-            h = m(h)
-            outputs.append(h)
-            names.append((f"{i}.weight", None if m.bias is None else f"{i}.bias"))
-        else:
-            h = m(h)
-    n, classes = h.shape
-    cot = torch.eye(classes, dtype=torch.float64).unsqueeze(1).expand(classes, n, classes)
-    jac = torch.autograd.grad(h, outputs, grad_outputs=cot, is_grads_batched=True)  # J[k, n, s]
-    with torch.no_grad():
-        p = torch.softmax(h.detach(), dim=1)
-        S = (torch.diag_embed(p) - p.unsqueeze(2) * p.unsqueeze(1)) / n
-        mu, V = torch.linalg.eigh(S)  # ascending; mu[:, 0] is the null direction 1/√C
-        M = (mu[:, 1:].clamp(min=0.0).sqrt().unsqueeze(2) * V[:, :, 1:].transpose(1, 2))  # (N, C−1, C)
-        return [LayerFactors(w, b, a, torch.einsum("nkj,jns->nks", M, J))
-                for (w, b), a, J in zip(names, inputs, jac)]
-
-
-def relu_ce_trace(model: nn.Module, X: torch.Tensor) -> float:
-    """``tr ∇²L`` for mean cross-entropy and a Linear/(leaky) ReLU ``Sequential``, exactly:
-    ``Σ_layers Σ_n ‖P_n‖²_F (‖a_n‖² + [bias])`` (:class:`LayerFactors`; ``tr G_n = ‖P_n‖²_F``).
-
-    >>> net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
-    >>> relu_ce_trace(net, torch.randn(5, 3)) > 0
-    True
-    """
-    return _trace_from_factors(relu_ce_factors(model, X))
-
-
-def _trace_from_factors(factors: Sequence[LayerFactors]) -> float:
-    total = 0.0
-    for f in factors:
-        tr_g = (f.P * f.P).sum(dim=(1, 2))
-        total += float((tr_g * ((f.A * f.A).sum(dim=1) + (0.0 if f.bias is None else 1.0))).sum())
-    return total
-
-
-@dataclass(frozen=True)
-class FactorForm:
-    """``wᵀH⁺_τ w`` of one block from its factor ``H = BᵀB`` (``τ = rtol·max λ``), and ``wᵀHw = ‖Bw‖²``;
-    ``value_alt``/``rank_alt`` are the same at the second cutoff ``rtol_alt`` (a sensitivity check)."""
-
-    value: float
-    wHw: float
-    rank: int
-    min_kept_rel_eig: float | None
-    route: str
-    value_alt: float | None = None
-    rank_alt: int | None = None
-
-
-def _spectral_forms(lam: torch.Tensor, c: torch.Tensor, power: int, rtols: Sequence[float]) -> list[tuple]:
-    """``Σ_{|λ_i| > rtol·max|λ|} c_i²/λ_i^power`` with its rank and smallest kept ``|λ|/max|λ|``, per ``rtol``."""
-    top = float(lam.abs().max()) if lam.numel() else 0.0
-    out = []
-    for rtol in rtols:
-        keep = lam.abs() > rtol * top
-        if top == 0.0 or not bool(keep.any()):
-            out.append((0.0, 0, None))
-            continue
-        kept = lam[keep]
-        out.append((float((c[keep] ** 2 / kept**power).sum()), int(keep.sum()), float(kept.abs().min()) / top))
-    return out
-
-
-def _dense_forms(H: torch.Tensor, w: torch.Tensor, rtols: Sequence[float]) -> list[tuple]:
-    """``wᵀH⁺_τ w = Σ_{|λ_i| > τ} (u_iᵀw)²/λ_i`` (as :func:`pinv.pinv_quadratic_form`), one eigendecomposition."""
-    lam, U = torch.linalg.eigh(0.5 * (H + H.T))
-    return _spectral_forms(lam, U.T @ w, 1, rtols)
-
-
-def _gram_forms(K: torch.Tensor, v: torch.Tensor, rtols: Sequence[float]) -> list[tuple]:
-    """``wᵀ(BᵀB)⁺_τ w = Σ_{λ_i > τ} (u_iᵀv)²/λ_i²`` with ``K = BBᵀ = Σ λ_i u_i u_iᵀ`` and ``v = Bw``."""
-    lam, U = torch.linalg.eigh(0.5 * (K + K.T))
-    return _spectral_forms(lam, U.T @ v, 2, rtols)
-
-
-def factor_pinv_forms(factors: Sequence[LayerFactors], values: Mapping[str, torch.Tensor],
-                      rtol: float, rtol_alt: float | None = None) -> dict[str, FactorForm]:
-    """``wᵀH_bb⁺w`` for every weight and bias block from :class:`LayerFactors`, exactly (to rounding).
-
-    With ``R = N(C − 1)`` rows of ``B``: a block of ``n_b ≤ R`` parameters forms ``H = BᵀB`` and
-    eigendecomposes it (``Σ_{|λ_i|>τ}(u_iᵀw)²/λ_i``, as :func:`pinv.pinv_quadratic_form`); a larger one
-    uses the ``R × R`` Gram matrix ``K = BBᵀ``, ``K[(n,k),(m,l)] = (P_nP_mᵀ)[k,l]·(a_nᵀa_m)``, whose
-    non-zero spectrum is that of ``H`` (same relative cutoff): ``wᵀH⁺w = Σ_{λ_i > τ} (u_iᵀBw)²/λ_i²``.
-    ``rtol_alt`` adds the value at a second cutoff from the same eigendecomposition.
-
-    >>> net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
-    >>> X = torch.randn(6, 3)
-    >>> forms = factor_pinv_forms(relu_ce_factors(net, X), dict(net.named_parameters()), 1e-10)
-    >>> {name: f.route for name, f in sorted(forms.items())}  # R = 6 rows: blocks above 6 use K
-    {'0.bias': 'dense', '0.weight': 'gram', '2.bias': 'dense', '2.weight': 'gram'}
-    """
-    rtols = [rtol] if rtol_alt is None else [rtol, rtol_alt]
-
-    def form(results, wHw, route):
-        (value, rank, rel), *alt = results
-        return FactorForm(value, wHw, rank, rel, route, alt[0][0] if alt else None, alt[0][1] if alt else None)
-
-    out = {}
-    for f in factors:
-        n, k, width = f.P.shape
-        rows = n * k
-        Pf = f.P.reshape(rows, width)
-        W = values[f.weight].detach().to(torch.float64)
-        Bw = torch.einsum("nks,ns->nk", f.P, f.A @ W.T).reshape(-1)
-        if W.numel() <= rows:
-            B = (f.P.unsqueeze(3) * f.A.unsqueeze(1).unsqueeze(2)).reshape(rows, W.numel())
-            out[f.weight] = form(_dense_forms(B.T @ B, W.reshape(-1), rtols), float(Bw @ Bw), "dense")
-        else:
-            K = (Pf @ Pf.T) * (f.A @ f.A.T).repeat_interleave(k, 0).repeat_interleave(k, 1)
-            out[f.weight] = form(_gram_forms(K, Bw, rtols), float(Bw @ Bw), "gram")
-        if f.bias is not None:
-            b = values[f.bias].detach().to(torch.float64)
-            Bb = Pf @ b
-            out[f.bias] = form(_dense_forms(Pf.T @ Pf, b, rtols), float(Bb @ Bb), "dense")
-    return out
-
-
 def antithetic_adaptive_average(model: nn.Module, loss_fn: Callable, data: object, *, rho: float = 0.5,
                                 samples: int = 64, seed: int = 0) -> SharpnessResult:
     """Average adaptive sharpness ``E_ε[L(θ + |θ|⊙ε)] − L(θ)``, ``ε`` uniform on ``‖ε‖ = ρ``, estimated
@@ -425,10 +276,6 @@ def _aggregate(values: Sequence[float]) -> tuple[float | None, float | None]:
     return sum(vals) / len(vals), statistics.median(vals)
 
 
-def _agree(a: float, b: float, rtol: float = 1e-8) -> bool:
-    return abs(a - b) <= rtol * max(abs(a), abs(b), 1e-300)
-
-
 def _dplus_records(d: Diagnosis, forms: Mapping[str, FactorForm] | None) -> list[dict]:
     """Per block ``D`` and ``D⁺`` with how ``D⁺`` was computed and whether it is trustworthy.
 
@@ -441,7 +288,7 @@ def _dplus_records(d: Diagnosis, forms: Mapping[str, FactorForm] | None) -> list
         rec = {"block": b.name, "size": b.size, "D": b.coupled, "wHw": b.wHw}
         if forms is not None:
             f = forms.get(b.name)
-            ok = f is not None and b.w_sq > 0.0 and _agree(f.wHw, b.wHw)
+            ok = f is not None and b.w_sq > 0.0 and agree(f.wHw, b.wHw)
             dplus = None if f is None or b.w_sq == 0.0 else f.value / b.w_sq * b.g_sq
             alt = None if f is None or f.value_alt is None or b.w_sq == 0.0 else f.value_alt / b.w_sq * b.g_sq
             rec.update(Dplus=dplus, Dplus_alt=alt, Dplus_rank_alt=None if f is None else f.rank_alt,

@@ -40,6 +40,7 @@ def collect(only: Any = None, seed: int = 0, heavy: bool = False, progress: Call
     from coupled_curvature.proofs import check_all
     from coupled_curvature.proofs.crosschecks import neuron_scaling_changes, rescaling_sweep
     from coupled_curvature.reporting.content import FigureRef, ReportData
+    from coupled_curvature.reporting.cutoff_section import cutoff_data
     from coupled_curvature.reporting.precision import precision_sweep
 
     say = progress or (lambda s: None)
@@ -54,15 +55,17 @@ def collect(only: Any = None, seed: int = 0, heavy: bool = False, progress: Call
                   "neuron-wise scalings of layer 0 (bc-16x2): far from 0 on the affected blocks (T5)."),
     ]
     precision = precision_sweep(seed, heavy, say)
+    cutoff = cutoff_data(seed, say)
     stamp = now or _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    return ReportData(seed, stamp, check, figs, precision), sweep, changes
+    return ReportData(seed, stamp, check, figs, precision, cutoff), sweep, changes
 
 
 def build_report(out: str = "report", formats: Any = None, only: Any = None, seed: int = 0, heavy: bool = False,
                  progress: Callable[[str], None] | None = None, now: str | None = None) -> str:
     """Write ``report.md``/``report.html``/``report.tex`` plus figures into ``out`` atomically."""
     from coupled_curvature.proofs import parse_only
-    from coupled_curvature.reporting.figures import neuron_figure, precision_figure, rescaling_figure, save_figure
+    from coupled_curvature.reporting.figures import (cutoff_section_figure, neuron_figure, precision_figure,
+                                                      rescaling_figure, save_figure)
     from coupled_curvature.reporting.html import render_html
     from coupled_curvature.reporting.latex import render_latex
     from coupled_curvature.reporting.markdown import render_markdown
@@ -79,6 +82,8 @@ def build_report(out: str = "report", formats: Any = None, only: Any = None, see
         save_figure(neuron_figure(changes, "bc-16x2"), tmp, "neuron_scaling")
         if data.precision is not None:
             save_figure(precision_figure(data.precision), tmp, "precision")
+        if data.cutoff is not None:
+            save_figure(cutoff_section_figure(data.cutoff), tmp, "cutoff")
         for f in fmts:
             text = renderers[f](data)
             with open(os.path.join(tmp, FORMATS[f]), "w", encoding="utf-8", newline="\n") as fh:

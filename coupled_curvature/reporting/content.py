@@ -31,6 +31,7 @@ class ReportData:
     check: Any  # proofs.CheckReport
     figures: list[FigureRef] = field(default_factory=list)
     precision: Any = None  # reporting.precision.PrecisionData: the "Arbitrary precision" section
+    cutoff: Any = None  # reporting.cutoff_section.CutoffData: the "Cutoff sensitivity" section
 
 
 def fmt_num(x: float) -> str:

@@ -6,6 +6,8 @@
   neuron-wise scalings, per affected block (T5).
 * ``precision``: the invariance error of D and D⁺ against the working precision ``dps`` (log
   axis), with the ``10^-dps`` reference and the neuron-scaling negative control.
+* ``cutoff``: ``D⁺`` against ``pinv_rtol`` on the dense and Krylov paths (log-log, steps), the
+  default ``pinv_rtol = 1e-10`` marked.
 
 Each figure is written as ``NAME.svg`` (HTML, Markdown) and ``NAME.png`` (LaTeX).
 """
@@ -13,13 +15,14 @@ Each figure is written as ``NAME.svg`` (HTML, Markdown) and ``NAME.png`` (LaTeX)
 from __future__ import annotations
 
 import os
+import textwrap
 from typing import Any
 
 import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-__all__ = ["save_figure", "rescaling_figure", "neuron_figure", "precision_figure"]
+__all__ = ["save_figure", "rescaling_figure", "neuron_figure", "precision_figure", "cutoff_section_figure"]
 
 _SVG_META = {"Date": None, "Creator": None}
 _PNG_META = {"Software": None}
@@ -103,5 +106,25 @@ def precision_figure(p: Any) -> Figure:
     ax.set_title(f"{p.net}\ninvariance error against precision (T3), neuron-scaling control (T5)", fontsize=9)
     ax.legend(fontsize=7.5, loc="lower left")
     ax.grid(True, which="major", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def cutoff_section_figure(c: Any) -> Figure:
+    """``|D⁺|`` against ``pinv_rtol`` (log-log), dense and Krylov on the same axes, drawn as steps
+    (constant from one grid point to the next), with the default ``pinv_rtol`` marked
+    (data from ``reporting.cutoff_section``; the curves from ``numeric.cutoff.cutoff_figure``)."""
+    from coupled_curvature.numeric.cutoff import cutoff_figure
+    from coupled_curvature.reporting.cutoff_section import DEFAULT_RTOL
+
+    fig = cutoff_figure(c.dense, c.krylov)
+    ax = fig.axes[0]
+    for line in ax.get_lines():
+        if line.get_linestyle() in ("-", "--"):
+            line.set_drawstyle("steps-post")
+    ax.axvline(DEFAULT_RTOL, color="black", linestyle=":", linewidth=1.4, label=f"default pinv_rtol = {DEFAULT_RTOL:.0e}")
+    ax.set_title(textwrap.fill(c.net, 110) + "\nD⁺ against the pseudo-inverse cutoff (x: Krylov not converged, o: D⁺ < 0)",
+                 fontsize=8)
+    ax.legend(fontsize=7)
     fig.tight_layout()
     return fig

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html as _html
 
+from coupled_curvature.reporting import cutoff_section as cs
 from coupled_curvature.reporting.content import NUMERIC_HEAD, ReportData, as_math, fmt_num, summary_rows
 from coupled_curvature.reporting.mathml import identity_mathml, to_mathml
 from coupled_curvature.reporting.precision import CAPTION, POWER, precision_table, precision_text
@@ -88,6 +89,8 @@ def render_html(data: ReportData) -> str:
         out.append("</section>")
     if data.precision is not None:
         out += _precision(data.precision)
+    if data.cutoff is not None:
+        out += _cutoff(data.cutoff)
     out.append("</body></html>")
     return "\n".join(out) + "\n"
 
@@ -104,5 +107,33 @@ def _precision(p) -> list[str]:
         for r in rows[1:]]
     out.append(_table(rows, raw=True))
     out.append(f"<figure><img src='precision.svg' alt='{_e(CAPTION)}'><figcaption>{sup(CAPTION)}</figcaption></figure>")
+    out.append("</section>")
+    return out
+
+
+#: the cutoff-sensitivity curve, cutoff_section.FORMULA_TEXT as presentation MathML
+_FORMULA = (
+    '<math xmlns="http://www.w3.org/1998/Math/MathML" display="block"><mrow>'
+    "<msubsup><mi>D</mi><mi>b</mi><mo>+</mo></msubsup><mo>(</mo><mi>τ</mi><mo>)</mo><mo>=</mo>"
+    "<mfrac><mrow><msup><mi>w</mi><mo>⊤</mo></msup><msubsup><mi>H</mi><mi>τ</mi><mo>+</mo></msubsup><mi>w</mi></mrow>"
+    "<mrow><msup><mi>w</mi><mo>⊤</mo></msup><mi>w</mi></mrow></mfrac>"
+    "<msup><mrow><mo>‖</mo><mi>g</mi><mo>‖</mo></mrow><mn>2</mn></msup><mo>,</mo><mspace width='1em'/>"
+    "<mi>τ</mi><mo>=</mo><mtext>pinv_rtol</mtext><mo>·</mo><mo>max</mo><mo>|</mo><mi>λ</mi><mo>|</mo>"
+    "</mrow></math>"
+)
+
+
+def _cutoff(c) -> list[str]:
+    first, *rest = cs.cutoff_text(c)
+    before, _, after = first.partition(cs.FORMULA_TEXT)
+    out = ["<section id='cutoff'><h2>Cutoff sensitivity</h2>",
+           f"<p>{_e(before.rstrip())}</p>", _FORMULA, f"<p>{_e(after.lstrip(', '))}</p>"]
+    out += [f"<p>{_e(t)}</p>" for t in rest]
+    out.append(f"<figure><img src='cutoff.svg' alt='{_e(cs.CAPTION)}'><figcaption>{_e(cs.CAPTION)}</figcaption></figure>")
+    rows = cs.cutoff_table(c)
+    rows = [[_e(x) for x in rows[0]]] + [
+        [_e(x) for x in r[:4]] + [f"<span class='{'proved' if r[4] == 'yes' else 'evidence'}'>{r[4]}</span>", _e(r[5])]
+        for r in rows[1:]]
+    out.append(_table(rows, raw=True))
     out.append("</section>")
     return out

@@ -6,6 +6,7 @@ import re
 
 import sympy as sp
 
+from coupled_curvature.reporting import cutoff_section as cs
 from coupled_curvature.reporting.content import NUMERIC_HEAD, ReportData, as_math, fmt_num, summary_rows
 from coupled_curvature.reporting.precision import CAPTION, POWER, precision_table, precision_text
 
@@ -115,6 +116,8 @@ def render_latex(data: ReportData) -> str:
             L += _longtable(rows, r"lp{0.45\linewidth}rll")
     if data.precision is not None:
         L += _precision(data.precision)
+    if data.cutoff is not None:
+        L += _cutoff(data.cutoff)
     L.append(r"\end{document}")
     return "\n".join(L) + "\n"
 
@@ -133,3 +136,15 @@ def _precision(p) -> list[str]:
     L.append(r"\endgroup")
     return L + [r"\begin{figure}[h]\centering", r"\includegraphics[width=0.75\linewidth]{precision.png}",
                 rf"\caption{{{tex(CAPTION)}}}", r"\end{figure}"]
+
+
+def _cutoff(c) -> list[str]:
+    first, *rest = cs.cutoff_text(c)
+    before, _, after = first.partition(cs.FORMULA_TEXT)
+    L = [r"\section*{Cutoff sensitivity}", tex_text(before.rstrip()), r"\begin{equation*}", cs.FORMULA_TEX,
+         r"\end{equation*}", tex_text(after.lstrip(", ")) + r"\par"]
+    L += [tex_text(t) + r"\par" for t in rest]
+    L += [r"\begin{figure}[h]\centering", r"\includegraphics[width=0.75\linewidth]{cutoff.png}",
+          rf"\caption{{{tex_text(cs.CAPTION)}}}", r"\end{figure}"]
+    L += [r"\begingroup\small"] + _longtable([[tex_text(x) for x in r] for r in cs.cutoff_table(c)], "llrrlr")
+    return L + [r"\endgroup"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sympy as sp
 
+from coupled_curvature.reporting import cutoff_section as cs
 from coupled_curvature.reporting.content import NUMERIC_HEAD, ReportData, as_math, fmt_num, summary_rows
 from coupled_curvature.reporting.precision import CAPTION, precision_table, precision_text
 
@@ -67,6 +68,8 @@ def render_markdown(data: ReportData) -> str:
                                                   "yes" if r["agrees"] else "NO"] for r in n.rows]) + [""]
     if data.precision is not None:
         L += _precision(data.precision)
+    if data.cutoff is not None:
+        L += _cutoff(data.cutoff)
     return "\n".join(L)
 
 
@@ -77,3 +80,13 @@ def _precision(p) -> list[str]:
         L += [para, ""]
     L += _table(precision_table(p)) + [""]
     return L + [f"![{caption}](precision.svg)", "", f"*{caption}*", ""]
+
+
+def _cutoff(c) -> list[str]:
+    first, *rest = cs.cutoff_text(c)
+    before, _, after = first.partition(cs.FORMULA_TEXT)
+    L = ["## Cutoff sensitivity", "", before.rstrip(), "", "$$", cs.FORMULA_TEX, "$$", "", after.lstrip(", "), ""]
+    for para in rest:
+        L += [para, ""]
+    L += [f"![{cs.CAPTION}](cutoff.svg)", "", f"*{cs.CAPTION}*", ""]
+    return L + _table(cs.cutoff_table(c)) + [""]

@@ -1,5 +1,6 @@
 """Load the HTML report in headless Chromium: no console errors, math rendered with size, heading visible,
-the three figures (the last one in the "Arbitrary precision" section) loaded and laid out with size.
+the four figures (the last two in the "Arbitrary precision" and "Cutoff sensitivity" sections) loaded and
+laid out with size.
 
 Skipped only when no ``chromium`` is installed. The probe is a copy of the report with a
 measuring script appended (the report itself has no scripts); ``--dump-dom`` returns its verdict.
@@ -13,6 +14,7 @@ import subprocess
 import pytest
 
 from coupled_curvature.reporting import build
+from coupled_curvature.reporting.cutoff_section import cutoff_table
 from _report_data import small_collect
 
 CHROMIUM = shutil.which("chromium")
@@ -32,6 +34,7 @@ window.addEventListener("load", function () {  // after images and layout, not w
   var imgs = Array.prototype.slice.call(document.images).map(function (i) {
     var r = i.getBoundingClientRect(); return [i.getAttribute("src"), i.naturalWidth, r.width, r.height]; });
   var ph = document.querySelector("#precision h2"), pt = document.querySelector("#precision table");
+  var ch = document.querySelector("#cutoff h2"), ct = document.querySelector("#cutoff table");
   var out = {errors: errors, n_math: maths.length,
              zero_math: sizes.filter(function (s) { return !(s[0] > 0 && s[1] > 0); }).length,
              mathml_layout: maths.length ? getComputedStyle(maths[0]).display : "",
@@ -40,7 +43,9 @@ window.addEventListener("load", function () {  // after images and layout, not w
              heading_visible: h2 ? getComputedStyle(h2).visibility === "visible" && hb.width > 0 && hb.height > 0 : false,
              images: imgs,
              precision_heading: ph ? ph.textContent : null,
-             precision_rows: pt ? pt.querySelectorAll("tbody tr").length : 0};
+             precision_rows: pt ? pt.querySelectorAll("tbody tr").length : 0,
+             cutoff_heading: ch ? ch.textContent : null,
+             cutoff_rows: ct ? ct.querySelectorAll("tbody tr").length : 0};
   var pre = document.createElement("pre"); pre.id = "probe-result"; pre.textContent = JSON.stringify(out);
   document.body.appendChild(pre);
 });
@@ -70,9 +75,11 @@ def test_html_report_renders_offline(tmp_path, monkeypatch):
     assert res["errors"] == [] and console_errors == []
     assert res["n_math"] > 20 and res["zero_math"] == 0
     assert res["heading"].startswith("T4") and res["heading_visible"]
-    assert all(w > 0 and bw > 300 and bh > 200 for _, w, bw, bh in res["images"]) and len(res["images"]) == 3
-    assert res["images"][-1][0] == "precision.svg"
+    assert all(w > 0 and bw > 300 and bh > 200 for _, w, bw, bh in res["images"]) and len(res["images"]) == 4
+    assert [src for src, *_ in res["images"][-2:]] == ["precision.svg", "cutoff.svg"]
     assert res["precision_heading"] == "Arbitrary precision" and res["precision_rows"] == 4
+    assert res["cutoff_heading"] == "Cutoff sensitivity"
+    assert res["cutoff_rows"] == len(cutoff_table(small_collect()[0].cutoff)) - 1
     shot = tmp_path / "report.png"
     subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", f"--screenshot={shot}",
                     (out / "report.html").as_uri()], capture_output=True, text=True, timeout=120)

@@ -40,12 +40,15 @@ def test_quick_end_to_end_and_rerun_uses_cache(tmp_path, capsys, tiny_quick):
     assert status == {"relu": "invariant", "batchnorm": "degenerate (T10)", "cnn": "invariant"}
     assert "| status |" in (out / "invariance.md").read_text()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
-    assert len(list(cache.iterdir())) == 3
+    assert len(list(cache.iterdir())) == 6  # 3 models and 3 measured rows
 
-    assert main(argv) == 0  # rerun: models from the cache, same table
+    assert main(argv) == 0  # rerun: models and rows from the cache, same table
     again = json.loads((out / "invariance.json").read_text())
-    assert all(r["cached"] for r in again["rows"])
+    assert all(r["cached"] for r in again["rows"]) and capsys.readouterr().err.count("(cached,") == 3
     assert E.strip_timing(again["rows"]) == E.strip_timing(data["rows"])
+    assert main([*argv, "--remeasure"]) == 0  # rows measured again, models still cached
+    assert "(cached," not in capsys.readouterr().err
+    assert E.strip_timing(json.loads((out / "invariance.json").read_text())["rows"]) == E.strip_timing(data["rows"])
 
 
 def test_refuses_foreign_folder(tmp_path, capsys):

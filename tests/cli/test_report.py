@@ -10,7 +10,8 @@ from coupled_curvature.reporting import build
 from _report_data import small_collect
 
 FILES = {"report.md", "report.html", "report.tex", "rescaling.svg", "rescaling.png",
-         "neuron_scaling.svg", "neuron_scaling.png", "precision.svg", "precision.png", ".ccurv-report"}
+         "neuron_scaling.svg", "neuron_scaling.png", "precision.svg", "precision.png", "cutoff.svg", "cutoff.png",
+         ".ccurv-report"}
 
 
 def _read(folder):
@@ -54,6 +55,22 @@ def test_report_contents(tmp_path, monkeypatch):
         cells = [str(r.dps), r.dD, r.dDplus, f"1e-{r.dps}", r.control_D, r.control_Dplus, "yes" if r.agrees else "NO"]
         assert "| " + " | ".join(cells) + " |" in md
         assert all(f"<td>{c}</td>" in html for c in cells[:-1]) and all(c in tex for c in cells)
+    # the "Cutoff sensitivity" section, last in all three formats, with its figure and table
+    from coupled_curvature.reporting.cutoff_section import cutoff_table
+    from coupled_curvature.reporting.latex import tex_text
+
+    c = small_collect()[0].cutoff
+    assert md.index("## Arbitrary precision") < md.index("## Cutoff sensitivity")
+    assert "<section id='cutoff'><h2>Cutoff sensitivity</h2>" in html and "\\section*{Cutoff sensitivity}" in tex
+    assert "(cutoff.svg)" in md and "src='cutoff.svg'" in html and "{cutoff.png}" in tex
+    assert Path(out, "cutoff.svg").stat().st_size > 10_000 and Path(out, "cutoff.png").read_bytes()[:4] == b"\x89PNG"
+    assert "H^+_\\tau" in md and "<msubsup><mi>H</mi><mi>τ</mi>" in html and "H^+_\\tau" in tex
+    rows = cutoff_table(c)
+    assert len(rows) > 10 and any("1e-10 (default)" == r[1] for r in rows)
+    for r in rows[1:]:
+        assert "| " + " | ".join(r) + " |" in md
+        assert all(f"<td>{x}</td>" in html for x in (r[0], r[1], r[2], r[3], r[5]))
+        assert " & ".join(tex_text(x) for x in r) + " \\\\" in tex
 
 
 def test_precision_data_falls_like_ten_to_minus_dps():

@@ -15,6 +15,7 @@ from coupled_curvature.numeric.experiment import (
     NetSpec,
     default_config,
     euler_residual,
+    measure_key,
     quick_config,
     run_invariance,
     strip_timing,
@@ -102,3 +103,38 @@ def test_default_config_is_the_full_table():
     deepest = max((n for n in cfg.nets if n.dataset == "digits"), key=lambda n: len(n.hidden))
     params = 64 * 95 + 95 + 13 * (95 * 95 + 95) + 95 * 10 + 10
     assert deepest.hidden == (95,) * 14 and 120_000 < params < 130_000
+
+
+def test_factor_route_gives_dplus_on_blocks_the_dense_route_skips():
+    """max_dense = 1: the dense route computes no D⁺ at all (control), the factor route every block, and invariantly."""
+    spec = NetSpec("wine", "leaky_relu", (6, 6), 0)
+    fac = run_invariance(replace(_cfg(spec), max_dense=1)).rows[0]
+    dense = run_invariance(replace(_cfg(spec), max_dense=1, dplus_route="diagnose")).rows[0]
+    assert fac["blocks_with_Dplus"] == fac["blocks"] and fac["dplus_route"] == "factor"
+    assert dense["blocks_with_Dplus"] == 0 and dense["max_rel_change_Dplus"] is None
+    assert fac["verdicts"]["Dplus"] == "invariant" and fac["status"] == "invariant", fac["changes"]
+
+
+def test_measured_rows_are_cached_and_an_interrupted_run_resumes(tmp_path):
+    nets = (NetSpec("wine", "relu", (4,), 0), NetSpec("wine", "relu_nobias", (4,), 0))
+    cfg, cache = _cfg(*nets), ModelCache(str(tmp_path))
+    calls = []
+
+    def interrupt_second(msg):
+        calls.append(msg)
+        if len(calls) == 1:
+            raise KeyboardInterrupt  # after the first net's row is stored
+
+    with pytest.raises(KeyboardInterrupt):
+        run_invariance(cfg, cache=cache, progress=interrupt_second)
+    assert cache.load(measure_key(nets[0], cfg)) is not None and cache.load(measure_key(nets[1], cfg)) is None
+    said = []
+    resumed = run_invariance(cfg, cache=cache, progress=said.append)
+    assert "(cached," in said[0] and "(cached," not in said[1]
+    fresh = run_invariance(cfg)  # no cache at all
+    assert strip_timing(resumed.rows) == strip_timing(fresh.rows)
+    # a different measurement setting is a different key (negative control), remeasure ignores stored rows
+    assert measure_key(nets[0], replace(cfg, neuron_trials=3)) != measure_key(nets[0], cfg)
+    said.clear()
+    run_invariance(cfg, cache=cache, progress=said.append, remeasure=True)
+    assert not any("(cached," in m for m in said)

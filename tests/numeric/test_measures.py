@@ -262,3 +262,24 @@ def test_newton_factor_route_survives_a_cutoff_crossing():
     cut = [M.newton_decrement(m, CE, (X, Y), route="pinv", pinv_rtol=1e-3) for m in (NET, moved)]
     assert cut[0]["rank"][name] > cut[1]["rank"][name]
     assert abs(cut[1]["blocks"][name] - cut[0]["blocks"][name]) >= 1e-3 * cut[0]["blocks"][name]
+
+
+def test_dplus_method_passes_through_and_keys_the_cache():
+    """The registry's Dplus runs diagnose's Krylov path when asked; dense and Krylov share no cache entry."""
+    cache: dict = {}
+    kry = M.evaluate("Dplus", NET, CE, (X, Y), cache=cache, method="krylov", krylov_tol=1e-10)
+    dense = M.evaluate("Dplus", NET, CE, (X, Y), cache=cache)
+    assert kry["method"] == "krylov" and dense["method"] == "dense" and dense["krylov"] == {}
+    assert set(kry["krylov"]) == set(kry["blocks"])
+    for name, sl in _blocks():
+        w = THETA[sl].numpy()
+        Hb = H[sl, sl].numpy()
+        g = torch.func.grad(F)(THETA)[sl].numpy()
+        ref = w @ np.linalg.pinv(Hb, rcond=1e-10, hermitian=True) @ w / (w @ w) * (g @ g)
+        assert abs(dense["blocks"][name] - ref) <= 1e-8 * abs(ref)
+        if kry["krylov"][name]["converged"]:
+            assert abs(kry["blocks"][name] - ref) <= 1e-6 * abs(ref)
+    with pytest.raises(InvalidInputError, match="method"):
+        M.evaluate("Dplus", NET, CE, (X, Y), method="qr")
+    with pytest.raises(InvalidInputError, match="unknown option"):
+        M.evaluate("D", NET, CE, (X, Y), method="krylov")  # D needs no H⁺

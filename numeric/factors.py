@@ -1,0 +1,222 @@
+"""Exact per-sample factors ``H_bb = BᵀB`` of ReLU MLPs under cross-entropy, and ``D⁺`` from them.
+
+For an ``nn.Sequential`` of Linear and (leaky) ReLU layers the loss is piecewise linear in each
+layer's parameters, so every diagonal Hessian block is its Gauss–Newton block and factors through
+per-sample Jacobians. ``wᵀH⁺w`` then comes from an eigendecomposition of size ``min(n_b, N(C − 1))``
+(:func:`factor_pinv_forms`), and :func:`with_factor_dplus` puts it into a :class:`Diagnosis` after
+checking ``‖Bw‖² = wᵀHw`` against autograd.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+import torch
+from torch import nn
+
+from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
+from coupled_curvature.numeric._inputs import float64_copy
+from coupled_curvature.numeric.diagnostics import Diagnosis, derived_quantities
+from coupled_curvature.numeric.pinv import symmetric_spectrum
+
+@dataclass(frozen=True)
+class LayerFactors:
+    """Per-sample square-root factors of one ``nn.Linear`` of a ReLU net under mean cross-entropy.
+
+    ``A[n] = a_n`` (layer input), ``P[n] = M_n J_n`` with ``J_n = ∂f_n/∂z_n`` (``z_n = W a_n + b``) and
+    ``M_nᵀM_n = S_n = (diag p_n − p_n p_nᵀ)/N`` (``M_n`` has ``C − 1`` rows: ``S_n 1 = 0``). The net is
+    piecewise linear in each layer's parameters, so the diagonal Hessian blocks are exactly
+    ``H_WW = Σ_n (P_nᵀP_n) ⊗ a_n a_nᵀ = BᵀB`` and ``H_bb = Σ_n P_nᵀP_n``, with
+    ``B[(n,k),(s,i)] = P[n,k,s]·a_n[i]``.
+    """
+
+    weight: str
+    bias: str | None
+    A: torch.Tensor
+    P: torch.Tensor
+
+
+def relu_ce_factors(model: nn.Module, X: torch.Tensor) -> list[LayerFactors]:
+    """:class:`LayerFactors` of every ``nn.Linear`` of a ``Sequential`` of Linear and (leaky) ReLU layers.
+
+    One forward pass and one batched backward pass with one cotangent per class give every
+    ``J_n``; ``M_n`` comes from the eigendecomposition of the ``C × C`` matrix ``S_n``.
+
+    >>> net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    >>> f = relu_ce_factors(net, torch.randn(5, 3))
+    >>> [(x.weight, tuple(x.P.shape)) for x in f]
+    [('0.weight', (5, 1, 4)), ('2.weight', (5, 1, 2))]
+    """
+    allowed = (nn.Linear, nn.ReLU, nn.LeakyReLU, nn.Identity)
+    if not isinstance(model, nn.Sequential) or not all(type(m) in allowed for m in model):
+        raise UnsupportedModelError("the exact factor route needs an nn.Sequential of Linear and (leaky) ReLU layers")
+    if not isinstance(X, torch.Tensor) or X.dim() != 2 or X.shape[0] == 0:
+        raise InvalidInputError("X must be a tensor of shape (N, features) with N ≥ 1")
+    net = float64_copy(model)
+    h, inputs, outputs, names = X.to(torch.float64), [], [], []
+    for i, m in enumerate(net):
+        if isinstance(m, nn.Linear):
+            inputs.append(h.detach())
+            h = m(h)
+            outputs.append(h)
+            names.append((f"{i}.weight", None if m.bias is None else f"{i}.bias"))
+        else:
+            h = m(h)
+    n, classes = h.shape
+    cot = torch.eye(classes, dtype=torch.float64).unsqueeze(1).expand(classes, n, classes)
+    jac = torch.autograd.grad(h, outputs, grad_outputs=cot, is_grads_batched=True)  # J[k, n, s]
+    with torch.no_grad():
+        p = torch.softmax(h.detach(), dim=1)
+        S = (torch.diag_embed(p) - p.unsqueeze(2) * p.unsqueeze(1)) / n
+        mu, V = torch.linalg.eigh(S)  # ascending; mu[:, 0] is the null direction 1/√C
+        M = (mu[:, 1:].clamp(min=0.0).sqrt().unsqueeze(2) * V[:, :, 1:].transpose(1, 2))  # (N, C−1, C)
+        return [LayerFactors(w, b, a, torch.einsum("nkj,jns->nks", M, J))
+                for (w, b), a, J in zip(names, inputs, jac)]
+
+
+def relu_ce_trace(model: nn.Module, X: torch.Tensor) -> float:
+    """``tr ∇²L`` for mean cross-entropy and a Linear/(leaky) ReLU ``Sequential``, exactly:
+    ``Σ_layers Σ_n ‖P_n‖²_F (‖a_n‖² + [bias])`` (:class:`LayerFactors`; ``tr G_n = ‖P_n‖²_F``).
+
+    >>> net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    >>> relu_ce_trace(net, torch.randn(5, 3)) > 0
+    True
+    """
+    return _trace_from_factors(relu_ce_factors(model, X))
+
+
+def _trace_from_factors(factors: Sequence[LayerFactors]) -> float:
+    total = 0.0
+    for f in factors:
+        tr_g = (f.P * f.P).sum(dim=(1, 2))
+        total += float((tr_g * ((f.A * f.A).sum(dim=1) + (0.0 if f.bias is None else 1.0))).sum())
+    return total
+
+
+@dataclass(frozen=True)
+class FactorForm:
+    """``wᵀH⁺_τ w`` of one block from its factor ``H = BᵀB`` (``τ = rtol·max λ``), and ``wᵀHw = ‖Bw‖²``;
+    ``value_alt``/``rank_alt`` are the same at the second cutoff ``rtol_alt`` (a sensitivity check)."""
+
+    value: float
+    wHw: float
+    rank: int
+    min_kept_rel_eig: float | None
+    route: str
+    value_alt: float | None = None
+    rank_alt: int | None = None
+
+
+def _spectral_forms(lam: np.ndarray, c: np.ndarray, power: int, rtols: Sequence[float]) -> list[tuple]:
+    """``Σ_{|λ_i| > rtol·max|λ|} c_i/λ_i^power`` with its rank and smallest kept ``|λ|/max|λ|``, per ``rtol``."""
+    top = float(np.abs(lam).max()) if lam.size else 0.0
+    out = []
+    for rtol in rtols:
+        keep = np.abs(lam) > rtol * top
+        if top == 0.0 or not keep.any():
+            out.append((0.0, 0, None))
+            continue
+        kept = lam[keep]
+        out.append((float((c[keep] / kept**power).sum()), int(keep.sum()), float(np.abs(kept).min()) / top))
+    return out
+
+
+def _dense_forms(H: torch.Tensor, w: torch.Tensor, rtols: Sequence[float]) -> list[tuple]:
+    """``wᵀH⁺_τ w = Σ_{|λ_i| > τ} (u_iᵀw)²/λ_i`` (as :func:`pinv.pinv_quadratic_form`), one spectrum."""
+    return _spectral_forms(*symmetric_spectrum(H, w), 1, rtols)
+
+
+def _gram_forms(K: torch.Tensor, v: torch.Tensor, rtols: Sequence[float]) -> list[tuple]:
+    """``wᵀ(BᵀB)⁺_τ w = Σ_{λ_i > τ} (u_iᵀv)²/λ_i²`` with ``K = BBᵀ = Σ λ_i u_i u_iᵀ`` and ``v = Bw``."""
+    return _spectral_forms(*symmetric_spectrum(K, v), 2, rtols)
+
+
+def factor_pinv_forms(factors: Sequence[LayerFactors], values: Mapping[str, torch.Tensor],
+                      rtol: float, rtol_alt: float | None = None) -> dict[str, FactorForm]:
+    """``wᵀH_bb⁺w`` for every weight and bias block from :class:`LayerFactors`, exactly (to rounding).
+
+    With ``R = N(C − 1)`` rows of ``B``: a block of ``n_b ≤ R`` parameters forms ``H = BᵀB`` and
+    eigendecomposes it (``Σ_{|λ_i|>τ}(u_iᵀw)²/λ_i``, as :func:`pinv.pinv_quadratic_form`); a larger one
+    uses the ``R × R`` Gram matrix ``K = BBᵀ``, ``K[(n,k),(m,l)] = (P_nP_mᵀ)[k,l]·(a_nᵀa_m)``, whose
+    non-zero spectrum is that of ``H`` (same relative cutoff): ``wᵀH⁺w = Σ_{λ_i > τ} (u_iᵀBw)²/λ_i²``.
+    ``rtol_alt`` adds the value at a second cutoff from the same eigendecomposition.
+
+    >>> net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    >>> X = torch.randn(6, 3)
+    >>> forms = factor_pinv_forms(relu_ce_factors(net, X), dict(net.named_parameters()), 1e-10)
+    >>> {name: f.route for name, f in sorted(forms.items())}  # R = 6 rows: blocks above 6 use K
+    {'0.bias': 'dense', '0.weight': 'gram', '2.bias': 'dense', '2.weight': 'gram'}
+    """
+    rtols = [rtol] if rtol_alt is None else [rtol, rtol_alt]
+
+    def form(results, wHw, route):
+        (value, rank, rel), *alt = results
+        return FactorForm(value, wHw, rank, rel, route, alt[0][0] if alt else None, alt[0][1] if alt else None)
+
+    out = {}
+    for f in factors:
+        n, k, width = f.P.shape
+        rows = n * k
+        Pf = f.P.reshape(rows, width)
+        W = values[f.weight].detach().to(torch.float64)
+        Bw = torch.einsum("nks,ns->nk", f.P, f.A @ W.T).reshape(-1)
+        if W.numel() <= rows:
+            B = (f.P.unsqueeze(3) * f.A.unsqueeze(1).unsqueeze(2)).reshape(rows, W.numel())
+            out[f.weight] = form(_dense_forms(B.T @ B, W.reshape(-1), rtols), float(Bw @ Bw), "dense")
+        else:
+            K = (Pf @ Pf.T) * (f.A @ f.A.T).repeat_interleave(k, 0).repeat_interleave(k, 1)
+            out[f.weight] = form(_gram_forms(K, Bw, rtols), float(Bw @ Bw), "gram")
+        if f.bias is not None:
+            b = values[f.bias].detach().to(torch.float64)
+            Bb = Pf @ b
+            out[f.bias] = form(_dense_forms(Pf.T @ Pf, b, rtols), float(Bb @ Bb), "dense")
+    return out
+
+
+def agree(a: float, b: float, rtol: float = 1e-8) -> bool:
+    """``|a − b| ≤ rtol·max(|a|, |b|)`` (the factorisation check ``‖Bw‖² = wᵀHw``).
+
+    >>> agree(1.0, 1.0 + 1e-12), agree(1.0, 1.001)
+    (True, False)
+    """
+    return abs(a - b) <= rtol * max(abs(a), abs(b), 1e-300)
+
+
+def with_factor_dplus(d: Diagnosis, model: nn.Module, X: torch.Tensor, rtol: float = 1e-10) -> Diagnosis:
+    """``d`` with ``wᵀH_bb⁺w`` and ``D⁺_b = (wᵀH⁺w/wᵀw)·‖g‖²`` of every block from :func:`factor_pinv_forms`.
+
+    ``d`` must come from :func:`diagnose` on the same ``model`` and inputs ``X`` with mean
+    cross-entropy. A block is filled only when its factor reproduces ``d``'s ``wᵀHw`` (autograd)
+    to ``1e-8`` relative; otherwise it keeps ``D⁺ = None`` and a note says why. ``rank`` and
+    ``min_kept_rel_eig`` follow the relative cutoff ``τ = rtol·max λ``.
+
+    >>> from coupled_curvature.numeric.diagnostics import diagnose
+    >>> torch.manual_seed(0); net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 3)).double()
+    <torch._C.Generator object at ...>
+    >>> X, y = torch.randn(8, 3, dtype=torch.float64), torch.arange(8) % 3
+    >>> dense = diagnose(net, nn.CrossEntropyLoss(), (X, y))
+    >>> fac = with_factor_dplus(diagnose(net, nn.CrossEntropyLoss(), (X, y), inverse=False), net, X)
+    >>> all(agree(fac[b.name].inverse_coupled, b.inverse_coupled, 1e-6) for b in dense)
+    True
+    """
+    forms = factor_pinv_forms(relu_ce_factors(model, X), dict(model.named_parameters()), rtol)
+    blocks = []
+    for b in d:
+        f = forms.get(b.name)
+        if f is None or b.w_sq == 0.0 or not agree(f.wHw, b.wHw):
+            why = ("not a Linear weight or bias" if f is None else "w = 0" if b.w_sq == 0.0
+                   else f"‖Bw‖² = {f.wHw:.6g} does not reproduce wᵀHw = {b.wHw:.6g}")
+            blocks.append(replace(b, notes=b.notes + (f"D⁺ not computed by the factor route: {why}",)))
+            continue
+        notes = [n for n in b.notes if not n.startswith("D⁺ not computed")]
+        _, _, dplus = derived_quantities(b.w_sq, b.g_sq, b.wHw, f.value, notes)
+        notes.append(f"D⁺ from the exact per-sample factor H = BᵀB ({f.route} route, rank {f.rank})")
+        blocks.append(replace(b, wHpinvw=f.value, inverse_coupled=dplus, rank=f.rank,
+                              min_kept_rel_eig=f.min_kept_rel_eig, notes=tuple(notes)))
+    return Diagnosis(blocks, {**d.meta, "dplus_route": "factor"})
+
+
+__all__ = ["FactorForm", "LayerFactors", "agree", "factor_pinv_forms", "relu_ce_factors", "relu_ce_trace",
+           "with_factor_dplus"]
