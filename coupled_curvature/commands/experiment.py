@@ -39,15 +39,20 @@ def register(sub) -> None:
         description="Relative changes of D and D⁺ under layer rescalings (c log-uniform in [1e-3, 1e3]) and "
         "permutations, the neuron-wise negative control, and the raw Rayleigh quotient / top eigenvalue.",
     )
-    inv.add_argument("--quick", action="store_true", help="small configuration (about a minute on 2 cores)")
-    inv.add_argument("--out", required=True, help="report folder (created or replaced atomically)")
-    inv.add_argument("--cache", default=os.path.join(os.path.expanduser("~"), ".cache", "ccurv", "models"),
-                     help="folder of cached trained models (default ~/.cache/ccurv/models)")
-    inv.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
-    inv.add_argument("--remeasure", action="store_true",
-                     help="ignore cached measurements (models still come from the cache)")
+    _shared_arguments(inv, "small configuration (about a minute on 2 cores)")
     inv.set_defaults(func=run)
     _register_width(kinds)
+
+
+def _shared_arguments(p: argparse.ArgumentParser, quick_help: str) -> None:
+    """--quick, --out, --cache, --seed and --remeasure, the same for both experiments."""
+    p.add_argument("--quick", action="store_true", help=quick_help)
+    p.add_argument("--out", required=True, help="report folder (created or replaced atomically)")
+    p.add_argument("--cache", default=os.path.join(os.path.expanduser("~"), ".cache", "ccurv", "models"),
+                   help="folder of cached trained models and measurements (default ~/.cache/ccurv/models)")
+    p.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
+    p.add_argument("--remeasure", action="store_true",
+                   help="ignore cached measurements (models still come from the cache)")
 
 
 def _register_width(kinds) -> None:
@@ -60,11 +65,7 @@ def _register_width(kinds) -> None:
         "baseline sharpness measures, and report Kendall τ against the test−train gaps with a seed-bootstrap "
         "95% interval. Exploratory: no bound is claimed.",
     )
-    w.add_argument("--quick", action="store_true", help="widths 8, 32, 128; depths 1, 3; two seeds (a few minutes)")
-    w.add_argument("--out", required=True, help="report folder (created or replaced atomically)")
-    w.add_argument("--cache", default=os.path.join(os.path.expanduser("~"), ".cache", "ccurv", "models"),
-                   help="folder of cached trained models and measurements (default ~/.cache/ccurv/models)")
-    w.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
+    _shared_arguments(w, "widths 8, 32, 128; depths 1, 3; two seeds (a few minutes)")
     w.add_argument("--seeds", type=int, default=None, help="number of seeds (default 5, --quick 2)")
     w.add_argument("--widths", default=None, help="comma-separated hidden widths (default 8,16,32,64,128,256,512)")
     w.add_argument("--depths", default=None, help="comma-separated numbers of hidden layers (default 1,3)")
@@ -75,7 +76,6 @@ def _register_width(kinds) -> None:
                    help="training points the curvature measures use (default 256, --quick 128)")
     w.add_argument("--threads", type=int, default=None,
                    help="torch threads while measuring (default 1, or 2 for the full run); training always uses 1")
-    w.add_argument("--remeasure", action="store_true", help="ignore cached measurements (models still come from the cache)")
     w.set_defaults(func=run_width_command)
 
 
