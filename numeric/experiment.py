@@ -278,9 +278,18 @@ def measure_net(
     data: Dataset,
     cfg: ExperimentConfig,
     quantities: Mapping[str, Quantity] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> dict:
-    """All figures of one trained net (see the module docstring); deterministic under ``spec.seed``."""
+    """All figures of one trained net (see the module docstring); deterministic under ``spec.seed``.
+
+    ``progress`` receives a line per stage once the net has taken more than 20 s (long nets only)."""
     quantities = dict(DEFAULT_QUANTITIES if quantities is None else quantities)
+    started = time.perf_counter()
+
+    def stage(what: str) -> None:
+        elapsed = time.perf_counter() - started
+        if progress is not None and elapsed > _STAGE_LINES_AFTER_S:
+            progress(f"      {spec.dataset} {spec.arch}{list(spec.hidden)}: {what} ({elapsed:.0f}s)")
     n = min(cfg.measure_samples, len(data.X_train))
     sample = (data.X_train[:n], data.y_train[:n])
     loss_fn = nn.CrossEntropyLoss()
@@ -300,6 +309,7 @@ def measure_net(
         return diagnose(m, loss_fn, sample, inverse=True, **opts)
 
     before = diagnosis(net)
+    stage("D and D⁺ of the trained net done; now the symmetry chain")
     if bn:
         moved, steps = _bn_chain(net, rng)
     else:
@@ -307,6 +317,7 @@ def measure_net(
         moved, steps = random_symmetry_chain(net, seed=int(rng.integers(2**31)),
                                              n_rescalings=max(cfg.n_rescalings, 2 * n_hidden), permute=True)
     after = diagnosis(moved)
+    stage("D and D⁺ after the chain done; now the top eigenvalues")
     changes = {k: _max_change(before, after, q, set(degenerate)) for k, q in quantities.items()}
     tols = {"D": cfg.tol_D, "Dplus": cfg.tol_Dplus}
     verdicts = {k: _verdict(v, tols.get(k, cfg.tol_D), cfg.moves) for k, v in changes.items()}
@@ -322,7 +333,8 @@ def measure_net(
     control = []
     if not bn:
         hidden_layers = range(len(weight_layers(net)) - 1)
-        for _ in range(cfg.neuron_trials):
+        for trial in range(cfg.neuron_trials):
+            stage(f"neuron-rescaling control {trial + 1}/{cfg.neuron_trials}")
             scaled = net
             for layer in hidden_layers:
                 units = weight_layers(scaled)[layer].weight.shape[0]
@@ -418,6 +430,7 @@ def run_invariance(
 
 
 _MEASURE_VERSION = 1
+_STAGE_LINES_AFTER_S = 20.0  # a net measured for longer than this reports its stages
 _MEASURE_FIELDS = ("measure_samples", "max_dense", "n_rescalings", "neuron_trials", "lanczos_iter", "tol_D",
                    "tol_Dplus", "moves", "dplus_route")
 
@@ -438,7 +451,8 @@ def _run_all(cfg, cache, quantities, say, t0, result, remeasure: bool = False) -
         if entry is not None and isinstance(entry["meta"].get("row"), dict):
             row, how = dict(entry["meta"]["row"]), "cached"
         else:
-            row, how = measure_net(model, spec, data, cfg, quantities), "trained" if not cached else "model cached"
+            row = measure_net(model, spec, data, cfg, quantities, progress=say)
+            how = "trained" if not cached else "model cached"
             row["measure_seconds"] = time.perf_counter() - t1
             if quantities is None:  # custom quantities are code, not part of the key: never cached
                 cache.store(mkey, {}, {"row": row})

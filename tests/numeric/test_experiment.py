@@ -138,3 +138,16 @@ def test_measured_rows_are_cached_and_an_interrupted_run_resumes(tmp_path):
     said.clear()
     run_invariance(cfg, cache=cache, progress=said.append, remeasure=True)
     assert not any("(cached," in m for m in said)
+
+
+def test_long_nets_report_their_stages(monkeypatch):
+    from coupled_curvature.numeric import experiment as E
+
+    said: list[str] = []
+    run_invariance(_cfg(NetSpec("wine", "relu", (4,), 0)), progress=said.append)
+    assert len(said) == 1  # a quick net: one line
+    monkeypatch.setattr(E, "_STAGE_LINES_AFTER_S", -1.0)
+    said.clear()
+    run_invariance(_cfg(NetSpec("wine", "relu", (4,), 0)), progress=said.append)
+    stages = [m for m in said if "neuron-rescaling control" in m or "symmetry chain" in m]
+    assert len(stages) == 1 + TINY.neuron_trials and said[-1].startswith("  [1/1]")
