@@ -4,6 +4,8 @@ Prints medians of repeated runs, measured in one process, and two ratios:
   diagnose / one full-batch gradient            (target <= 10)
   naive per-block loop / diagnose               (target >= 2: the naive loop rebuilds the
                                                  model graph and its gradient graph per block)
+diagnose takes the tangent route here (numeric/tangents.py: every wᵀH_bb w from one forward pass);
+the Hessian-vector-product route, used for other architectures, is timed too.
 Run: python bench/bench_diagnose.py [--repeats 5]
 """
 
@@ -17,6 +19,7 @@ import torch
 from torch.func import functional_call
 
 from coupled_curvature.numeric.datasets import load
+from coupled_curvature.numeric import diagnostics
 from coupled_curvature.numeric.diagnostics import diagnose
 from coupled_curvature.numeric.training import make_mlp
 
@@ -51,6 +54,13 @@ def main() -> None:
     def ours():
         diagnose(model, loss_fn, (X, y), inverse=False)
 
+    def ours_hvp():  # the Hessian-vector-product route, which diagnose uses when the tangent route does not apply
+        diagnostics._tangent_route = False
+        try:
+            diagnose(model, loss_fn, (X, y), inverse=False)
+        finally:
+            diagnostics._tangent_route = True
+
     def naive():
         for name in params:  # one block per tensor; the whole graph rebuilt each time
             leaves = {n: p.clone().requires_grad_(True) for n, p in params.items()}
@@ -61,11 +71,14 @@ def main() -> None:
 
     t_grad = median_time(gradient, args.repeats)
     t_ours = median_time(ours, args.repeats)
+    t_hvp = median_time(ours_hvp, args.repeats)
     t_naive = median_time(naive, max(1, args.repeats // 2))
+    route = diagnose(model, loss_fn, (X, y), inverse=False).meta["wHw_route"]
     print(f"model: ReLU MLP 64-[95x14]-10, {n_params} parameters, {len(params)} tensor blocks, {len(X)} samples")
     print(f"threads: {torch.get_num_threads()}, repeats: {args.repeats} (medians)")
     print(f"one full-batch gradient:        {t_grad * 1e3:8.1f} ms")
-    print(f"diagnose(inverse=False):        {t_ours * 1e3:8.1f} ms")
+    print(f"diagnose(inverse=False):        {t_ours * 1e3:8.1f} ms  (wᵀHw route: {route})")
+    print(f"  same on the HVP route:        {t_hvp * 1e3:8.1f} ms  (ratio to a gradient {t_hvp / t_grad:.2f})")
     print(f"naive per-block loop:           {t_naive * 1e3:8.1f} ms")
     print(f"ratio diagnose / gradient:      {t_ours / t_grad:8.2f}   (target <= 10)")
     print(f"speed-up naive / diagnose:      {t_naive / t_ours:8.2f}x  (target >= 2)")

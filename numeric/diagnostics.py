@@ -12,10 +12,11 @@ from torch import nn
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.numeric._inputs import float64_copy, loss_reduction, prepare_batches
 from coupled_curvature.numeric.blocks import resolve_blocks
-from coupled_curvature.numeric.hvp import block_curvature, block_krylov
+from coupled_curvature.numeric.hvp import BlockCurvature, block_curvature, block_krylov
 from coupled_curvature.numeric.krylov import KrylovForm
 from coupled_curvature.numeric.objective import Objective
 from coupled_curvature.numeric.pinv import pinv_quadratic_form
+from coupled_curvature.numeric.tangents import block_quadratic_forms, single_layer_blocks
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,10 @@ def diagnose(
         D⁺ = (wᵀH⁺w / wᵀw) · ‖g‖²,  H⁺ = Σ_{|λ_i| > pinv_rtol·max|λ|} λ_i⁻¹ u_i u_iᵀ
 
     ``wᵀHw`` comes from Hessian-vector products on one retained gradient graph per
-    batch; ``D⁺`` from a dense float64 eigendecomposition for blocks of at most
+    batch, or, when no ``H⁺`` is asked for and the model is a Linear/(leaky) ReLU
+    ``Sequential`` whose blocks each lie in one layer, from one forward pass that pushes
+    every block's own tangent ``J_b w_b`` to the outputs (:mod:`tangents`; exact there, since
+    such a net is linear in each layer); ``D⁺`` from a dense float64 eigendecomposition for blocks of at most
     ``max_dense`` parameters (larger blocks get ``None`` and a note). Mean-reduction
     losses are weighted by batch size. The model is copied to float64; the user's
     model and data are never modified.
@@ -189,10 +193,20 @@ def diagnose(
     krylov = [b for b, n in partition.items()
               if inverse and (method == "krylov" or (method == "auto" and sizes[b] > max_dense))]
     retained: list | None = [] if krylov and len(batches) <= KRYLOV_RETAIN_BATCHES else None
-    curv = block_curvature(objective, partition, dense, retain=retained)
-    if dist is not None:
-        dist.reduce_block_curvature(curv, process_group)
-    loss, n_samples = objective.loss(), sum(b.X.shape[0] for b in batches)
+    tangent = None
+    if not dense and not krylov and dist is None and _tangent_route and all(b.X.dim() == 2 for b in batches):
+        tangent = single_layer_blocks(net, partition)
+    wHw: dict[str, float] = {}
+    if tangent is not None:  # D only, on a Linear/(leaky) ReLU Sequential: every wᵀH_bb w in one forward pass
+        wHw, grads, loss = block_quadratic_forms(net, loss_fn, batches, tangent)
+        curv = {b: BlockCurvature(torch.cat([grads[m].reshape(-1) for m in ms]), None, None)
+                for b, ms in partition.items()}
+    else:
+        curv = block_curvature(objective, partition, dense, retain=retained)
+        if dist is not None:
+            dist.reduce_block_curvature(curv, process_group)
+        loss = objective.loss()
+    n_samples = sum(b.X.shape[0] for b in batches)
     if dist is not None:
         total = dist.all_reduce_sum(torch.tensor([loss, float(n_samples)], dtype=torch.float64), process_group)
         loss, n_samples = float(total[0]), int(round(float(total[1])))
@@ -207,7 +221,8 @@ def diagnose(
     for block, members in partition.items():
         w = torch.cat([objective.values[m].reshape(-1) for m in members])
         c = curv[block]
-        records.append(_block_record(block, members, w, c, inverse, pinv_rtol, max_dense, forms.get(block)))
+        records.append(_block_record(block, members, w, c, inverse, pinv_rtol, max_dense, forms.get(block),
+                                     wHw.get(block)))
     meta = {
         "n_samples": n_samples,
         "n_batches": len(batches),
@@ -218,6 +233,7 @@ def diagnose(
         "max_dense": max_dense,
         "source_dtypes": source_dtypes,
         "method": method,
+        "wHw_route": "tangent" if tangent is not None else "hvp",
     }
     if krylov:
         meta["krylov_max_iter"], meta["krylov_tol"] = krylov_max_iter, krylov_tol
@@ -225,6 +241,7 @@ def diagnose(
 
 
 METHODS = ("dense", "krylov", "auto")
+_tangent_route = True  # tests switch it off to compare with the Hessian-vector-product route
 KRYLOV_RETAIN_BATCHES = 8  # Krylov keeps up to this many batch graphs; more are rebuilt per step
 
 
@@ -256,11 +273,12 @@ def derived_quantities(w_sq, g_sq, wHw, wHpinvw, notes: list[str]):
     return rayleigh, coupled, inverse_coupled
 
 
-def _block_record(block, members, w, c, inverse, pinv_rtol, max_dense, form: KrylovForm | None) -> BlockDiagnosis:
+def _block_record(block, members, w, c, inverse, pinv_rtol, max_dense, form: KrylovForm | None,
+                  wHw: float | None = None) -> BlockDiagnosis:
     notes: list[str] = list(c.notes)
     w_sq = float(w @ w)
     g_sq = float(c.grad @ c.grad)
-    wHw = float(w @ c.Hw)
+    wHw = float(w @ c.Hw) if wHw is None else wHw
     wHpinvw = cutoff = rank = min_rel = None
     krylov: dict = {}
     if c.dense is not None:

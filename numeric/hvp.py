@@ -17,10 +17,12 @@ _COLUMN_CHUNK = 256
 
 @dataclass
 class BlockCurvature:
-    """Sums over the data of ``g_b`` (flat), ``H_bb w_b`` (flat) and optionally dense ``H_bb``."""
+    """Sums over the data of ``g_b`` (flat), ``H_bb w_b`` (flat) and optionally dense ``H_bb``.
+
+    ``Hw`` is ``None`` where :func:`diagnose` took the tangent route (only ``wᵀH_bb w`` is known)."""
 
     grad: Tensor
-    Hw: Tensor
+    Hw: Tensor | None
     dense: Tensor | None
     notes: list[str] = field(default_factory=list)
 
