@@ -22,11 +22,11 @@ import time
 from coupled_curvature.commands._common import say
 
 _COLUMNS = [
-    ("dataset", "dataset"), ("arch", "arch"), ("hidden", "hidden"), ("seed", "seed"), ("params", "params"),
+    ("dataset", "dataset"), ("arch", "arch"), ("hidden", "hidden (layers×width)"), ("seed", "seed"), ("status", "status"), ("params", "params"),
     ("blocks", "blocks"), ("train_acc", "train acc"), ("test_acc", "test acc"),
     ("max_rel_change_D", "max ΔD"), ("max_rel_change_Dplus", "max ΔD⁺"),
     ("neuron_control_median", "neuron ΔD med"), ("neuron_control_min", "neuron ΔD min"),
-    ("rq_change", "ΔRQ"), ("top_eig_change", "Δλmax"), ("t9_residual", "T9 resid"), ("status", "status"),
+    ("rq_change", "ΔRQ"), ("top_eig_change", "Δλmax"), ("t9_residual", "T9 resid"),
 ]
 
 
@@ -83,9 +83,9 @@ def _fmt(v) -> str:
     if v is None:
         return "–"
     if isinstance(v, float):
-        return f"{v:.3f}" if 0.01 <= abs(v) < 1.0 else f"{v:.2e}"
-    if isinstance(v, list):
-        return "×".join(map(str, v))
+        return f"{v:.3f}" if 0.01 <= abs(v) <= 1.0 else f"{v:.2e}"
+    if isinstance(v, list):  # hidden widths: 14×95 for fourteen layers of 95, else the widths listed
+        return f"{len(v)}×{v[0]}" if len(v) > 1 and len(set(v)) == 1 else ",".join(map(str, v))
     return str(v)
 
 
@@ -135,7 +135,7 @@ def render_html(data: dict) -> str:
     items = "".join(f"<li>{e(s)}</li>" for s in _summary(data))
     return (
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Invariance experiment</title>"
-        "<style>td,th{padding:2px 6px;text-align:right;font-family:monospace}</style></head><body>"
+        "<style>td,th{padding:2px 6px;text-align:right;font-family:monospace;font-size:13px;white-space:nowrap}</style></head><body>"
         f"<h1>Invariance experiment</h1><ul>{items}</ul><table><tr>{head}</tr>{body}</table>"
         "<p><img src=\"invariance.png\" alt=\"D and D⁺ changes against the Rayleigh-quotient change\"></p>"
         "</body></html>\n"
