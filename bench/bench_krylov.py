@@ -80,7 +80,7 @@ def main() -> None:
         diff = abs(kf.value - pf.value) / max(abs(pf.value), 1e-300)
         params = sum(v.numel() for v in obj.values.values())
         print(f"\n{label}: {block} of 64-[{hidden[0]}x{len(hidden)}]-10 ({params} parameters), {n} parameters")
-        print(f"  dense  (Kronecker + eigh):  {t_dense:8.2f} s   rank {pf.rank}, min kept |λ|/max {pf.min_kept_rel_eig:.1e}")
+        print(f"  dense  (Kronecker + pinv) :  {t_dense:8.2f} s   rank {pf.rank}, min kept |λ|/max {pf.min_kept_rel_eig:.1e}")
         print(f"  Krylov (probe + Lanczos):   {t_kry:8.2f} s   {kf.iterations} products "
               f"({kf.probe_steps} probe), converged={kf.converged}, invariant={kf.invariant}, "
               f"error estimate {kf.error_estimate:.1e}, rank {kf.rank}")
