@@ -82,13 +82,8 @@ def symmetric_spectrum(S: Tensor, v: Tensor) -> tuple[np.ndarray, np.ndarray]:
     >>> sorted(zip(lam.round(12).tolist(), c.round(12).tolist()))
     [(0.0, 9.0), (1.0, 0.5), (3.0, 0.5)]
     """
-    S, v = S.detach().to(torch.float64), v.detach().to(torch.float64)
-    full = 0.5 * (S + S.T)
-    live = (full != 0).any(dim=1)
-    dead = v[~live]
-    if not bool(live.any()):
-        return np.zeros(dead.numel()), (dead * dead).numpy()
-    lam, c = _spectrum_consuming(full[live][:, live] if not bool(live.all()) else full, v[live].contiguous())
+    live, v_live, dead = _live_part(S.detach().to(torch.float64), v.detach().to(torch.float64))
+    lam, c = _spectrum_consuming(live, v_live) if v_live.numel() else (np.zeros(0), np.zeros(0))
     return np.concatenate([lam, np.zeros(dead.numel())]), np.concatenate([c, (dead * dead).numpy()])
 
 
@@ -169,7 +164,7 @@ def _form(evals: np.ndarray, weights: np.ndarray, rtol: float) -> PinvForm:
 
 
 def _symmetric_nonzero_part(H: Tensor, w: Tensor, rtol: float) -> tuple[Tensor, Tensor]:
-    """``(H + Hᵀ)/2`` and ``w`` restricted to the rows of ``H`` that are not exactly zero."""
+    """Checked inputs: ``(H + Hᵀ)/2`` and ``w`` restricted to the rows of ``H`` that are not exactly zero."""
     if not isinstance(H, Tensor) or not isinstance(w, Tensor):
         raise InvalidInputError("H and w must be torch tensors")
     if H.dim() != 2 or H.shape[0] != H.shape[1] or w.dim() != 1 or w.shape[0] != H.shape[0]:
@@ -182,14 +177,20 @@ def _symmetric_nonzero_part(H: Tensor, w: Tensor, rtol: float) -> tuple[Tensor, 
     w = w.detach().to(dtype=torch.float64, device="cpu")
     if not bool(torch.isfinite(H).all()) or not bool(torch.isfinite(w).all()):
         raise InvalidInputError("H and w must be finite (found NaN or inf); check the loss and the weights")
+    S, v, _ = _live_part(H, w)
+    return S, v
+
+
+def _live_part(H: Tensor, w: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """``(S, v, w_dead)``: ``S = (H + Hᵀ)/2`` (a new tensor) and ``w`` on the rows that are not exactly
+    zero, and ``w`` on the zero rows (exact zero eigenvalues with eigenvectors ``e_i``)."""
     S = H + H.T
     S.mul_(0.5)
     live = (S != 0).any(dim=1)
-    if not bool(live.all()):
-        idx = live.nonzero().squeeze(1)
-        S = S[idx][:, idx]
-        w = w[idx]
-    return S, w.contiguous()
+    if bool(live.all()):
+        return S, w.contiguous(), w[:0]
+    idx = live.nonzero().squeeze(1)
+    return S[idx][:, idx], w[idx].contiguous(), w[~live]
 
 
 # --- LAPACK/BLAS through scipy's Cython capsules (pointer-level access to whatever library

@@ -31,10 +31,8 @@ def single_layer_blocks(model: nn.Module, partition: Mapping[str, Sequence[str]]
     >>> single_layer_blocks(net, {"all": ["0.weight", "2.weight"]}) is None  # two layers: cross terms
     True
     """
-    if not isinstance(model, nn.Sequential) or not all(isinstance(m, (nn.Linear, *_ACTIVATIONS)) for m in model):
-        return None
-    if any(type(m) not in (nn.Linear, nn.ReLU, nn.LeakyReLU, nn.Identity) for m in model):  # no subclasses
-        return None
+    if not isinstance(model, nn.Sequential) or any(type(m) not in (nn.Linear, *_ACTIVATIONS) for m in model):
+        return None  # exact types: a subclass may change the forward
     out = {}
     for block, members in partition.items():
         layers = {m.rpartition(".")[0] for m in members}
@@ -77,42 +75,37 @@ def block_quadratic_forms(
     grads = {n: torch.zeros_like(p) for n, p in params.items()}
     total = 0.0
     for i, batch in enumerate(batches):
-        with torch.no_grad():
-            h, T, names = batch.X, None, []  # T: (tangents, N, width), one per (block) in `names`
-            for idx, module in enumerate(model):
-                if isinstance(module, nn.Linear):
-                    z = h @ module.weight.T
-                    if T is not None:
-                        T = T @ module.weight.T
-                    new = {}
-                    for block, kind in by_layer.get(idx, []):
-                        t = z if kind == "weight" else module.bias.expand_as(z)
-                        new[block] = new[block] + t if block in new else t
-                    if module.bias is not None:
-                        z = z + module.bias
-                    if new:
-                        stacked = torch.stack(list(new.values()))
-                        T = stacked if T is None else torch.cat([T, stacked])
-                        names += list(new)
-                    h = z
-                elif isinstance(module, nn.ReLU):
-                    slope = (h > 0).to(h.dtype)
-                    h = h * slope
-                    T = None if T is None else T * slope
-                elif isinstance(module, nn.LeakyReLU):
-                    slope = torch.where(h > 0, torch.ones_like(h), torch.full_like(h, module.negative_slope))
-                    h = h * slope
-                    T = None if T is None else T * slope
-            out = h.detach()
-
+        leaves = {n: p.detach().requires_grad_(True) for n, p in params.items()}
+        h, T, names = batch.X, None, []  # T: (tangents, N, width), one per block in `names`, never in the graph
+        for idx, module in enumerate(model):  # the forward pass of the loss, with the tangents alongside
+            if isinstance(module, nn.Linear):
+                weight = leaves[f"{idx}.weight"]
+                z = h @ weight.T
+                if T is not None:
+                    T = T @ weight.detach().T
+                new: dict[str, Tensor] = {}
+                for block, kind in by_layer.get(idx, []):
+                    t = z.detach() if kind == "weight" else leaves[f"{idx}.bias"].detach().expand_as(z)
+                    new[block] = new[block] + t if block in new else t
+                if module.bias is not None:
+                    z = z + leaves[f"{idx}.bias"]
+                if new:
+                    stacked = torch.stack(list(new.values()))
+                    T = stacked if T is None else torch.cat([T, stacked])
+                    names += list(new)
+                h = z
+            elif isinstance(module, (nn.ReLU, nn.LeakyReLU)):
+                negative = 0.0 if isinstance(module, nn.ReLU) else module.negative_slope
+                slope = torch.where(h.detach() > 0, torch.ones_like(h), torch.full_like(h, negative)).detach()
+                h = h * slope
+                T = None if T is None else T * slope
+        loss = batch.weight * checked_loss(loss_fn(h, batch.y), i)
         if T is not None:  # ∇²_f ℓ t for every tangent at once: one batched double backward on the loss alone
-            f = out.clone().requires_grad_(True)
+            f = h.detach().requires_grad_(True)
             (g_f,) = torch.autograd.grad(batch.weight * loss_fn(f, batch.y), f, create_graph=True)
             (HT,) = torch.autograd.grad(g_f, f, grad_outputs=T, is_grads_batched=True)
             for name, value in zip(names, (T * HT).reshape(len(names), -1).sum(dim=1).tolist()):
                 forms[name] += value
-        leaves = {n: p.detach().requires_grad_(True) for n, p in params.items()}
-        loss = batch.weight * checked_loss(loss_fn(torch.func.functional_call(model, leaves, (batch.X,)), batch.y), i)
         for (n, _), g in zip(leaves.items(), torch.autograd.grad(loss, list(leaves.values()), allow_unused=True)):
             if g is not None:
                 grads[n] += g
