@@ -17,7 +17,9 @@ from typing import Any
 import sympy as sp
 
 from coupled_curvature.symbolic.checker import check_certificate, check_pinv_witness
+from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.symbolic.derivation import Derivation, Step, exact_equal
+from coupled_curvature.symbolic.exact import exact_matrix, exact_vector
 from coupled_curvature.symbolic.group import certificate
 from coupled_curvature.symbolic.rules import positivity, word_rule
 from coupled_curvature.symbolic.unevaluated import Form, TexSymbol, frac, matmul, prod
@@ -55,9 +57,11 @@ def shear_pinv_witness(A: Any = None, H: Any = None, w: Any = None) -> dict[str,
     ``before = wᵀH⁺w``, ``after = (Aw)ᵀ(A⁻ᵀHA⁻¹)⁺(Aw)`` (pseudo-inverses from ``Matrix.pinv``,
     exact on rationals, and re-checked by Penrose).
     """
-    A = sp.Matrix([[1, 1], [0, 1]]) if A is None else sp.Matrix(A)
-    H = sp.diag(1, 0) if H is None else sp.Matrix(H)
-    w = sp.Matrix([1, 0]) if w is None else sp.Matrix(w)
+    A = sp.Matrix([[1, 1], [0, 1]]) if A is None else exact_matrix(A, "A")
+    H = sp.diag(1, 0) if H is None else exact_matrix(H, "H")
+    w = sp.Matrix([1, 0]) if w is None else exact_vector(w, "w")
+    if A.det() == 0 or H != H.T or H.rows != A.rows or w.rows != A.rows:
+        raise InvalidInputError("need an invertible A, a symmetric H and a vector w of one common size n")
     Ai = A.inv()
     H2 = Ai.T * H * Ai
     Hp, Hp2 = H.pinv(), H2.pinv()

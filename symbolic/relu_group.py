@@ -11,18 +11,20 @@ True
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import sympy as sp
 
 from coupled_curvature.symbolic.checker import check_witness
 from coupled_curvature.symbolic.derivation import Derivation, Step, exact_equal
+from coupled_curvature.symbolic.exact import exact_number
 from coupled_curvature.symbolic.unevaluated import frac, matmul
 from coupled_curvature.symbolic.witness import coupled_D, is_conformal, transform, witness
 
 __all__ = ["derive_T5", "kron_action"]
 
 
-def kron_action(a: list, b: list, k=1) -> sp.Matrix:
+def kron_action(a: list, b: list, k: Any = 1) -> sp.Matrix:
     """``diag(b)^{-k} ⊗ diag(a)``: the action of neuron-wise scaling on ``vec(W_l)``.
 
     >>> kron_action([1, 2], [1])
@@ -30,7 +32,9 @@ def kron_action(a: list, b: list, k=1) -> sp.Matrix:
     [1, 0],
     [0, 2]])
     """
-    return sp.kronecker_product(sp.diag(*[sp.sympify(x) ** (-k) for x in b]), sp.diag(*[sp.sympify(x) for x in a]))
+    num = lambda x, nm: x if isinstance(x, sp.Symbol) else exact_number(x, nm)
+    k = num(k, "k")
+    return sp.kronecker_product(sp.diag(*[num(x, "b") ** (-k) for x in b]), sp.diag(*[num(x, "a") for x in a]))
 
 
 def derive_T5() -> Derivation:

@@ -23,29 +23,18 @@ import sympy as sp
 
 from coupled_curvature.errors import CoupledCurvatureError, InvalidInputError
 from coupled_curvature.symbolic.derivation import Witness
+from coupled_curvature.symbolic.exact import exact_matrix, exact_vector
 
-__all__ = ["witness", "coupled_D", "transform", "is_conformal", "as_rational_matrix"]
+__all__ = ["witness", "coupled_D", "transform", "is_conformal"]
 
 
-def as_rational_matrix(A: Any, name: str = "A", square: bool = True) -> sp.Matrix:
-    """Validate and return ``A`` as a SymPy matrix of rationals (``InvalidInputError`` otherwise)."""
-    if not isinstance(A, sp.MatrixBase):
-        try:
-            A = sp.Matrix(A)
-        except (TypeError, ValueError, sp.SympifyError) as exc:
-            raise InvalidInputError(
-                f"{name} must be a square sympy.Matrix of rationals, e.g. sp.Matrix([[1, 0], [0, 2]]); got {type(A).__name__}"
-            ) from exc
-    A = sp.Matrix(A)
-    if square and (A.rows != A.cols or A.rows < 2):
-        raise InvalidInputError(f"{name} must be square with n >= 2, got shape {A.shape}; pass an n x n matrix")
-    bad = [x for x in A if not (isinstance(x, sp.Basic) and x.is_Rational)]
-    if bad:
-        raise InvalidInputError(
-            f"{name} must have exact rational entries (sp.Rational / int), got {bad[0]!r}; "
-            "convert floats exactly with sp.Rational(str(x)) or fractions.Fraction"
-        )
-    return A
+def _mat(A: Any, name: str) -> sp.Matrix:
+    """A SymPy matrix as given (symbolic entries allowed); anything else through the exact parser."""
+    return A if isinstance(A, sp.MatrixBase) else exact_matrix(A, name, min_size=1)
+
+
+def _vec(v: Any, name: str) -> sp.Matrix:
+    return v if isinstance(v, sp.MatrixBase) else exact_vector(v, name)
 
 
 def coupled_D(w: sp.Matrix, g: sp.Matrix, H: sp.Matrix) -> Any:
@@ -55,6 +44,7 @@ def coupled_D(w: sp.Matrix, g: sp.Matrix, H: sp.Matrix) -> Any:
     >>> coupled_D(sp.Matrix([1, 1]), sp.Matrix([0, 2]), sp.eye(2))
     1/4
     """
+    w, g, H = _vec(w, "w"), _vec(g, "g"), _mat(H, "H")
     return (w.T * H * w)[0, 0] / (w.T * w)[0, 0] / (g.T * g)[0, 0]
 
 
@@ -65,6 +55,7 @@ def transform(A: sp.Matrix, w: sp.Matrix, g: sp.Matrix, H: sp.Matrix) -> tuple[s
     >>> transform(sp.diag(2, 1), sp.Matrix([1, 0]), sp.Matrix([1, 0]), sp.eye(2))[1].T
     Matrix([[1/2, 0]])
     """
+    A, w, g, H = _mat(A, "A"), _vec(w, "w"), _vec(g, "g"), _mat(H, "H")
     Ai = A.inv()
     return A * w, Ai.T * g, Ai.T * H * Ai
 
@@ -76,6 +67,7 @@ def is_conformal(A: sp.Matrix) -> bool:
     >>> is_conformal(sp.Matrix([[3, 4], [-4, 3]])), is_conformal(sp.diag(1, 2))
     (True, False)
     """
+    A = _mat(A, "A")
     M = A.T * A
     return M == M[0, 0] * sp.eye(A.rows)
 
@@ -83,14 +75,15 @@ def is_conformal(A: sp.Matrix) -> bool:
 def witness(A: Any) -> Witness | None:
     """``None`` iff ``AᵀA = c² I``; otherwise a :class:`Witness` with ``factor = D'/D != 1``.
 
-    ``A``: square (``n >= 2``), invertible ``sympy.Matrix`` of rationals.
+    ``A``: square (``n >= 2``), invertible, exact rational entries: a ``sympy.Matrix`` or a list of
+    rows of ints, ``Fraction``s or number strings (parsed by :mod:`.exact`, never evaluated).
 
     >>> import sympy as sp
     >>> W = witness(sp.Matrix([[1, 1], [0, 1]]))   # a shear
     >>> W.w.T, W.g.T, W.factor                      # 1/(M_11 (M⁻¹)_11)
     (Matrix([[1, 0]]), Matrix([[1, 0]]), 1/2)
     """
-    A = as_rational_matrix(A)
+    A = exact_matrix(A)
     if A.det() == 0:
         raise InvalidInputError("A must be invertible (det A = 0); witnesses are for A in GL(n)")
     n = A.rows
