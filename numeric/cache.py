@@ -10,11 +10,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 
 import torch
 
 from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.output import to_bytes, write_file
 
 
 def config_key(config: dict) -> str:
@@ -39,6 +39,8 @@ class ModelCache:
     def __init__(self, folder: str | None):
         self.folder = None if folder is None else os.path.abspath(folder)
         if self.folder is not None:
+            if os.path.exists(self.folder) and not os.path.isdir(self.folder):
+                raise InvalidInputError(f"--cache {folder!r} is a file, not a folder; choose another --cache")
             try:
                 os.makedirs(self.folder, exist_ok=True)
             except OSError as err:
@@ -63,18 +65,9 @@ class ModelCache:
         return entry
 
     def store(self, key: str, state: dict, meta: dict) -> None:
-        """Write the entry atomically (temporary file in the same folder, then ``os.replace``)."""
+        """Write the entry atomically (:func:`coupled_curvature.output.write_file`)."""
         path = self.path(key)
         if path is None:
             return
-        fd, tmp = tempfile.mkstemp(prefix=f".{key}.", suffix=".tmp", dir=self.folder)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                torch.save({"state": {k: v.detach().clone() for k, v in state.items()}, "meta": meta}, fh)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-            raise
+        write_file(path, to_bytes(lambda fh: torch.save(
+            {"state": {k: v.detach().clone() for k, v in state.items()}, "meta": meta}, fh)), "--cache")

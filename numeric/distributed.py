@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 import torch
 from torch import Tensor, nn
 
-from coupled_curvature.atomic import write_json_atomic
+from coupled_curvature.output import check_file, write_json
 from coupled_curvature.errors import InvalidInputError
 
 __all__ = [
@@ -393,8 +393,10 @@ def _run(args: argparse.Namespace, group=None) -> dict | None:
     from coupled_curvature.numeric.datasets import load
     from coupled_curvature.numeric.diagnostics import diagnose
 
-    if args.epochs < 0 or (args.samples is not None and args.samples < 1):
-        raise InvalidInputError("--epochs must be ≥ 0 and --samples ≥ 1")
+    if args.epochs < 0 or (args.samples is not None and args.samples < 1) or not 0 <= args.seed < 2**32:
+        raise InvalidInputError("--epochs must be ≥ 0, --samples ≥ 1 and --seed in [0, 2**32 - 1]")
+    if args.json:
+        check_file(args.json)  # fail before any training
     model = _model(args)
     data = load(args.dataset)
     X, y = data.train if args.split == "train" else data.test
@@ -430,7 +432,7 @@ def _run(args: argparse.Namespace, group=None) -> dict | None:
     print(f"loss {meta['loss']:.12e} over {meta['n_samples']} samples on {world} rank(s)"
           + ("" if group is None else f" ({meta['distributed']['backend']})"))
     if args.json:
-        write_json_atomic(args.json, out)
+        write_json(args.json, out)
     return out
 
 

@@ -53,19 +53,9 @@ from coupled_curvature.numeric.measures import evaluate
 from coupled_curvature.numeric.sharpness import SharpnessResult, adaptive_average
 from coupled_curvature.numeric.stats import cluster_bootstrap_tau
 from coupled_curvature.numeric.training import make_mlp
+from coupled_curvature.numeric.vocabulary import WIDTH_GAPS, WIDTH_MEASURES
 
-MEASURES: dict[str, str] = {
-    "D_mean": "D, mean over tensor blocks",
-    "D_median": "D, median over tensor blocks",
-    "Dplus_mean": "D⁺, mean over trustworthy tensor blocks",
-    "Dplus_median": "D⁺, median over trustworthy tensor blocks",
-    "top_eig": "Hessian top eigenvalue (Lanczos)",
-    "trace": "Hessian trace (exact)",
-    "adaptive_avg": "adaptive sharpness, average case (antithetic common random numbers)",
-    "fisher_rao": "Fisher–Rao norm E[(θᵀ∇ℓ)²]",
-    "lambda": "input curvature rate λ",
-}
-GAPS: dict[str, str] = {"gap_loss": "test − train cross-entropy", "gap_err": "test − train error"}
+MEASURES, GAPS = WIDTH_MEASURES, WIDTH_GAPS
 DPLUS_ROUTES = ("factor", "dense", "krylov", "auto")
 TIMING_FIELDS = ("train_seconds", "measure_seconds", "cached_model", "cached_measure")
 MAX_WIDTH = 4096

@@ -10,8 +10,9 @@ import argparse
 import time
 from typing import Any
 
+from coupled_curvature.commands._common import MAX_DPS, bounded_int, seed
 from coupled_curvature.commands._common import say as _say
-from coupled_curvature.atomic import writable_folder, write_json_atomic
+from coupled_curvature.output import check_file, write_json
 from coupled_curvature.errors import InvalidInputError
 
 
@@ -53,7 +54,6 @@ def _print_chain(result: Any) -> None:
     print()
 
 
-_writable_folder = writable_folder  # the check command validates --json before any work
 
 
 def check_precision(dps: int, seed: int = 0) -> tuple[bool, list[dict]]:
@@ -87,8 +87,8 @@ def run(args: argparse.Namespace) -> int:
 
     start = time.perf_counter()
     only = parse_only(args.only)  # bad ids fail before any work
-    if args.json:
-        _writable_folder(args.json)  # fail before any work
+    if args.json is not None:
+        check_file(args.json)  # fail before any work
     symbolic = args.symbolic or not args.numeric
     numeric = args.numeric or not args.symbolic
     report = check_all(only=only, symbolic=symbolic, numeric=numeric, seed=args.seed, progress=_say,
@@ -119,12 +119,12 @@ def run(args: argparse.Namespace) -> int:
         print("precision check: " + ("PASS" if precision_ok else f"FAIL (ΔD not below 1e-{args.precision - 4})"))
         total = time.perf_counter() - start
     print(f"{verdict}; total {total:.1f}s")
-    if args.json:
+    if args.json is not None:
         data = report.to_json()
         if precision_rows is not None:
             data["precision"] = {"ok": precision_ok, "rows": [{k: r[k] for k in ("dps", "D", "Dplus")} for r in precision_rows]}
         data["seconds"] = round(total, 3)
-        write_json_atomic(args.json, data)
+        write_json(args.json, data)
         _say(f"wrote {args.json}")
     return 0 if report.ok and precision_ok else 1
 
@@ -135,9 +135,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     check.add_argument("--numeric", action="store_true", help="only the numeric cross-checks on trained nets")
     check.add_argument("--only", metavar="IDS", default=None, help="comma-separated theorem ids, e.g. T4,T6")
     check.add_argument("--json", metavar="FILE", default=None, help="write the machine-readable result to FILE")
-    check.add_argument("--seed", type=int, default=0, help="seed for training and the symmetry chains")
+    check.add_argument("--seed", type=seed, default=0, help="seed for training and the symmetry chains")
     check.add_argument("--quick", action="store_true",
                        help="skip the digits 64x3 D⁺ chain (the slow part); small nets only")
-    check.add_argument("--precision", type=int, metavar="DPS", default=None,
+    check.add_argument("--precision", type=bounded_int(15, MAX_DPS), metavar="DPS", default=None,
                        help="also measure the invariance error in mpmath at DPS digits (it should fall like 10^-DPS)")
     check.set_defaults(func=run)

@@ -19,7 +19,7 @@ import math
 import os
 import time
 
-from coupled_curvature.commands._common import say
+from coupled_curvature.commands._common import count, nonnegative, say, seed
 
 _COLUMNS = [
     ("dataset", "dataset"), ("arch", "arch"), ("hidden", "hidden (layers×width)"), ("seed", "seed"), ("status", "status"), ("params", "params"),
@@ -50,13 +50,13 @@ def _shared_arguments(p: argparse.ArgumentParser, quick_help: str) -> None:
     p.add_argument("--out", required=True, help="report folder (created or replaced atomically)")
     p.add_argument("--cache", default=os.path.join(os.path.expanduser("~"), ".cache", "ccurv", "models"),
                    help="folder of cached trained models and measurements (default ~/.cache/ccurv/models)")
-    p.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
+    p.add_argument("--seed", type=seed, default=0, help="first seed (default 0)")
     p.add_argument("--remeasure", action="store_true",
                    help="ignore cached measurements (models still come from the cache)")
 
 
 def _register_width(kinds) -> None:
-    from coupled_curvature.numeric.width import MEASURES
+    from coupled_curvature.numeric.vocabulary import WIDTH_MEASURES as MEASURES
 
     w = kinds.add_parser(
         "width",
@@ -66,15 +66,15 @@ def _register_width(kinds) -> None:
         "95% interval. Exploratory: no bound is claimed.",
     )
     _shared_arguments(w, "widths 8, 32, 128; depths 1, 3; two seeds (a few minutes)")
-    w.add_argument("--seeds", type=int, default=None, help="number of seeds (default 5, --quick 2)")
+    w.add_argument("--seeds", type=count, default=None, help="number of seeds (default 5, --quick 2)")
     w.add_argument("--widths", default=None, help="comma-separated hidden widths (default 8,16,32,64,128,256,512)")
     w.add_argument("--depths", default=None, help="comma-separated numbers of hidden layers (default 1,3)")
     w.add_argument("--measures", default=None,
                    help=f"comma-separated subset of: {', '.join(MEASURES)} (default all)")
-    w.add_argument("--max-epochs", type=int, default=None, help="training epoch cap (default 300, --quick 120)")
-    w.add_argument("--samples", type=int, default=None,
+    w.add_argument("--max-epochs", type=nonnegative, default=None, help="training epoch cap (default 300, --quick 120)")
+    w.add_argument("--samples", type=count, default=None,
                    help="training points the curvature measures use (default 256, --quick 128)")
-    w.add_argument("--threads", type=int, default=None,
+    w.add_argument("--threads", type=count, default=None,
                    help="torch threads while measuring (default 1, or 2 for the full run); training always uses 1")
     w.set_defaults(func=run_width_command)
 
@@ -182,9 +182,9 @@ def _strict_json(value):
 def run(args: argparse.Namespace) -> int:
     from coupled_curvature.numeric.cache import ModelCache
     from coupled_curvature.numeric.experiment import default_config, quick_config, run_invariance
-    from coupled_curvature.reporting.writer import check_target, write_folder_atomic
+    from coupled_curvature.output import check_folder, write_folder
 
-    check_target(args.out)
+    check_folder(args.out, "experiment invariance")
     cfg = quick_config(args.seed) if args.quick else default_config(args.seed)
     say(f"experiment invariance ({cfg.name}): {len(cfg.nets)} nets; cache {args.cache}")
     if not args.quick:
@@ -204,7 +204,7 @@ def run(args: argparse.Namespace) -> int:
                 fh.write(text)
         figure(data["rows"], os.path.join(tmp, "invariance.png"))
 
-    path = write_folder_atomic(args.out, fill)
+    path = write_folder(args.out, "experiment invariance", fill)
     print(table_text(data["rows"]))
     print(f"\n{len(data['rows'])} nets in {data['seconds']:.1f} s; report in {path}")
     return 0 if all(r["status"] in ("invariant", "degenerate (T10)") for r in data["rows"]) else 1
@@ -249,10 +249,10 @@ def run_width_command(args: argparse.Namespace) -> int:
     from coupled_curvature.commands import width_report as R
     from coupled_curvature.numeric.cache import ModelCache
     from coupled_curvature.numeric.width import run_width
-    from coupled_curvature.reporting.writer import check_target, write_folder_atomic
+    from coupled_curvature.output import check_folder, write_folder
 
     cfg = width_config(args)
-    check_target(args.out)
+    check_folder(args.out, "experiment width")
     cache = ModelCache(args.cache)
     say(f"experiment width ({cfg.name}): {len(cfg.nets())} nets; cache {args.cache}")
     say("  exploratory: Kendall τ of each measure against the test−train gaps; no bound is claimed")
@@ -269,7 +269,7 @@ def run_width_command(args: argparse.Namespace) -> int:
                 fh.write(text)
         R.write_figures(data, tmp)
 
-    path = write_folder_atomic(args.out, fill)
+    path = write_folder(args.out, "experiment width", fill)
     print(R.kendall_text(data))
     print()
     for s in R.sentences(data):

@@ -13,13 +13,12 @@ import argparse
 import html
 import json
 import os
-import shutil
-import tempfile
 import time
 from pathlib import Path
 
-from coupled_curvature.commands._common import say
+from coupled_curvature.commands._common import count, nonnegative, positive_float, say, seed
 from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.output import check_file, check_folder, write_file, write_folder
 
 ARCHS = ("mlp:64x3", "mlp-nobias:32x4", "cnn", "linear:16x3", "mlp-bn:32x3")
 APPLICABLE = {
@@ -306,34 +305,15 @@ def figures(mx, folder: Path) -> list[str]:
     return made
 
 
-def _write_atomic(out: Path, files: dict[str, str], mx) -> None:
-    out = out.resolve()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+def _fill(files: dict[str, str], mx):
+    """What ``explore --out`` writes into its (temporary) folder."""
+    def fill(tmp: str) -> None:
         for name, text in files.items():
-            (tmp / name).write_text(text, encoding="utf-8")
-        (tmp / "figures").mkdir()
-        figures(mx, tmp / "figures")
-        if out.exists():
-            old = out.with_name(f".{out.name}.old.{os.getpid()}")
-            os.replace(out, old)
-            os.replace(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
-def _write_file_atomic(path: Path, text: str) -> None:
-    path = path.resolve()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+            with open(os.path.join(tmp, name), "w", encoding="utf-8") as fh:
+                fh.write(text)
+        os.mkdir(os.path.join(tmp, "figures"))
+        figures(mx, Path(tmp) / "figures")
+    return fill
 
 
 # ---------------------------------------------------------------------------- command
@@ -414,6 +394,10 @@ def explore(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.out is not None:
+        check_folder(args.out, "explore")  # before any training
+    if args.json is not None:
+        check_file(args.json)
     start = time.perf_counter()
     mx, text = explore(args)
     seconds = time.perf_counter() - start
@@ -426,13 +410,13 @@ def run(args: argparse.Namespace) -> int:
         payload["bn_eps_sweep"] = {"eps": ev.eps, "function_gap": ev.gaps, "deviations": ev.deviations,
                                    "slopes": ev.slopes}
     blob = json.dumps(payload, indent=2)
-    if args.out:
-        _write_atomic(Path(args.out), {"matrix.txt": text + "\n", "matrix.md": render_markdown(mx),
-                                       "matrix.html": render_html(mx), "matrix.json": blob,
-                                       "dinh.txt": render_dinh(mx) + "\n"}, mx)
+    if args.out is not None:
+        write_folder(args.out, "explore", _fill({"matrix.txt": text + "\n", "matrix.md": render_markdown(mx),
+                                                 "matrix.html": render_html(mx), "matrix.json": blob,
+                                                 "dinh.txt": render_dinh(mx) + "\n"}, mx))
         say(f"wrote {args.out}/ (matrix.txt, matrix.md, matrix.html, matrix.json, dinh.txt, figures/)")
-    if args.json:
-        _write_file_atomic(Path(args.json), blob)
+    if args.json is not None:
+        write_file(args.json, blob + "\n")
     say(f"explore finished in {seconds:.1f}s")
     return 0
 
@@ -445,9 +429,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--measures", default="all", help="comma list of measure names or all")
     p.add_argument("--out", default=None, help="folder for matrix.{txt,md,html,json}, dinh.txt and figures/")
     p.add_argument("--json", default=None, help="also write the JSON cells here")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--epochs", type=int, default=30, help="training epochs (Adam, lr 3e-3, batch 128)")
-    p.add_argument("--samples", type=int, default=512, help="training samples the measures use")
-    p.add_argument("--bn-eps", type=float, default=1e-12, help="BatchNorm eps of the bn twin (>0)")
+    p.add_argument("--seed", type=seed, default=0, help="seed for data split, training and the sweeps")
+    p.add_argument("--epochs", type=nonnegative, default=30, help="training epochs (Adam, lr 3e-3, batch 128)")
+    p.add_argument("--samples", type=count, default=512, help="training samples the measures use")
+    p.add_argument("--bn-eps", type=positive_float, default=1e-12, help="BatchNorm eps of the bn twin (>0)")
     p.add_argument("--quick", action="store_true", help="one sweep point per symmetry")
     p.set_defaults(func=run)

@@ -6,6 +6,7 @@ import argparse
 import time
 
 from coupled_curvature.commands._common import say as _say
+from coupled_curvature.commands._common import seed
 
 
 def run(args: argparse.Namespace) -> int:
@@ -25,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="md, html, tex or a comma-separated list (default: all three)")
     rep.add_argument("--out", default="report", metavar="DIR", help="output folder (default: ./report)")
     rep.add_argument("--only", default=None, metavar="IDS", help="comma-separated theorem ids, e.g. T4,T6")
-    rep.add_argument("--seed", type=int, default=0, help="seed for training and the symmetry maps")
+    rep.add_argument("--seed", type=seed, default=0, help="seed for training and the symmetry maps")
     rep.add_argument("--full", action="store_true",
                      help="include the digits 64x3 D⁺ chain and the 502-parameter precision sweep (~3 min more)")
     rep.set_defaults(func=run)

@@ -69,11 +69,11 @@ def build_report(out: str = "report", formats: Any = None, only: Any = None, see
     from coupled_curvature.reporting.html import render_html
     from coupled_curvature.reporting.latex import render_latex
     from coupled_curvature.reporting.markdown import render_markdown
-    from coupled_curvature.reporting.writer import check_target, write_folder_atomic
+    from coupled_curvature.output import check_folder, write_folder
 
     fmts = parse_formats(formats)
     ids = parse_only(only)
-    check_target(out)  # fail on a bad folder before the minutes of work
+    check_folder(out, "report")  # fail on a bad folder before the minutes of work
     data, sweep, changes = collect(ids, seed, heavy, progress, now)
     renderers = {"md": render_markdown, "html": render_html, "tex": render_latex}
 
@@ -89,4 +89,4 @@ def build_report(out: str = "report", formats: Any = None, only: Any = None, see
             with open(os.path.join(tmp, FORMATS[f]), "w", encoding="utf-8", newline="\n") as fh:
                 fh.write(text)
 
-    return write_folder_atomic(out, fill)
+    return write_folder(out, "report", fill)

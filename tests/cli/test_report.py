@@ -11,7 +11,7 @@ from _report_data import small_collect
 
 FILES = {"report.md", "report.html", "report.tex", "rescaling.svg", "rescaling.png",
          "neuron_scaling.svg", "neuron_scaling.png", "precision.svg", "precision.png", "cutoff.svg", "cutoff.png",
-         ".ccurv-report"}
+         ".ccurv-output"}
 
 
 def _read(folder):

@@ -1,0 +1,205 @@
+"""The one output policy of every command: validate first, write atomically, never destroy.
+
+Every path a user names (``check --json``, ``report --out``, ``explore --out/--json``,
+``experiment --out``, ``diagnose --json``, model caches) goes through this module:
+
+* **before any work** :func:`check_folder` / :func:`check_file` resolve the path, require its
+  parent folder to exist, refuse a file where a folder is expected and a folder where a file is
+  expected, and probe that the parent is really writable (a test write: root passes
+  ``os.access`` everywhere);
+* an existing non-empty folder is replaced only if it is a previous output **of the same
+  command** (it holds the marker file :data:`MARKER` naming that command); anything else is
+  refused and left untouched;
+* :func:`write_folder` builds the output in a hidden temporary folder beside the target and
+  renames it into place; :func:`write_file` does the same for one file. A failure or an
+  interrupt (Ctrl-C, SIGTERM) removes the temporary and leaves the previous output intact;
+* outputs get ordinary permissions (``0o777``/``0o666`` less the umask: 0755 and 0644 usually).
+
+>>> import os, tempfile
+>>> from pathlib import Path
+>>> base = tempfile.mkdtemp()
+>>> out = write_folder(os.path.join(base, "run"), "demo",
+...                    lambda d: Path(d, "a.txt").write_text("a"))
+>>> sorted(os.listdir(out))
+['.ccurv-output', 'a.txt']
+>>> _ = Path(base, "mine.txt").write_text("mine")
+>>> check_folder(base, "demo")
+Traceback (most recent call last):
+...
+coupled_curvature.errors.InvalidInputError: --out ... is a non-empty folder that is not a ccurv report or other output of ccurv demo; refusing to replace it (choose a new or empty folder)
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+from coupled_curvature.errors import InvalidInputError
+
+__all__ = ["MARKER", "check_folder", "check_file", "write_folder", "write_file", "write_json", "to_bytes"]
+
+#: marker file in every output folder; its one line names the command that wrote it
+MARKER = ".ccurv-output"
+_LEGACY_MARKER = ".ccurv-report"  # folders written by report/experiment before this module
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _parent(path: str, option: str, shown: str) -> str:
+    """The folder that will hold ``path``; it must exist (nothing is created on the way)."""
+    parent = os.path.dirname(path)
+    if not os.path.isdir(parent):
+        what = f"is a file, not a folder; choose another {option}" if os.path.exists(parent) else (
+            "does not exist; create it first")
+        raise InvalidInputError(f"{option} {shown!r}: parent folder {parent!r} {what}")
+    return parent
+
+
+def _probe(folder: str, option: str, shown: str) -> None:
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".ccurv-probe-", dir=folder))
+    except OSError as err:
+        raise InvalidInputError(
+            f"{option} {shown!r}: cannot write in {folder!r} ({err.strerror}); choose another {option}"
+        ) from None
+
+
+def _written_by(folder: str) -> str | None:
+    for name in (MARKER, _LEGACY_MARKER):
+        try:
+            with open(os.path.join(folder, name), encoding="utf-8") as fh:
+                line = fh.readline().strip()
+        except OSError:
+            continue
+        return line.removeprefix("written by ccurv ") if name == MARKER else "report"
+    return None
+
+
+def check_folder(out: str, command: str, option: str = "--out") -> str:
+    """Validate an output folder for ``ccurv <command>`` before any work; returns its absolute path.
+
+    ``InvalidInputError`` when ``out`` is a file, lies below a file, cannot be written, or is a
+    non-empty folder that is not a previous output of the same command.
+    """
+    if not isinstance(out, (str, os.PathLike)) or not str(out).strip():
+        raise InvalidInputError(f"{option} needs a folder name, got {out!r}")
+    path = os.path.abspath(os.fspath(out))
+    if os.path.exists(path):
+        if not os.path.isdir(path):
+            raise InvalidInputError(f"{option} {out!r} exists and is a file, not a folder; choose another {option}")
+        if os.listdir(path):
+            by = _written_by(path)
+            legacy_ok = by == "report" and command.split()[0] in ("report", "experiment")
+            if by != command and not legacy_ok:
+                what = f"holds an output of ccurv {by}, not of ccurv {command}" if by else (
+                    f"is a non-empty folder that is not a ccurv report or other output of ccurv {command}")
+                raise InvalidInputError(
+                    f"{option} {out!r} {what}; refusing to replace it (choose a new or empty folder)")
+    _probe(_parent(path, option, str(out)), option, str(out))
+    return path
+
+
+def check_file(path: str, option: str = "--json") -> str:
+    """Validate an output file before any work; returns its absolute path.
+
+    ``InvalidInputError`` when ``path`` is a folder, lies below a file, or cannot be written.
+    An existing file is replaced atomically when the command finishes.
+    """
+    if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
+        raise InvalidInputError(f"{option} needs a file name, got {path!r}")
+    full = os.path.abspath(os.fspath(path))
+    if os.path.isdir(full):
+        raise InvalidInputError(f"{option} {path!r} is a folder; name a file, e.g. {os.path.join(str(path), 'out.json')!r}")
+    _probe(_parent(full, option, str(path)), option, str(path))
+    return full
+
+
+def write_folder(out: str, command: str, fill: Callable[[str], None], option: str = "--out") -> str:
+    """Call ``fill(tmp)`` on a hidden temporary folder, then move it to ``out`` atomically.
+
+    The folder receives :data:`MARKER` naming ``command``; an earlier output of the same command
+    is replaced, and restored if anything fails. Returns the absolute path.
+    """
+    path = check_folder(out, command, option)
+    parent = os.path.dirname(path)
+    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.tmp-", dir=parent)
+    old = None
+    try:
+        fill(tmp)
+        with open(os.path.join(tmp, MARKER), "w", encoding="utf-8") as fh:
+            fh.write(f"written by ccurv {command}\n")
+        os.chmod(tmp, 0o777 & ~_umask())
+        if os.path.exists(path):
+            old = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.old-", dir=parent)
+            os.rmdir(old)
+            os.rename(path, old)
+        os.rename(tmp, path)
+    except BaseException as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if old is not None and not os.path.exists(path):
+            os.rename(old, path)
+        if isinstance(err, OSError):
+            raise InvalidInputError(f"{option} {out!r}: writing failed ({err}); the previous output is unchanged") from None
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+    return path
+
+
+def write_file(path: str, data: str | bytes, option: str = "--json") -> str:
+    """Write ``data`` to ``path`` through a temporary file beside it and a rename (never half-written).
+
+    >>> import os, tempfile
+    >>> p = write_file(os.path.join(tempfile.mkdtemp(), "x.txt"), "hi\\n")
+    >>> from pathlib import Path
+    >>> Path(p).read_text(), oct(os.stat(p).st_mode & 0o777) == oct(0o666 & ~_umask())
+    ('hi\\n', True)
+    """
+    full = check_file(path, option)
+    folder = os.path.dirname(full)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(full)}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, full)
+    except BaseException as err:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        if isinstance(err, OSError):
+            raise InvalidInputError(f"{option} {path!r}: writing failed ({err}); nothing was changed") from None
+        raise
+    return full
+
+
+def write_json(path: str, data: Any, option: str = "--json") -> str:
+    """:func:`write_file` of ``json.dumps(data, indent=2)`` plus a newline.
+
+    >>> import os, tempfile
+    >>> from pathlib import Path
+    >>> p = write_json(os.path.join(tempfile.mkdtemp(), "x.json"), {"a": 1}); Path(p).read_text()
+    '{\\n  "a": 1\\n}\\n'
+    """
+    return write_file(path, json.dumps(data, indent=2) + "\n", option)
+
+
+def to_bytes(save: Callable[[io.BytesIO], None]) -> bytes:
+    """The bytes a ``save(fh)`` call writes (e.g. ``torch.save``), for :func:`write_file`.
+
+    >>> to_bytes(lambda fh: fh.write(b"ab"))
+    b'ab'
+    """
+    buf = io.BytesIO()
+    save(buf)
+    return buf.getvalue()
