@@ -1,1 +1,59 @@
-"""Float64 (and later arbitrary-precision) numerics on PyTorch models (never imports sympy)."""
+"""The numeric layer (torch, numpy, mpmath; never sympy): diagnostics, symmetries, measures.
+
+The public entry points, imported lazily so that ``import coupled_curvature.numeric`` alone
+costs nothing until one is used:
+
+``diagnose(model, loss_fn, data, ...) -> Diagnosis``
+    per block ``D = (wᵀHw / wᵀw) / ‖g‖²`` and ``D⁺ = (wᵀH⁺w / wᵀw)·‖g‖²`` in float64.
+``layer_rescale``, ``neuron_rescale``, ``permute_neurons``, ``function_gap``
+    the ReLU symmetries (T2) as new models, and the largest output difference of two models.
+``evaluate(name, model, loss_fn, data)``, ``MEASURES``
+    the invariance matrix's measures (sharpness, trace, Fisher–Rao, λ, D, D⁺, ρ, …) by name.
+``cutoff_sensitivity``, ``pinv_quadratic_form``
+    ``D⁺`` as a curve over the relative cutoff; ``wᵀH⁺_τ w`` of one symmetric matrix.
+``highprec_diagnose``, ``invariance_error``
+    the same diagnostics in mpmath at ``dps`` digits.
+``make_mlp``, ``train_mlp``, ``load_dataset``
+    the models and data sets the checks and experiments use.
+
+>>> from coupled_curvature.numeric import diagnose
+>>> diagnose.__module__
+'coupled_curvature.numeric.diagnostics'
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY: dict[str, tuple[str, str]] = {
+    "diagnose": ("diagnostics", "diagnose"),
+    "Diagnosis": ("diagnostics", "Diagnosis"),
+    "BlockDiagnosis": ("diagnostics", "BlockDiagnosis"),
+    "layer_rescale": ("symmetries", "layer_rescale"),
+    "neuron_rescale": ("symmetries", "neuron_rescale"),
+    "permute_neurons": ("symmetries", "permute_neurons"),
+    "function_gap": ("symmetries", "function_gap"),
+    "evaluate": ("measures", "evaluate"),
+    "MEASURES": ("measures", "REGISTRY"),
+    "cutoff_sensitivity": ("cutoff", "cutoff_sensitivity"),
+    "pinv_quadratic_form": ("pinv", "pinv_quadratic_form"),
+    "highprec_diagnose": ("highprec", "diagnose"),
+    "invariance_error": ("highprec", "invariance_error"),
+    "make_mlp": ("training", "make_mlp"),
+    "train_mlp": ("training", "train_mlp"),
+    "load_dataset": ("datasets", "load"),
+}
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        module, attr = _LAZY[name]
+        return getattr(importlib.import_module(f"{__name__}.{module}"), attr)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,0 +1,87 @@
+"""The package as a user imports it: exactly three sub-packages, one copy of every class, a wheel
+that holds every module.
+
+CI runs the whole suite a second time from a copy of ``tests/`` outside the checkout, against
+the wheel that ``pip install '.[test]'`` installed, with ``CCURV_TEST_INSTALLED=1``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import coupled_curvature
+from coupled_curvature import errors
+
+PACKAGE = Path(coupled_curvature.__file__).resolve().parent
+CHECKOUT = PACKAGE.parent
+SUBPACKAGES = ("symbolic", "numeric", "proofs")
+
+
+@pytest.mark.parametrize("name", ["coupled_curvature.coupled_curvature", "coupled_curvature.tests",
+                                  "coupled_curvature.bench", "coupled_curvature.docs"])
+def test_nothing_else_of_the_checkout_is_importable_as_a_subpackage(name):
+    with pytest.raises(ImportError):
+        importlib.import_module(name)
+
+
+@pytest.mark.parametrize("sub", SUBPACKAGES)
+def test_the_three_subpackages_resolve(sub):
+    mod = importlib.import_module(f"coupled_curvature.{sub}")
+    assert Path(mod.__file__).name == "__init__.py"
+
+
+def test_one_copy_of_every_error_class():
+    from coupled_curvature.numeric import _inputs  # noqa: F401  (raises the package's errors)
+    from coupled_curvature.symbolic import exact
+
+    assert exact.InvalidInputError is errors.InvalidInputError is coupled_curvature.InvalidInputError
+    with pytest.raises(coupled_curvature.InvalidInputError):
+        exact.exact_number("x")
+
+
+@pytest.mark.parametrize("facade", ["coupled_curvature", "coupled_curvature.numeric"])
+def test_every_public_name_resolves(facade):
+    mod = importlib.import_module(facade)
+    assert mod.__all__
+    for name in mod.__all__:
+        assert getattr(mod, name) is not None, name
+
+
+def test_numeric_entry_point():
+    from coupled_curvature.numeric import diagnose
+
+    assert diagnose is coupled_curvature.diagnose
+
+
+@pytest.mark.skipif(os.environ.get("CCURV_TEST_INSTALLED") != "1", reason="only in CI's installed-package run")
+def test_the_installed_package_is_the_one_under_test():
+    assert "site-packages" in str(PACKAGE), PACKAGE
+    for sub in SUBPACKAGES:
+        assert "site-packages" in importlib.import_module(f"coupled_curvature.{sub}").__file__
+
+
+@pytest.mark.skipif(not (CHECKOUT / "pyproject.toml").is_file(), reason="needs the source checkout")
+def test_the_wheel_holds_every_module(tmp_path):
+    """Every .py below the mapped folders is in the wheel, and nothing of tests/ or bench/."""
+    config = tomllib.loads((CHECKOUT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                    "-w", str(tmp_path), str(CHECKOUT)], check=True, capture_output=True, timeout=300,
+                   cwd=tmp_path)
+    (wheel,) = tmp_path.glob("*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    expected = set()
+    for package, folder in config["package-dir"].items():
+        for py in (CHECKOUT / folder).rglob("*.py"):
+            if "__pycache__" not in py.parts:
+                expected.add("/".join([*package.split("."), *py.relative_to(CHECKOUT / folder).parts]))
+    missing = sorted(expected - names)
+    assert not missing, f"add these packages to [tool.setuptools] packages: {missing[:5]}"
+    assert not any(n.startswith(("tests/", "bench/", "coupled_curvature/tests")) for n in names)
