@@ -18,10 +18,10 @@ import time
 import torch
 from torch.func import functional_call
 
-from coupled_curvature.numeric.datasets import load
+from coupled_curvature.numeric.models.datasets import load
 from coupled_curvature.numeric import diagnostics
 from coupled_curvature.numeric.diagnostics import diagnose
-from coupled_curvature.numeric.training import make_mlp
+from coupled_curvature.numeric.models.factory import make_mlp
 
 
 def median_time(fn, repeats: int) -> float:

@@ -21,9 +21,9 @@ import time
 import torch
 
 from coupled_curvature.numeric import highprec
-from coupled_curvature.numeric.datasets import load
+from coupled_curvature.numeric.models.datasets import load
 from coupled_curvature.numeric.diagnostics import diagnose
-from coupled_curvature.numeric.training import train_mlp
+from coupled_curvature.numeric.models.training import train_mlp
 
 TARGET_S = 60.0
 

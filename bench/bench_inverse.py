@@ -31,10 +31,11 @@ import torch
 
 from coupled_curvature.numeric import diagnostics, hvp, pinv
 from coupled_curvature.numeric._inputs import float64_copy, prepare_batches
-from coupled_curvature.numeric.datasets import load
+from coupled_curvature.numeric.models.datasets import load
 from coupled_curvature.numeric.kron import linear_block_hessians
 from coupled_curvature.numeric.objective import Objective
-from coupled_curvature.numeric.training import make_mlp, train_mlp
+from coupled_curvature.numeric.models.factory import make_mlp
+from coupled_curvature.numeric.models.training import train_mlp
 
 TARGET_S = 600.0
 

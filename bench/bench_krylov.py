@@ -20,12 +20,12 @@ import time
 import torch
 
 from coupled_curvature.numeric._inputs import float64_copy, prepare_batches
-from coupled_curvature.numeric.datasets import load
+from coupled_curvature.numeric.models.datasets import load
 from coupled_curvature.numeric.hvp import block_curvature, block_krylov
 from coupled_curvature.numeric.kron import linear_block_hessians
 from coupled_curvature.numeric.objective import Objective
 from coupled_curvature.numeric.pinv import pinv_quadratic_form
-from coupled_curvature.numeric.training import make_mlp
+from coupled_curvature.numeric.models.factory import make_mlp
 
 SETTINGS = [  # (label, hidden widths, layer path, block)
     ("~4k block", [64] * 4, "4", "4.weight"),

@@ -42,7 +42,7 @@ from pathlib import Path
 import torch
 
 NETS = {"3x64": (64, 64, 64), "14x95": (95,) * 14, "1x16": (16,)}  # 1x16: a smoke test of the script only
-TRAINING = {"3x64": 40, "14x95": 20, "1x16": 5}  # epochs; Adam lr 3e-3, batch 128, seed 0 (numeric.training.train_mlp)
+TRAINING = {"3x64": 40, "14x95": 20, "1x16": 5}  # epochs; Adam lr 3e-3, batch 128, seed 0 (numeric.models.training.train_mlp)
 PINV_RTOL = 1e-10
 METHODS = ("ours_D", "cl_D", "ours_Dplus", "cl_Dplus")
 INSTALL_HINT = "curvlinops is not installed: pip install '.[bench]'  (extra `bench` of coupled-curvature)"
@@ -52,21 +52,21 @@ INSTALL_HINT = "curvlinops is not installed: pip install '.[bench]'  (extra `ben
 
 
 def _data() -> tuple[torch.Tensor, torch.Tensor]:
-    from coupled_curvature.numeric.datasets import load
+    from coupled_curvature.numeric.models.datasets import load
 
     d = load("digits")
     return torch.cat([d.X_train, d.X_test]), torch.cat([d.y_train, d.y_test])
 
 
 def _net(name: str) -> torch.nn.Sequential:
-    from coupled_curvature.numeric.training import make_mlp
+    from coupled_curvature.numeric.models.factory import make_mlp
 
     return make_mlp(64, NETS[name], 10, seed=0)
 
 
 def _train(name: str, path: Path) -> dict:
-    from coupled_curvature.numeric.datasets import load
-    from coupled_curvature.numeric.training import train_mlp
+    from coupled_curvature.numeric.models.datasets import load
+    from coupled_curvature.numeric.models.training import train_mlp
 
     t0 = time.perf_counter()
     r = train_mlp(load("digits"), hidden=NETS[name], epochs=TRAINING[name], seed=0)

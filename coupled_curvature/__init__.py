@@ -67,7 +67,7 @@ _LAZY = {
     "neuron_rescale": "coupled_curvature.numeric.symmetries",
     "permute_neurons": "coupled_curvature.numeric.symmetries",
     "function_gap": "coupled_curvature.numeric.symmetries",
-    "train_mlp": "coupled_curvature.numeric.training",
+    "train_mlp": "coupled_curvature.numeric.models.training",
     "derive_all": "coupled_curvature.symbolic",
     "witness": "coupled_curvature.symbolic",
 }

@@ -40,9 +40,9 @@ _LAZY: dict[str, tuple[str, str]] = {
     "pinv_quadratic_form": ("pinv", "pinv_quadratic_form"),
     "highprec_diagnose": ("highprec", "diagnose"),
     "invariance_error": ("highprec", "invariance_error"),
-    "make_mlp": ("training", "make_mlp"),
-    "train_mlp": ("training", "train_mlp"),
-    "load_dataset": ("datasets", "load"),
+    "make_mlp": ("models.factory", "make_mlp"),
+    "train_mlp": ("models.training", "train_mlp"),
+    "load_dataset": ("models.datasets", "load"),
 }
 
 __all__ = list(_LAZY)

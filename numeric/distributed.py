@@ -314,22 +314,6 @@ def shard(data: tuple, rank: int, world_size: int, *, strategy: str = "contiguou
 
 # ---------------------------------------------------------------------------- launcher
 
-_ARCHS = {"mlp": ("relu", True), "mlp-nobias": ("relu", False), "mlp-leaky": ("leaky_relu", True)}
-
-
-def _parse_arch(text: str) -> tuple[str, bool, tuple[int, ...]]:
-    kind, _, shape = text.partition(":")
-    try:
-        width, depth = (int(v) for v in shape.split("x"))
-    except ValueError:
-        width = depth = 0
-    if kind not in _ARCHS or width <= 0 or depth <= 0:
-        choices = " | ".join(k + ":WIDTHxDEPTH" for k in _ARCHS)
-        raise InvalidInputError(f"unknown arch {text!r}; use {choices}, e.g. mlp:64x3")
-    activation, bias = _ARCHS[kind]
-    return activation, bias, (width,) * depth
-
-
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m coupled_curvature.numeric.distributed",
@@ -339,7 +323,7 @@ def _parser() -> argparse.ArgumentParser:
                     "torchrun it runs as one process.",
     )
     p.add_argument("--dataset", default="digits", choices=("digits", "breast_cancer", "wine"))
-    p.add_argument("--arch", default="mlp:64x3", help="mlp:WxD, mlp-nobias:WxD or mlp-leaky:WxD (default mlp:64x3)")
+    p.add_argument("--arch", default="mlp:64x3", help="KIND:WIDTHxDEPTH, KIND one of mlp, mlp-nobias, mlp-leaky, linear, mlp-bn, cnn (default mlp:64x3)")
     p.add_argument("--seed", type=int, default=0, help="initialisation and minibatch-order seed")
     p.add_argument("--epochs", type=int, default=20, help="Adam epochs on the training split (0: untrained)")
     p.add_argument("--state", help="load this state_dict (torch.save) instead of training")
@@ -365,14 +349,16 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _model(args) -> nn.Module:
-    from coupled_curvature.numeric.datasets import load
-    from coupled_curvature.numeric.training import make_mlp, train_mlp
+    from coupled_curvature.numeric.models.datasets import load
+    from coupled_curvature.numeric.models.factory import build_for, parse_arch
+    from coupled_curvature.numeric.models.training import fit
 
-    activation, bias, hidden = _parse_arch(args.arch)
-    data = load(args.dataset)
+    kind, hidden = parse_arch(args.arch)
+    data = load(args.dataset, image=kind == "cnn")
+    model = build_for(kind, hidden, data, seed=args.seed)
     if args.state is None and args.epochs > 0:
-        return train_mlp(data, hidden, bias=bias, activation=activation, seed=args.seed, epochs=args.epochs).model
-    model = make_mlp(data.n_features, hidden, data.n_classes, bias=bias, activation=activation, seed=args.seed)
+        model.train()
+        fit(model, data.X_train, data.y_train, epochs=args.epochs, seed=args.seed)
     if args.state is not None:
         model.load_state_dict(torch.load(args.state, map_location="cpu", weights_only=True))
     return model.eval()
@@ -390,7 +376,7 @@ def _env_int(name: str) -> int | None:
 
 def _run(args: argparse.Namespace, group=None) -> dict | None:
     """Build the model and the shard, diagnose with ``process_group=group``; rank 0 returns the JSON dict."""
-    from coupled_curvature.numeric.datasets import load
+    from coupled_curvature.numeric.models.datasets import load
     from coupled_curvature.numeric.diagnostics import diagnose
 
     if args.epochs < 0 or (args.samples is not None and args.samples < 1) or not 0 <= args.seed < 2**32:
@@ -398,7 +384,7 @@ def _run(args: argparse.Namespace, group=None) -> dict | None:
     if args.json:
         check_file(args.json)  # fail before any training
     model = _model(args)
-    data = load(args.dataset)
+    data = load(args.dataset, image=args.arch.startswith("cnn"))
     X, y = data.train if args.split == "train" else data.test
     if args.samples is not None:
         X, y = X[: args.samples], y[: args.samples]

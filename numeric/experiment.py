@@ -36,17 +36,18 @@ import torch
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.numeric.cache import ModelCache, config_key
-from coupled_curvature.numeric.datasets import Dataset, load
+from coupled_curvature.numeric.models.cache import ModelCache, config_key
+from coupled_curvature.numeric.models.datasets import Dataset, load
 from coupled_curvature.numeric.diagnostics import BlockDiagnosis, Diagnosis, diagnose
 from coupled_curvature.numeric.factors import with_factor_dplus
 from coupled_curvature.numeric.invariance import random_symmetry_chain, relative_change
 from coupled_curvature.numeric.measures import top_eigenvalue
 from coupled_curvature.numeric.symmetries import function_gap, neuron_rescale, weight_layers
-from coupled_curvature.numeric.training import accuracy, make_mlp
+from coupled_curvature.numeric.models.factory import build_for
+from coupled_curvature.numeric.models.training import accuracy, fit
 
-ARCHS = ("relu", "relu_nobias", "leaky_relu", "cnn", "batchnorm")
-FACTOR_ARCHS = ("relu", "relu_nobias", "leaky_relu")  # Linear/(leaky) ReLU Sequentials: exact factors H = BᵀB
+ARCHS = ("mlp", "mlp-nobias", "mlp-leaky", "cnn", "mlp-bn")  # kinds of the one vocabulary (models.factory)
+FACTOR_ARCHS = ("mlp", "mlp-nobias", "mlp-leaky")  # Linear/(leaky) ReLU Sequentials: exact factors H = BᵀB
 DPLUS_ROUTES = ("factor", "diagnose")
 TIMING_FIELDS = ("train_seconds", "measure_seconds", "cached")  # stripped when comparing tables
 
@@ -101,9 +102,9 @@ def quick_config(seed: int = 0) -> ExperimentConfig:
     """Small nets on digits and breast cancer, one seed, 128 measurement samples; ``D⁺`` on every block."""
     nets = []
     for ds in ("digits", "breast_cancer"):
-        nets += [NetSpec(ds, "relu", (12,), seed), NetSpec(ds, "relu", (8, 8, 8), seed),
-                 NetSpec(ds, "relu_nobias", (8, 8), seed), NetSpec(ds, "leaky_relu", (8, 8), seed),
-                 NetSpec(ds, "batchnorm", (8, 8), seed)]
+        nets += [NetSpec(ds, "mlp", (12,), seed), NetSpec(ds, "mlp", (8, 8, 8), seed),
+                 NetSpec(ds, "mlp-nobias", (8, 8), seed), NetSpec(ds, "mlp-leaky", (8, 8), seed),
+                 NetSpec(ds, "mlp-bn", (8, 8), seed)]
     nets.append(NetSpec("digits", "cnn", (2, 4), seed))
     return ExperimentConfig("quick", tuple(nets), epochs=15, measure_samples=128, max_dense=1024,
                             neuron_trials=4, lanczos_iter=40,
@@ -121,10 +122,10 @@ def default_config(seed: int = 0, n_seeds: int = 3) -> ExperimentConfig:
     for s in range(seed, seed + n_seeds):
         for ds in ("digits", "breast_cancer"):
             for depth in (1, 3, 7, 14):
-                nets.append(NetSpec(ds, "relu", (95,) * depth, s))
-            nets += [NetSpec(ds, "relu_nobias", (64,) * 3, s), NetSpec(ds, "leaky_relu", (64,) * 3, s),
-                     NetSpec(ds, "batchnorm", (64,) * 3, s)]
-        nets += [NetSpec("digits", "cnn", (8, 16), s), NetSpec("wine", "relu", (64,) * 3, s)]
+                nets.append(NetSpec(ds, "mlp", (95,) * depth, s))
+            nets += [NetSpec(ds, "mlp-nobias", (64,) * 3, s), NetSpec(ds, "mlp-leaky", (64,) * 3, s),
+                     NetSpec(ds, "mlp-bn", (64,) * 3, s)]
+        nets += [NetSpec("digits", "cnn", (8, 16), s), NetSpec("wine", "mlp", (64,) * 3, s)]
     return ExperimentConfig("default", tuple(nets), epochs=60, measure_samples=512, max_dense=4096,
                             n_rescalings=28, neuron_trials=9, lanczos_iter=150,
                             note="default: 512 measurement samples (all of breast cancer's and wine's training "
@@ -135,32 +136,11 @@ def default_config(seed: int = 0, n_seeds: int = 3) -> ExperimentConfig:
 # ---------------------------------------------------------------------------- models
 
 
-def build_model(spec: NetSpec, data: Dataset) -> nn.Sequential:
+def build_spec(spec: NetSpec, data: Dataset) -> nn.Sequential:
     """The untrained float64 net for ``spec`` (initialised from ``spec.seed``; global RNG untouched)."""
     if spec.arch not in ARCHS:
         raise InvalidInputError(f"unknown arch {spec.arch!r}; available: {', '.join(ARCHS)}")
-    if spec.arch in ("relu", "relu_nobias", "leaky_relu"):
-        return make_mlp(data.n_features, spec.hidden, data.n_classes, bias=spec.arch != "relu_nobias",
-                        activation="leaky_relu" if spec.arch == "leaky_relu" else "relu", seed=spec.seed)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(spec.seed)
-        layers: list[nn.Module] = []
-        if spec.arch == "cnn":
-            if data.X_train.dim() != 4:
-                raise InvalidInputError("the cnn arch needs image data (digits loaded with image=True)")
-            ch, side = 1, data.X_train.shape[-1]
-            for c in spec.hidden:
-                layers += [nn.Conv2d(ch, c, 3, padding=1, dtype=torch.float64), nn.ReLU(), nn.MaxPool2d(2)]
-                ch, side = c, side // 2
-            layers += [nn.Flatten(), nn.Linear(ch * side * side, data.n_classes, dtype=torch.float64)]
-        else:  # batchnorm: weight -> batch-statistics normalization -> ReLU; tiny eps keeps L(sW) = L(W)
-            width = data.n_features
-            for h in spec.hidden:
-                layers += [nn.Linear(width, h, bias=False, dtype=torch.float64),
-                           nn.BatchNorm1d(h, eps=1e-12, dtype=torch.float64), nn.ReLU()]
-                width = h
-            layers.append(nn.Linear(width, data.n_classes, dtype=torch.float64))
-        return nn.Sequential(*layers)
+    return build_for(spec.arch, spec.hidden, data, seed=spec.seed)
 
 
 def _dataset(name: str, arch: str) -> Dataset:
@@ -168,33 +148,21 @@ def _dataset(name: str, arch: str) -> Dataset:
 
 
 def _train(model: nn.Module, data: Dataset, cfg: ExperimentConfig, seed: int) -> None:
-    loss_fn = nn.CrossEntropyLoss()
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    gen = torch.Generator().manual_seed(seed + 1)
-    X, y = data.X_train, data.y_train
     model.train()
-    for _ in range(cfg.epochs):
-        order = torch.randperm(len(X), generator=gen)
-        for start in range(0, len(X), cfg.batch_size):
-            idx = order[start : start + cfg.batch_size]
-            if len(idx) < 2 and any(isinstance(m, nn.BatchNorm1d) for m in model.modules()):
-                continue
-            opt.zero_grad()
-            loss_fn(model(X[idx]), y[idx]).backward()
-            opt.step()
+    fit(model, data.X_train, data.y_train, epochs=cfg.epochs, seed=seed, lr=cfg.lr, batch_size=cfg.batch_size)
     model.eval()
 
 
 def _model_key(spec: NetSpec, cfg: ExperimentConfig) -> str:
     return config_key({"spec": asdict(spec), "epochs": cfg.epochs, "lr": cfg.lr, "batch_size": cfg.batch_size,
-                       "torch": torch.__version__.split("+")[0], "version": 1})
+                       "torch": torch.__version__.split("+")[0], "version": 2})
 
 
 def trained_model(spec: NetSpec, cfg: ExperimentConfig, cache: ModelCache) -> tuple[nn.Module, Dataset, dict, bool]:
     """Train ``spec`` (or load it from ``cache``); returns model (eval mode), data, meta and whether cached."""
     data = _dataset(spec.dataset, spec.arch)
     key = _model_key(spec, cfg)
-    model = build_model(spec, data)
+    model = build_spec(spec, data)
     entry = cache.load(key)
     if entry is not None:
         model.load_state_dict(entry["state"])
@@ -293,7 +261,7 @@ def measure_net(
     n = min(cfg.measure_samples, len(data.X_train))
     sample = (data.X_train[:n], data.y_train[:n])
     loss_fn = nn.CrossEntropyLoss()
-    bn = spec.arch == "batchnorm"
+    bn = spec.arch == "mlp-bn"
     net = copy.deepcopy(model).train(bn)  # BatchNorm measured with batch statistics (T10's setting)
     degenerate = scale_invariant_blocks(net, sample, bn)
     # the changes skip scale-invariant blocks, so their dense D⁺ (Hessian-vector columns in train mode) is not built
@@ -360,7 +328,7 @@ def measure_net(
         "neuron_control_min": min(control) if control else None,
         "rq_change": changes.get("RQ"),
         "top_eig_change": top_change,
-        "t9_residual": euler_residual(net, sample, before) if spec.arch == "relu_nobias" else None,
+        "t9_residual": euler_residual(net, sample, before) if spec.arch == "mlp-nobias" else None,
         "function_gap": function_gap(net, moved, sample[0]),
         "dplus_conditioning_bound": max(bounds) if bounds else None,
         "degenerate_blocks": degenerate,
@@ -410,7 +378,7 @@ def run_invariance(
     stored atomically as they finish, so an interrupted run resumes where it stopped; ``remeasure``
     ignores stored rows.
 
-    >>> cfg = replace(quick_config(), nets=(NetSpec("wine", "relu", (4,), 0),), epochs=2, neuron_trials=1)
+    >>> cfg = replace(quick_config(), nets=(NetSpec("wine", "mlp", (4,), 0),), epochs=2, neuron_trials=1)
     >>> r = run_invariance(cfg)
     >>> r.rows[0]["status"]
     'invariant'
@@ -470,7 +438,7 @@ def strip_timing(rows: list[dict]) -> list[dict]:
 
 
 __all__ = [
-    "ARCHS", "DEFAULT_QUANTITIES", "ExperimentConfig", "ExperimentResult", "NetSpec", "build_model",
+    "ARCHS", "DEFAULT_QUANTITIES", "ExperimentConfig", "ExperimentResult", "NetSpec", "build_spec",
     "default_config", "euler_residual", "measure_key", "measure_net", "quick_config", "run_invariance",
     "scale_invariant_blocks", "strip_timing", "trained_model",
 ]

@@ -41,10 +41,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from scipy.linalg import eigh_tridiagonal
 from torch import Tensor
 
 from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.numeric.lanczos import Lanczos, ritz, tridiagonal_eig
 
 STABLE_CHECKS = 4
 CUTOFF_MARGIN = 0.01
@@ -174,10 +174,10 @@ class LanczosRun:
         self._w = w
         if self._in_probe:
             gen = torch.Generator().manual_seed(seed)
-            self._lz = _Lanczos(torch.randn(self.n, generator=gen, dtype=torch.float64),
+            self._lz = Lanczos(torch.randn(self.n, generator=gen, dtype=torch.float64),
                                 min(_PROBE_MAX, self.n))
         else:
-            self._lz = _Lanczos(w, 1)
+            self._lz = Lanczos(w, 1)
 
     @property
     def vector(self) -> Tensor | None:
@@ -223,11 +223,11 @@ class LanczosRun:
 
     def _probe_settled(self) -> bool:
         """The probe's extreme Ritz values have residual ≤ 1 % of ``max|θ|``."""
-        theta, res = _ritz(self._lz)
+        theta, res = ritz(self._lz)
         return bool(max(res[0], res[-1]) <= _PROBE_RES * max(float(np.abs(theta).max()), 1e-300))
 
     def _end_probe(self) -> None:
-        theta, res = _ritz(self._lz)
+        theta, res = ritz(self._lz)
         if self._lz.broke:  # the probe's space is invariant: its Ritz values are eigenvalues
             res = np.zeros_like(res)
         lo = float(np.abs(theta).max())
@@ -235,51 +235,9 @@ class LanczosRun:
         self._probe_radius, self._probe_steps = (lo, hi), len(self._lz.alphas)
         self._probe_extremes = (float(theta[0]), float(theta[-1]))
         self._in_probe, self._invariant = False, False
-        self._lz = _Lanczos(self._w, min(self.max_iter, self.n), scale=lo)
+        self._lz = Lanczos(self._w, min(self.max_iter, self.n), scale=lo)
         if self._Hw is not None:
             self.feed(self._Hw)
-
-
-class _Lanczos:
-    """Plain Lanczos with full (twice-repeated classical Gram–Schmidt) reorthogonalisation."""
-
-    def __init__(self, start: Tensor, cap: int, scale: float = 0.0):
-        self.n, self.cap, self.scale = start.numel(), cap, scale
-        self.V = torch.empty(cap + 1, self.n, dtype=torch.float64)
-        self.V[0] = start / start.norm()
-        self.alphas: list[float] = []
-        self.betas: list[float] = []
-        self.broke = False
-
-    @property
-    def vector(self) -> Tensor:
-        return self.V[len(self.alphas)]
-
-    def step(self, Hq: Tensor) -> bool:
-        """One step with ``Hq = H q_k``; returns ``True`` when ``β_k`` is at rounding level."""
-        k = len(self.alphas)
-        q = self.V[k]
-        alpha = float(q @ Hq)
-        u = Hq - alpha * q
-        if k > 0:
-            u = u - self.betas[k - 1] * self.V[k - 1]
-        V = self.V[: k + 1]
-        for _ in range(2):
-            u = u - V.T @ (V @ u)
-        beta = float(u.norm())
-        self.alphas.append(alpha)
-        self.betas.append(beta)
-        scale = max(float(np.abs(np.asarray(self.alphas)).max()) + 2 * max(self.betas), self.scale)
-        self.broke = beta <= _breakdown(self.n) * scale
-        if not self.broke:
-            self.V[k + 1] = u / beta
-        return self.broke
-
-
-def _ritz(lz: _Lanczos) -> tuple[np.ndarray, np.ndarray]:
-    """Ritz values (ascending) and residuals ``β_k|s_{kj}|`` of a Lanczos run."""
-    theta, S = _eig(np.asarray(lz.alphas), np.asarray(lz.betas[:-1]))
-    return theta, lz.betas[-1] * np.abs(S[-1])
 
 
 class _Tridiagonal:
@@ -298,7 +256,7 @@ class _Tridiagonal:
     def assess(self, k: int, w_norm: float, rtol: float, tol: float, history: dict[int, float],
                final: bool) -> tuple[float, float, bool, dict]:
         """Estimate after ``k`` steps of the ``w`` run, its relative error estimate and the verdict."""
-        theta, S = _eig(self.a[:k], self.b[: k - 1])
+        theta, S = tridiagonal_eig(self.a[:k], self.b[: k - 1])
         beta = float(self.b[k - 1])
         s1, sk = S[0], S[-1]
         invariant = final and self.invariant
@@ -365,17 +323,6 @@ def _form(run: _Tridiagonal, w_norm: float, rtol: float, tol: float, history: di
         n=run.n, w_steps=run.w_steps, probe_steps=probe_steps, probe_radius=run.probe, rtol=rtol,
         tol=tol, alphas=tuple(run.a.tolist()), betas=tuple(run.b.tolist()), notes=notes,
     )
-
-
-def _eig(d: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    if len(d) == 1:
-        return np.asarray(d, dtype=np.float64).copy(), np.ones((1, 1))
-    return eigh_tridiagonal(d, e)
-
-
-def _breakdown(n: int) -> float:
-    """Relative size of ``β_k`` below which the Krylov space counts as invariant (rounding level)."""
-    return 64 * float(np.finfo(np.float64).eps) * math.sqrt(n)
 
 
 def _is_check(steps: int) -> bool:

@@ -37,8 +37,8 @@ import torch
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.numeric.cache import ModelCache, config_key
-from coupled_curvature.numeric.datasets import Dataset, load
+from coupled_curvature.numeric.models.cache import ModelCache, config_key
+from coupled_curvature.numeric.models.datasets import Dataset, load
 from coupled_curvature.numeric.diagnostics import Diagnosis, diagnose
 from coupled_curvature.numeric.factors import (  # re-exported: the width sweep's exact D⁺ route
     FactorForm,
@@ -52,7 +52,8 @@ from coupled_curvature.numeric.flat import FlatLoss
 from coupled_curvature.numeric.measures import evaluate
 from coupled_curvature.numeric.sharpness import SharpnessResult, adaptive_average
 from coupled_curvature.numeric.stats import cluster_bootstrap_tau
-from coupled_curvature.numeric.training import make_mlp
+from coupled_curvature.numeric.models.factory import make_mlp
+from coupled_curvature.numeric.models.training import fit
 from coupled_curvature.numeric.vocabulary import WIDTH_GAPS, WIDTH_MEASURES
 
 MEASURES, GAPS = WIDTH_MEASURES, WIDTH_GAPS
@@ -179,22 +180,18 @@ def train_net(data: Dataset, depth: int, width: int, seed: int, cfg: WidthConfig
     """Train ``depth`` hidden ReLU layers of ``width`` units to ``cfg``'s criterion (deterministic
     under ``seed``: initialisation from ``seed``, minibatch order from ``seed + 1``; one thread)."""
     model = make_mlp(data.n_features, [width] * depth, data.n_classes, seed=seed)
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    gen = torch.Generator().manual_seed(seed + 1)
     X, y = data.X_train, data.y_train
     t0 = time.perf_counter()
-    epochs, train_loss = 0, math.inf
-    while epochs < cfg.max_epochs and not train_loss <= cfg.target_loss:
-        order = torch.randperm(len(X), generator=gen)
-        for start in range(0, len(X), cfg.batch_size):
-            idx = order[start : start + cfg.batch_size]
-            opt.zero_grad()
-            nn.functional.cross_entropy(model(X[idx]), y[idx]).backward()
-            opt.step()
-        epochs += 1
+    train_loss = math.inf
+
+    def reached(epoch: int, _batch_loss: float) -> bool:
+        nonlocal train_loss
         train_loss = _split_stats(model, X, y)[0]
         if not math.isfinite(train_loss):
             raise InvalidInputError(f"training diverged (depth {depth}, width {width}, seed {seed}); lower lr")
+        return train_loss <= cfg.target_loss
+
+    epochs = fit(model, X, y, epochs=cfg.max_epochs, seed=seed, lr=cfg.lr, batch_size=cfg.batch_size, on_epoch=reached)
     model.eval()
     return model, {"epochs": epochs, "reached_target": train_loss <= cfg.target_loss,
                    "train_seconds": time.perf_counter() - t0}

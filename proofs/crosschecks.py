@@ -102,7 +102,7 @@ class Lab:
 
     def dataset(self, name: str):
         if name not in self._data:
-            from coupled_curvature.numeric.datasets import load
+            from coupled_curvature.numeric.models.datasets import load
 
             self._data[name] = load(name, seed=self.seed)
         return self._data[name]
@@ -110,7 +110,7 @@ class Lab:
     def net(self, key: str):
         """``(TrainedModel, Dataset)`` for a key of :data:`NETS`."""
         if key not in self._nets:
-            from coupled_curvature.numeric.training import train_mlp
+            from coupled_curvature.numeric.models.training import train_mlp
 
             ds_name, hidden, bias = NETS[key]
             ds = self.dataset(ds_name)

@@ -64,8 +64,8 @@ def check_precision(dps: int, seed: int = 0) -> tuple[bool, list[dict]]:
     import torch
 
     from coupled_curvature.numeric import highprec
-    from coupled_curvature.numeric.datasets import load
-    from coupled_curvature.numeric.training import train_mlp
+    from coupled_curvature.numeric.models.datasets import load
+    from coupled_curvature.numeric.models.training import train_mlp
 
     if dps < 15:
         raise InvalidInputError(f"--precision must be at least 15 digits, got {dps}")

@@ -180,7 +180,7 @@ def _strict_json(value):
 
 
 def run(args: argparse.Namespace) -> int:
-    from coupled_curvature.numeric.cache import ModelCache
+    from coupled_curvature.numeric.models.cache import ModelCache
     from coupled_curvature.numeric.experiment import default_config, quick_config, run_invariance
     from coupled_curvature.output import check_folder, write_folder
 
@@ -247,7 +247,7 @@ def width_config(args: argparse.Namespace):
 
 def run_width_command(args: argparse.Namespace) -> int:
     from coupled_curvature.commands import width_report as R
-    from coupled_curvature.numeric.cache import ModelCache
+    from coupled_curvature.numeric.models.cache import ModelCache
     from coupled_curvature.numeric.width import run_width
     from coupled_curvature.output import check_folder, write_folder
 

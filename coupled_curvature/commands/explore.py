@@ -23,6 +23,7 @@ from coupled_curvature.output import check_file, check_folder, write_file, write
 ARCHS = ("mlp:64x3", "mlp-nobias:32x4", "cnn", "linear:16x3", "mlp-bn:32x3")
 APPLICABLE = {
     "mlp": ("layer", "neuron", "perm", "bn", "nonlinear", "loss"),
+    "mlp-leaky": ("layer", "neuron", "perm", "bn", "nonlinear", "loss"),
     "mlp-nobias": ("layer", "neuron", "perm", "nonlinear", "loss"),
     "cnn": ("layer", "neuron", "perm", "nonlinear", "loss"),
     "linear": ("layer", "neuron", "perm", "orthogonal", "gl", "nonlinear", "loss"),
@@ -70,65 +71,6 @@ def sweep_options(model, base: dict | None = None) -> dict:
 
 
 DINH = ("top_eig", "trace", "sam", "D", "Dplus", "adaptive_avg", "fisher_rao", "lambda")
-
-
-def parse_arch(text: str) -> tuple[str, list[int]]:
-    """``"mlp:64x3"`` -> ``("mlp", [64, 64, 64])``; ``"cnn"`` -> ``("cnn", [])``."""
-    kind, _, shape = text.partition(":")
-    if kind == "cnn" and not shape:
-        return "cnn", []
-    if kind in ("mlp", "mlp-nobias", "linear", "mlp-bn") and shape:
-        try:
-            width, depth = (int(v) for v in shape.split("x"))
-        except ValueError:
-            width = depth = 0
-        if width > 0 and depth > 0:
-            return kind, [width] * depth
-    raise InvalidInputError(f"unknown arch {text!r}; available: {', '.join(ARCHS)} (any WIDTHxDEPTH)")
-
-
-def build(kind: str, hidden: list[int], n_in: int, n_out: int, *, seed: int, bn_eps: float = 1e-12):
-    import torch
-    from torch import nn
-
-    from coupled_curvature.numeric.training import make_mlp
-
-    if kind in ("mlp", "mlp-nobias", "linear"):
-        return make_mlp(n_in, hidden, n_out, bias=kind != "mlp-nobias",
-                        activation="identity" if kind == "linear" else "relu", seed=seed)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        if kind == "cnn":
-            return nn.Sequential(
-                nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                nn.Flatten(), nn.Linear(16 * 2 * 2, n_out),
-            ).to(torch.float64)
-        layers: list[nn.Module] = []
-        widths = [n_in, *hidden]
-        for a, b in zip(widths, widths[1:]):
-            layers += [nn.Linear(a, b, bias=False), nn.BatchNorm1d(b, eps=bn_eps), nn.ReLU()]
-        layers.append(nn.Linear(widths[-1], n_out))
-        return nn.Sequential(*layers).to(torch.float64)
-
-
-def train(model, X, y, *, epochs: int, seed: int, lr: float = 3e-3, batch_size: int = 128):
-    """Adam on cross-entropy, deterministic under ``seed`` (BatchNorm models stay in train mode)."""
-    import torch
-
-    loss_fn = torch.nn.CrossEntropyLoss()
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    gen = torch.Generator().manual_seed(seed + 1)
-    for _ in range(epochs):
-        order = torch.randperm(len(X), generator=gen)
-        for s in range(0, len(X), batch_size):
-            idx = order[s:s + batch_size]
-            if len(idx) < 2:
-                continue
-            opt.zero_grad()
-            loss_fn(model(X[idx]), y[idx]).backward()
-            opt.step()
-    return model
 
 
 def resolve_symmetries(text: str | None, kind: str) -> list[str]:
@@ -324,10 +266,14 @@ def explore(args: argparse.Namespace):
     import torch
 
     from coupled_curvature.numeric import measures as M
-    from coupled_curvature.numeric.datasets import load
+    from coupled_curvature.numeric.models.datasets import load
     from coupled_curvature.numeric.explore import invariance_matrix
+    from coupled_curvature.numeric.models.factory import build_for, parse_arch
+    from coupled_curvature.numeric.models.training import fit
 
     kind, hidden = parse_arch(args.arch)
+    if kind not in APPLICABLE:
+        raise InvalidInputError(f"explore does not take arch kind {kind!r}; use one of {', '.join(APPLICABLE)}")
     measures = M.select(args.measures or "all")
     symmetries = resolve_symmetries(args.symmetries, kind)
     if kind == "cnn" and args.dataset != "digits":
@@ -339,15 +285,15 @@ def explore(args: argparse.Namespace):
     targets = {}
     if kind != "mlp-bn":
         say(f"training {args.arch} on {args.dataset} ({args.epochs} epochs, seed {args.seed})")
-        model = train(build(kind, hidden, data.n_features, data.n_classes, seed=args.seed),
-                      data.X_train, data.y_train, epochs=args.epochs, seed=args.seed)
+        model = build_for(kind, hidden, data, seed=args.seed)
+        fit(model, data.X_train, data.y_train, epochs=args.epochs, seed=args.seed)
         model.eval()
         targets["*"] = (model, loss_fn, (Xs, ys), False)
     if "bn" in symmetries or kind == "mlp-bn":
         twin = [min(h, BN_TWIN_WIDTH) for h in hidden]
         say(f"training the BatchNorm twin mlp-bn:{twin[0]}x{len(twin)} (eps={args.bn_eps:g}, batch statistics)")
-        bn = train(build("mlp-bn", twin, data.n_features, data.n_classes, seed=args.seed, bn_eps=args.bn_eps),
-                   data.X_train.reshape(len(data.X_train), -1), data.y_train, epochs=args.epochs, seed=args.seed)
+        bn = build_for("mlp-bn", twin, data, seed=args.seed, bn_eps=args.bn_eps)
+        fit(bn, data.X_train.reshape(len(data.X_train), -1), data.y_train, epochs=args.epochs, seed=args.seed)
         bn.train()
         entry = (bn, loss_fn, (Xs.reshape(n, -1), ys), True)
         targets["bn"] = entry
@@ -424,7 +370,8 @@ def run(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("explore", help="invariance matrix of sharpness measures under reparameterizations")
     p.add_argument("--dataset", default="digits", choices=("digits", "breast_cancer", "wine"))
-    p.add_argument("--arch", default="mlp:64x3", help=f"one of {', '.join(ARCHS)} (any WIDTHxDEPTH)")
+    p.add_argument("--arch", default="mlp:64x3",
+                   help=f"KIND:WIDTHxDEPTH with KIND one of {', '.join(APPLICABLE)}, e.g. {', '.join(ARCHS)}")
     p.add_argument("--symmetries", default="all", help="comma list of layer,neuron,perm,bn,orthogonal,gl,nonlinear,loss or all (the applicable ones)")
     p.add_argument("--measures", default="all", help="comma list of measure names or all")
     p.add_argument("--out", default=None, help="folder for matrix.{txt,md,html,json}, dinh.txt and figures/")

@@ -64,8 +64,8 @@ def cutoff_net(seed: int = 0) -> tuple[Any, Any, Any, str]:
     >>> tuple(X.shape), label.startswith("wine")
     ((24, 13), True)
     """
-    from coupled_curvature.numeric.datasets import load
-    from coupled_curvature.numeric.training import train_mlp
+    from coupled_curvature.numeric.models.datasets import load
+    from coupled_curvature.numeric.models.training import train_mlp
 
     data = load("wine", seed=seed)
     fit = train_mlp(data, HIDDEN, seed=seed, epochs=EPOCHS)

@@ -48,8 +48,8 @@ class PrecisionData:
 
 
 def _nets(seed: int, heavy: bool):
-    from coupled_curvature.numeric.datasets import load
-    from coupled_curvature.numeric.training import train_mlp
+    from coupled_curvature.numeric.models.datasets import load
+    from coupled_curvature.numeric.models.training import train_mlp
 
     if heavy:
         data = load("digits", seed=seed)

@@ -19,7 +19,7 @@ def tiny_quick(monkeypatch):
     original = E.quick_config
 
     def tiny(seed: int = 0):
-        nets = (E.NetSpec("wine", "relu", (5, 5), seed), E.NetSpec("wine", "batchnorm", (4,), seed),
+        nets = (E.NetSpec("wine", "mlp", (5, 5), seed), E.NetSpec("wine", "mlp-bn", (4,), seed),
                 E.NetSpec("digits", "cnn", (2,), seed))
         return replace(original(seed), nets=nets, epochs=2, measure_samples=50, neuron_trials=2,
                        lanczos_iter=12, max_dense=200)
@@ -37,7 +37,7 @@ def test_quick_end_to_end_and_rerun_uses_cache(tmp_path, capsys, tiny_quick):
     data = json.loads((out / "invariance.json").read_text())
     assert len(data["rows"]) == 3 and all(SCHEMA <= set(r) for r in data["rows"])
     status = {r["arch"]: r["status"] for r in data["rows"]}
-    assert status == {"relu": "invariant", "batchnorm": "degenerate (T10)", "cnn": "invariant"}
+    assert status == {"mlp": "invariant", "mlp-bn": "degenerate (T10)", "cnn": "invariant"}
     assert "| status |" in (out / "invariance.md").read_text()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
     assert len(list(cache.iterdir())) == 6  # 3 models and 3 measured rows

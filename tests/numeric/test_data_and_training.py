@@ -4,8 +4,9 @@ import pytest
 import torch
 
 from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.numeric.datasets import DATASETS, load
-from coupled_curvature.numeric.training import make_mlp, train_mlp
+from coupled_curvature.numeric.models.datasets import DATASETS, load
+from coupled_curvature.numeric.models.factory import make_mlp
+from coupled_curvature.numeric.models.training import train_mlp
 
 
 @pytest.mark.parametrize("name, n, features, classes", [("digits", 1797, 64, 10), ("breast_cancer", 569, 30, 2), ("wine", 178, 13, 3)])

@@ -34,7 +34,7 @@ def make_problem(seed: int = 0):
     """A small ReLU MLP (4-6-3) and N samples, identical in every process."""
     import torch
 
-    from coupled_curvature.numeric.training import make_mlp
+    from coupled_curvature.numeric.models.factory import make_mlp
 
     g = torch.Generator().manual_seed(1)
     X = torch.randn(N, 4, generator=g, dtype=torch.float64)

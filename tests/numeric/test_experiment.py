@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from coupled_curvature.numeric.cache import ModelCache, config_key
+from coupled_curvature.numeric.models.cache import ModelCache, config_key
 from coupled_curvature.numeric.diagnostics import diagnose
 from coupled_curvature.numeric.experiment import (
     DEFAULT_QUANTITIES,
@@ -31,7 +31,7 @@ def _cfg(*nets: NetSpec):
 
 def test_planted_non_invariant_measure_shows_up_as_moves():
     planted = dict(DEFAULT_QUANTITIES, planted=lambda b: None if b.coupled is None else b.coupled * b.w_sq)
-    row = run_invariance(_cfg(NetSpec("wine", "relu", (6, 6), 0)), quantities=planted).rows[0]
+    row = run_invariance(_cfg(NetSpec("wine", "mlp", (6, 6), 0)), quantities=planted).rows[0]
     assert row["verdicts"]["planted"] == "moves", row["changes"]
     assert row["verdicts"]["D"] == "invariant" and row["verdicts"]["Dplus"] == "invariant", row["changes"]
     assert row["status"] == "invariant"
@@ -44,30 +44,30 @@ def test_planted_non_invariant_measure_shows_up_as_moves():
 def test_planted_measure_alone_makes_the_net_not_invariant():
     swapped = {"D": lambda b: None if b.coupled is None else b.coupled * b.w_sq,
                "Dplus": DEFAULT_QUANTITIES["Dplus"], "RQ": DEFAULT_QUANTITIES["RQ"]}
-    row = run_invariance(_cfg(NetSpec("wine", "relu", (6,), 1)), quantities=swapped).rows[0]
+    row = run_invariance(_cfg(NetSpec("wine", "mlp", (6,), 1)), quantities=swapped).rows[0]
     assert row["status"] == "moves" and row["max_rel_change_D"] > 1e-2
 
 
 def test_batchnorm_is_flagged_degenerate_never_invariant():
-    row = run_invariance(_cfg(NetSpec("wine", "batchnorm", (5,), 0))).rows[0]
+    row = run_invariance(_cfg(NetSpec("wine", "mlp-bn", (5,), 0))).rows[0]
     assert row["status"] == "degenerate (T10)"
     assert "0.weight" in row["degenerate_blocks"]
     assert row["verdicts"]["D"] == "degenerate (T10)"
 
 
 def test_t9_residual_small_bias_free_and_not_with_biases():
-    cfg = _cfg(NetSpec("wine", "relu_nobias", (5, 5), 0))
+    cfg = _cfg(NetSpec("wine", "mlp-nobias", (5, 5), 0))
     row = run_invariance(cfg).rows[0]
     assert row["t9_residual"] is not None and row["t9_residual"] < 1e-8
     # negative control: with biases, wᵀg of the first layer is no longer P (homogeneity fails)
-    model, data, _, _ = trained_model(NetSpec("wine", "relu", (5, 5), 0), cfg, ModelCache(None))
+    model, data, _, _ = trained_model(NetSpec("wine", "mlp", (5, 5), 0), cfg, ModelCache(None))
     sample = (data.X_train[:60], data.y_train[:60])
     d = diagnose(model, torch.nn.CrossEntropyLoss(), sample, inverse=False)
     assert euler_residual(model, sample, d) > 1e-3
 
 
 def test_same_seed_same_table_other_seed_differs():
-    nets = (NetSpec("wine", "relu", (5,), 3), NetSpec("wine", "leaky_relu", (4, 4), 3))
+    nets = (NetSpec("wine", "mlp", (5,), 3), NetSpec("wine", "mlp-leaky", (4, 4), 3))
     a, b = run_invariance(_cfg(*nets)), run_invariance(_cfg(*nets))
     assert strip_timing(a.rows) == strip_timing(b.rows)
     c = run_invariance(_cfg(*(replace(n, seed=4) for n in nets)))
@@ -76,7 +76,7 @@ def test_same_seed_same_table_other_seed_differs():
 
 def test_cache_round_trip_and_damaged_entry(tmp_path):
     cache = ModelCache(str(tmp_path))
-    spec, cfg = NetSpec("wine", "relu", (4,), 0), _cfg()
+    spec, cfg = NetSpec("wine", "mlp", (4,), 0), _cfg()
     m1, _, meta1, cached1 = trained_model(spec, cfg, cache)
     m2, _, meta2, cached2 = trained_model(spec, cfg, cache)
     assert (cached1, cached2) == (False, True) and meta1 == meta2
@@ -97,9 +97,9 @@ def test_config_key_depends_on_content():
 
 def test_default_config_is_the_full_table():
     cfg = default_config()
-    depths = {len(n.hidden) for n in cfg.nets if n.arch == "relu" and n.dataset == "digits"}
+    depths = {len(n.hidden) for n in cfg.nets if n.arch == "mlp" and n.dataset == "digits"}
     assert {1, 3, 7, 14} <= depths and len({n.seed for n in cfg.nets}) >= 3
-    assert {"relu_nobias", "leaky_relu", "cnn", "batchnorm"} <= {n.arch for n in cfg.nets}
+    assert {"mlp-nobias", "mlp-leaky", "cnn", "mlp-bn"} <= {n.arch for n in cfg.nets}
     deepest = max((n for n in cfg.nets if n.dataset == "digits"), key=lambda n: len(n.hidden))
     params = 64 * 95 + 95 + 13 * (95 * 95 + 95) + 95 * 10 + 10
     assert deepest.hidden == (95,) * 14 and 120_000 < params < 130_000
@@ -107,7 +107,7 @@ def test_default_config_is_the_full_table():
 
 def test_factor_route_gives_dplus_on_blocks_the_dense_route_skips():
     """max_dense = 1: the dense route computes no D⁺ at all (control), the factor route every block, and invariantly."""
-    spec = NetSpec("wine", "leaky_relu", (6, 6), 0)
+    spec = NetSpec("wine", "mlp-leaky", (6, 6), 0)
     fac = run_invariance(replace(_cfg(spec), max_dense=1)).rows[0]
     dense = run_invariance(replace(_cfg(spec), max_dense=1, dplus_route="diagnose")).rows[0]
     assert fac["blocks_with_Dplus"] == fac["blocks"] and fac["dplus_route"] == "factor"
@@ -116,7 +116,7 @@ def test_factor_route_gives_dplus_on_blocks_the_dense_route_skips():
 
 
 def test_measured_rows_are_cached_and_an_interrupted_run_resumes(tmp_path):
-    nets = (NetSpec("wine", "relu", (4,), 0), NetSpec("wine", "relu_nobias", (4,), 0))
+    nets = (NetSpec("wine", "mlp", (4,), 0), NetSpec("wine", "mlp-nobias", (4,), 0))
     cfg, cache = _cfg(*nets), ModelCache(str(tmp_path))
     calls = []
 
@@ -144,10 +144,10 @@ def test_long_nets_report_their_stages(monkeypatch):
     from coupled_curvature.numeric import experiment as E
 
     said: list[str] = []
-    run_invariance(_cfg(NetSpec("wine", "relu", (4,), 0)), progress=said.append)
+    run_invariance(_cfg(NetSpec("wine", "mlp", (4,), 0)), progress=said.append)
     assert len(said) == 1  # a quick net: one line
     monkeypatch.setattr(E, "_STAGE_LINES_AFTER_S", -1.0)
     said.clear()
-    run_invariance(_cfg(NetSpec("wine", "relu", (4,), 0)), progress=said.append)
+    run_invariance(_cfg(NetSpec("wine", "mlp", (4,), 0)), progress=said.append)
     stages = [m for m in said if "neuron-rescaling control" in m or "symmetry chain" in m]
     assert len(stages) == 1 + TINY.neuron_trials and said[-1].startswith("  [1/1]")

@@ -14,10 +14,10 @@ import torch
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
-from coupled_curvature.numeric.cache import ModelCache
-from coupled_curvature.numeric.datasets import load
+from coupled_curvature.numeric.models.cache import ModelCache
+from coupled_curvature.numeric.models.datasets import load
 from coupled_curvature.numeric.diagnostics import diagnose
-from coupled_curvature.numeric.training import make_mlp
+from coupled_curvature.numeric.models.factory import make_mlp
 from coupled_curvature.numeric.width import (
     MEASURES,
     _dplus_records,

@@ -48,7 +48,8 @@ CASES = [
 @pytest.mark.parametrize("argv,fragments", CASES, ids=[" ".join(a[:1] + a[-2:]) for a, _ in CASES])
 def test_bad_argument(argv, fragments, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # a model cache would appear here
+    monkeypatch.setenv("MPLCONFIGDIR", str(tmp_path.parent / f"{tmp_path.name}-mpl"))  # matplotlib's own cache
     argv = [str(tmp_path / "out") if a == "OUT" else a for a in argv]
     before = tree_hash(tmp_path)
     line = cli_error(capsys, argv)

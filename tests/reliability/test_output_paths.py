@@ -64,7 +64,8 @@ FOLDER_CASES = {
 @pytest.mark.parametrize("command", FOLDER_COMMANDS)
 def test_bad_output_folder_refused_before_work(command, case, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # a cache folder would appear here
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # a model cache would appear here
+    monkeypatch.setenv("MPLCONFIGDIR", str(tmp_path.parent / f"{tmp_path.name}-mpl"))  # matplotlib's own cache
     make, fragment = FOLDER_CASES[case]
     target = make(tmp_path)
     before = tree_hash(tmp_path)
@@ -203,7 +204,7 @@ def test_file_writer_refuses_a_folder(tmp_path):
 def test_cache_refuses_a_file_and_writes_ordinary_files(tmp_path):
     import torch
 
-    from coupled_curvature.numeric.cache import ModelCache
+    from coupled_curvature.numeric.models.cache import ModelCache
 
     f = _user_file(tmp_path)
     with pytest.raises(InvalidInputError, match="--cache"):
