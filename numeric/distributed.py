@@ -12,27 +12,22 @@ order of floating-point additions. "Weighted as a part of the whole" matters for
 losses: a batch of ``n_b`` samples must carry weight ``n_b/N`` with ``N`` the count over *all*
 ranks (:func:`global_batches`), not over this rank's shard. ``diagnose(..., process_group=group)``
 uses :func:`reduce_block_curvature` and :func:`all_reduce_sum`; :func:`shard` splits a data set,
-:func:`check_replicated` checks that every rank holds the same model. Run as a module under
-``torchrun`` it is a launcher (see ``docs/distributed.md`` and ``--help``).
+:func:`check_replicated` checks that every rank holds the same model. ``ccurv diagnose`` under
+``torchrun`` is the launcher (:mod:`coupled_curvature.numeric.launch`, ``docs/distributed.md``).
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime
-import os
-import sys
 from collections.abc import Mapping, Sequence
 
 import torch
 from torch import Tensor, nn
 
-from coupled_curvature.output import check_file, write_json
 from coupled_curvature.errors import InvalidInputError
 
 __all__ = [
-    "all_reduce_sum", "broadcast_model", "check_replicated", "global_batches", "main",
-    "reduce_block_curvature", "shard",
+    "all_reduce_sum", "broadcast_model", "check_replicated", "global_batches", "reduce_block_curvature",
+    "shard", "shard_sizes",
 ]
 
 
@@ -312,158 +307,10 @@ def shard(data: tuple, rank: int, world_size: int, *, strategy: str = "contiguou
     return X[a:b], y[a:b]
 
 
-# ---------------------------------------------------------------------------- launcher
+def shard_sizes(n: int, world_size: int) -> tuple[int, ...]:
+    """The sizes of the contiguous shards :func:`shard` cuts ``n`` samples into.
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m coupled_curvature.numeric.distributed",
-        description="Data-parallel D and D⁺: every rank builds (and trains) the same MLP from --seed, "
-                    "takes a contiguous shard of the data and sums curvature over ranks. Start it with "
-                    "torchrun --nproc_per_node=N -m coupled_curvature.numeric.distributed ...; without "
-                    "torchrun it runs as one process.",
-    )
-    p.add_argument("--dataset", default="digits", choices=("digits", "breast_cancer", "wine"))
-    p.add_argument("--arch", default="mlp:64x3", help="KIND:WIDTHxDEPTH, KIND one of mlp, mlp-nobias, mlp-leaky, linear, mlp-bn, cnn (default mlp:64x3)")
-    p.add_argument("--seed", type=int, default=0, help="initialisation and minibatch-order seed")
-    p.add_argument("--epochs", type=int, default=20, help="Adam epochs on the training split (0: untrained)")
-    p.add_argument("--state", help="load this state_dict (torch.save) instead of training")
-    p.add_argument("--split", default="train", choices=("train", "test"), help="data to diagnose")
-    p.add_argument("--samples", type=int, help="diagnose only the first N samples of the split")
-    p.add_argument("--reduction", default="mean", choices=("mean", "sum"), help="cross-entropy reduction")
-    p.add_argument("--blocks", default="tensor", choices=("tensor", "layer"))
-    p.add_argument("--no-inverse", action="store_true", help="skip D⁺")
-    p.add_argument("--pinv-rtol", type=float, default=1e-10)
-    p.add_argument("--max-dense", type=int, default=4096)
-    p.add_argument("--method", default=None, help="dense, krylov or auto (if diagnose supports it)")
-    p.add_argument("--backend", default="auto", choices=("auto", "gloo", "nccl"),
-                   help="auto: nccl when CUDA is available, gloo otherwise")
-    p.add_argument("--init-method", default="env://", help="process-group rendezvous (default env:// from torchrun)")
-    p.add_argument("--timeout", type=float, default=1800.0, help="seconds before a stuck collective fails")
-    p.add_argument("--broadcast", action="store_true",
-                   help="copy rank 0's weights to every rank before diagnosing (for machines whose "
-                        "training differs in the last bits); without it the ranks must agree bit for bit")
-    p.add_argument("--json", help="rank 0 writes the Diagnosis here (atomically)")
-    return p
-
-
-
-
-def _model(args) -> nn.Module:
-    from coupled_curvature.numeric.models.datasets import load
-    from coupled_curvature.numeric.models.factory import build_for, parse_arch
-    from coupled_curvature.numeric.models.training import fit
-
-    kind, hidden = parse_arch(args.arch)
-    data = load(args.dataset, image=kind == "cnn")
-    model = build_for(kind, hidden, data, seed=args.seed)
-    if args.state is None and args.epochs > 0:
-        model.train()
-        fit(model, data.X_train, data.y_train, epochs=args.epochs, seed=args.seed)
-    if args.state is not None:
-        model.load_state_dict(torch.load(args.state, map_location="cpu", weights_only=True))
-    return model.eval()
-
-
-def _env_int(name: str) -> int | None:
-    value = os.environ.get(name)
-    if value is None:
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise InvalidInputError(f"environment variable {name}={value!r} is not an integer") from None
-
-
-def _run(args: argparse.Namespace, group=None) -> dict | None:
-    """Build the model and the shard, diagnose with ``process_group=group``; rank 0 returns the JSON dict."""
-    from coupled_curvature.numeric.models.datasets import load
-    from coupled_curvature.numeric.diagnostics import diagnose
-
-    if args.epochs < 0 or (args.samples is not None and args.samples < 1) or not 0 <= args.seed < 2**32:
-        raise InvalidInputError("--epochs must be ≥ 0, --samples ≥ 1 and --seed in [0, 2**32 - 1]")
-    if args.json:
-        check_file(args.json)  # fail before any training
-    model = _model(args)
-    data = load(args.dataset, image=args.arch.startswith("cnn"))
-    X, y = data.train if args.split == "train" else data.test
-    if args.samples is not None:
-        X, y = X[: args.samples], y[: args.samples]
-    rank, world = 0, 1
-    if group is not None:
-        dist = _dist()
-        rank, world = dist.get_rank(group), dist.get_world_size(group)
-        if args.broadcast:
-            broadcast_model(model, group)
-        check_replicated(model, group)
-    part = shard((X, y), rank, world)
-    options = {"blocks": args.blocks, "inverse": not args.no_inverse, "pinv_rtol": args.pinv_rtol,
-               "max_dense": args.max_dense}
-    if args.method is not None:
-        options["method"] = args.method
-    if group is not None:
-        options["process_group"] = group
-    d = diagnose(model, nn.CrossEntropyLoss(reduction=args.reduction), part, **options)
-    if rank != 0:
-        return None
-    out = d.to_dict()
-    out["meta"]["distributed"] = {
-        "world_size": world, "backend": None if group is None else _dist().get_backend(group),
-        "shard": "contiguous", "shard_sizes": [_bounds(len(X), r, world)[1] - _bounds(len(X), r, world)[0]
-                                               for r in range(world)],
-        "dataset": args.dataset, "split": args.split, "arch": args.arch, "seed": args.seed,
-        "epochs": 0 if args.state else args.epochs, "state": args.state,
-    }
-    print(d.table())
-    meta = out["meta"]
-    print(f"loss {meta['loss']:.12e} over {meta['n_samples']} samples on {world} rank(s)"
-          + ("" if group is None else f" ({meta['distributed']['backend']})"))
-    if args.json:
-        write_json(args.json, out)
-    return out
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m coupled_curvature.numeric.distributed``; returns the exit status.
-
-    Under torchrun (``RANK``, ``WORLD_SIZE`` set) it joins the process group (gloo, or nccl when
-    CUDA is available), diagnoses this rank's contiguous shard and sums over ranks; otherwise it
-    runs as one process. Rank 0 prints the table (and writes ``--json``).
-
-    >>> main(["--dataset", "wine", "--arch", "mlp:4x1", "--epochs", "0", "--samples", "20"])
-    block ...
-    loss ... over 20 samples on 1 rank(s)
-    0
+    >>> shard_sizes(61, 2)
+    (31, 30)
     """
-    args = _parser().parse_args(argv)
-    import torch.distributed as dist
-
-    world = _env_int("WORLD_SIZE")
-    if dist.is_available() and dist.is_initialized():
-        _run(args, dist.group.WORLD)
-        return 0
-    if world is None:
-        _run(args, None)
-        return 0
-    rank = _env_int("RANK")
-    if rank is None:
-        raise InvalidInputError("WORLD_SIZE is set but RANK is not; start the launcher with torchrun")
-    backend = args.backend
-    if backend == "auto":
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
-    if backend == "nccl":
-        torch.cuda.set_device((_env_int("LOCAL_RANK") or 0) % torch.cuda.device_count())
-    dist.init_process_group(backend, init_method=args.init_method, rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=args.timeout))
-    try:
-        _run(args, dist.group.WORLD)
-    finally:
-        dist.destroy_process_group()
-    return 0
-
-
-if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except InvalidInputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
+    return tuple(_bounds(n, r, world_size)[1] - _bounds(n, r, world_size)[0] for r in range(world_size))

@@ -2,7 +2,7 @@
 
 ``width`` (the exploratory width sweep) writes ``DIR/width.json`` (``{"runs": [...], "kendall": [...]}``),
 ``width.md``, ``width.html`` and the figures ``width_gap_loss.png`` / ``width_gap_err.png``;
-see :mod:`coupled_curvature.numeric.width` and :mod:`coupled_curvature.commands.width_report`.
+see :mod:`coupled_curvature.numeric.width` and :mod:`coupled_curvature.reporting.width_page`.
 
 Writes ``DIR/invariance.json`` (``{"rows": [...], ...}``), ``invariance.md``, ``invariance.html`` and
 ``invariance.png`` (D and D⁺ changes against the Rayleigh-quotient change, one point per net), all
@@ -246,7 +246,7 @@ def width_config(args: argparse.Namespace):
 
 
 def run_width_command(args: argparse.Namespace) -> int:
-    from coupled_curvature.commands import width_report as R
+    from coupled_curvature.reporting import width_page as R
     from coupled_curvature.numeric.models.cache import ModelCache
     from coupled_curvature.numeric.width import run_width
     from coupled_curvature.output import check_folder, write_folder

@@ -10,7 +10,6 @@ capped at 8 so the acted-on blocks are dense, trained and measured in batch-stat
 from __future__ import annotations
 
 import argparse
-import html
 import json
 import os
 import time
@@ -19,6 +18,7 @@ from pathlib import Path
 from coupled_curvature.commands._common import count, nonnegative, positive_float, say, seed
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.output import check_file, check_folder, write_file, write_folder
+from coupled_curvature.reporting.explore_page import figures, render_dinh, render_eps, render_html, render_markdown, render_text
 
 ARCHS = ("mlp:64x3", "mlp-nobias:32x4", "cnn", "linear:16x3", "mlp-bn:32x3")
 APPLICABLE = {
@@ -70,9 +70,6 @@ def sweep_options(model, base: dict | None = None) -> dict:
     return out
 
 
-DINH = ("top_eig", "trace", "sam", "D", "Dplus", "adaptive_avg", "fisher_rao", "lambda")
-
-
 def resolve_symmetries(text: str | None, kind: str) -> list[str]:
     from coupled_curvature.numeric.explore import SYMMETRIES
 
@@ -91,90 +88,6 @@ def resolve_symmetries(text: str | None, kind: str) -> list[str]:
         raise InvalidInputError(f"symmetry(ies) {', '.join(bad)} do not apply to arch {kind!r} ({reasons}); "
                                 f"applicable: {', '.join(ok)}")
     return [s for s in SYMMETRIES if s in names]
-
-
-# ---------------------------------------------------------------------------- rendering
-
-
-def _fmt(x) -> str:
-    return "—" if x is None else f"{x:.1e}"
-
-
-def _mark(cell) -> str:
-    short = {"invariant": "inv", "moves": "mov", "degenerate": "deg"}[cell.predicted]
-    return f"{_fmt(cell.deviation)} {short} {'ok' if cell.agrees else 'NO'}"
-
-
-def render_text(mx) -> str:
-    lines = []
-    dis = mx.disagreements
-    lines.append(f"=== DISAGREEMENTS ({len(dis)}) ===")
-    for c in dis:
-        lines.append(f"  {c.measure} × {c.symmetry}: deviation {_fmt(c.deviation)}, predicted {c.predicted} "
-                     f"({c.reason}) {c.note}")
-    if not dis:
-        lines.append("  none")
-    lines.append("")
-    head = ["measure"] + mx.symmetries
-    rows = [head] + [[m] + [_mark(mx.cell(m, s)) for s in mx.symmetries] for m in mx.measures]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    lines.append("Invariance matrix: max relative deviation over the sweep, prediction, agreement")
-    for r in rows:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)))
-    lines.append("tolerances of 'invariant' cells (1e-9 unless listed):")
-    for c in mx.cells:
-        if c.predicted == "invariant" and c.tolerance is not None and c.tolerance != 1e-9:
-            lines.append(f"  {c.measure} × {c.symmetry}: ≤ {c.tolerance:.1e} ({c.tolerance_reason})")
-    agree = sum(c.agrees for c in mx.cells)
-    lines.append(f"agreement: {agree}/{len(mx.cells)} cells ({100.0 * agree / max(len(mx.cells), 1):.1f}%)")
-    return "\n".join(lines)
-
-
-def render_markdown(mx) -> str:
-    out = ["| measure | " + " | ".join(mx.symmetries) + " |", "|---" * (len(mx.symmetries) + 1) + "|"]
-    for m in mx.measures:
-        out.append(f"| {m} | " + " | ".join(_mark(mx.cell(m, s)) for s in mx.symmetries) + " |")
-    return "\n".join(out) + "\n"
-
-
-def render_html(mx) -> str:
-    rows = []
-    for m in mx.measures:
-        tds = []
-        for s in mx.symmetries:
-            c = mx.cell(m, s)
-            color = "#dfd" if c.agrees else "#fbb"
-            tds.append(f'<td style="background:{color}" title="{html.escape(c.reason)}">{html.escape(_mark(c))}</td>')
-        rows.append(f"<tr><th>{html.escape(m)}</th>{''.join(tds)}</tr>")
-    head = "".join(f"<th>{html.escape(s)}</th>" for s in mx.symmetries)
-    return ("<!doctype html><meta charset='utf-8'><title>invariance matrix</title>"
-            f"<table border=1 cellpadding=4><tr><th>measure</th>{head}</tr>{''.join(rows)}</table>\n")
-
-
-def render_eps(mx) -> str:
-    ev = mx.eps_sweep
-    if ev is None:
-        return ""
-    names = list(ev.deviations)
-    lines = ["BatchNorm eps evidence: the bn column's disagreeing cells re-measured with every BatchNorm eps set to "
-             "each value (same weights); an eps effect falls ∝ eps (log–log slope 1)",
-             "eps".ljust(10) + "fn gap".rjust(10) + "".join(m.rjust(16) for m in names)]
-    for i, eps in enumerate(ev.eps):
-        lines.append(f"{eps:<10.0e}" + _fmt(ev.gaps[i]).rjust(10)
-                     + "".join(_fmt(ev.deviations[m][i]).rjust(16) for m in names))
-    lines.append("slope".ljust(10) + _fmt_slope(_slope_of(ev.eps, ev.gaps)).rjust(10)
-                 + "".join(_fmt_slope(ev.slopes[m]).rjust(16) for m in names))
-    return "\n".join(lines)
-
-
-def _fmt_slope(x) -> str:
-    return "—" if x is None else f"{x:.2f}"
-
-
-def _slope_of(xs, ys):
-    from coupled_curvature.numeric.explore import _slope
-
-    return _slope(xs, ys)
 
 
 def bn_evidence(mx, target, *, seed: int, quick: bool) -> None:
@@ -198,53 +111,9 @@ def bn_evidence(mx, target, *, seed: int, quick: bool) -> None:
     for c in bad:
         slope = ev.slopes[c.measure]
         last = ev.deviations[c.measure][-1]
-        c.note = (f"eps-limited: deviation ∝ eps^{_fmt_slope(slope)} over eps {values[0]:.0e}…{values[-1]:.0e} "
-                  f"(at eps={values[-1]:.0e}: {_fmt(last)}); the symmetry is exact only as eps -> 0")
-
-
-def render_dinh(mx) -> str:
-    if "layer" not in mx.values:
-        return ""
-    lines = ["Dinh demonstration: α-scale map W_l -> αW_l, W_{l+1} -> W_{l+1}/α at the trained minimum"]
-    vals = mx.values["layer"]
-    xs = sorted({x for x, _ in next(iter(vals.values()))})
-    lines.append("measure".ljust(14) + "".join(f"α={x:g}".rjust(13) for x in xs) + "   max/min")
-    for m in DINH:
-        if m not in vals:
-            continue
-        d = dict(vals[m])
-        got = [d.get(x) for x in xs]
-        finite = [abs(v) for v in got if v]
-        ratio = max(finite) / min(finite) if finite and min(finite) > 0 else float("nan")
-        lines.append(m.ljust(14) + "".join(_fmt(v).rjust(13) for v in got) + f"   {ratio:.3g}")
-    return "\n".join(lines)
-
-
-def figures(mx, folder: Path) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    made = []
-    for sym, per in mx.values.items():
-        fig, ax = plt.subplots(figsize=(7, 5))
-        for m, pts in per.items():
-            pts = sorted((x, abs(v)) for x, v in pts if v)
-            if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=m)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel(f"{sym} parameter")
-        ax.set_ylabel("|measure| (per-block measures: mean |block value|)")
-        ax.set_title(f"measures under the {sym} symmetry")
-        ax.legend(fontsize=7, ncol=2)
-        fig.tight_layout()
-        name = f"{sym}.png"
-        fig.savefig(folder / name, dpi=90)
-        plt.close(fig)
-        made.append(name)
-    return made
+        c.note = (f"eps-limited: deviation ∝ eps^{'—' if slope is None else f'{slope:.2f}'} over eps "
+                  f"{values[0]:.0e}…{values[-1]:.0e} (at eps={values[-1]:.0e}: "
+                  f"{'—' if last is None else f'{last:.1e}'}); the symmetry is exact only as eps -> 0")
 
 
 def _fill(files: dict[str, str], mx):

@@ -80,7 +80,7 @@ def _synthetic(n_seeds: int) -> dict:
 
 
 def test_sentences_state_the_result_and_refuse_to_overclaim_with_few_seeds():
-    from coupled_curvature.commands import width_report as R
+    from coupled_curvature.reporting import width_page as R
 
     data = _synthetic(30)
     many = R.sentences(data)

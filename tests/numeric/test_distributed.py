@@ -147,6 +147,7 @@ def _scenarios(rank: int, out_dir: Path) -> dict:
 
     if not has_hook():
         return res
+    from coupled_curvature.cli import main as ccurv
     from coupled_curvature.numeric.diagnostics import diagnose
 
     model, (X, y) = make_problem()
@@ -166,7 +167,7 @@ def _scenarios(rank: int, out_dir: Path) -> dict:
     if has_krylov():
         record("krylov", lambda: run(D.shard((X, y), rank, WORLD), method="krylov"))
     json_path = str(out_dir / "launcher.json")
-    record("launcher", lambda: D.main(launcher_args(json_path)))
+    record("launcher", lambda: ccurv(["diagnose", *launcher_args(json_path)]))
     return res
 
 
@@ -206,6 +207,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 from torch import nn  # noqa: E402
 
+from coupled_curvature.cli import main as ccurv  # noqa: E402
 from coupled_curvature.errors import InvalidInputError  # noqa: E402
 from coupled_curvature.numeric import distributed as D  # noqa: E402
 from coupled_curvature.numeric.diagnostics import diagnose  # noqa: E402
@@ -441,16 +443,16 @@ def test_launcher_two_ranks_equal_one_process(ranks, tmp_path, capsys):
     assert "D⁺" in logs[0] and "D⁺" not in logs[1]  # only rank 0 prints
     got = json.loads(Path(ranks[0]["out_dir"], "launcher.json").read_text())
     assert got["meta"]["distributed"]["world_size"] == 2 and got["meta"]["distributed"]["shard_sizes"] == [31, 30]
-    assert D.main(launcher_args(str(tmp_path / "one.json"))) == 0
+    assert ccurv(["diagnose", *launcher_args(str(tmp_path / "one.json"))]) == 0
     assert "D⁺" in capsys.readouterr().out
     want = json.loads((tmp_path / "one.json").read_text())
     assert want["meta"]["distributed"]["world_size"] == 1
     _assert_matches(got, want, n=61)  # D⁺ held to dplus_tol: a rank-deficient block may be ill-conditioned
 
 
-def test_launcher_rejects_bad_arch():
-    with pytest.raises(InvalidInputError, match="mlp:WIDTHxDEPTH"):
-        D.main(["--arch", "resnet:3", "--epochs", "0"])
+def test_launcher_rejects_bad_arch(capsys):
+    assert ccurv(["diagnose", "--arch", "resnet:3", "--epochs", "0"]) == 2
+    assert "mlp:WIDTHxDEPTH" in capsys.readouterr().err
 
 
 @pytest.mark.slow
@@ -459,11 +461,11 @@ def test_torchrun_two_processes(tmp_path):
     """The documented command line, under the real torchrun (a few seconds of agent start-up)."""
     out = tmp_path / "run.json"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           "-m", "coupled_curvature.numeric.distributed", *launcher_args(str(out), epochs=2)]
+           "-m", "coupled_curvature", "diagnose", *launcher_args(str(out), epochs=2)]
     proc = subprocess.run(cmd, cwd=tmp_path, env=_worker_env(), capture_output=True, text=True, timeout=TIMEOUT_S)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "D⁺" in proc.stdout
     got = json.loads(out.read_text())
     assert got["meta"]["distributed"]["world_size"] == 2
-    assert D.main(launcher_args(str(tmp_path / "one.json"), epochs=2)) == 0
+    assert ccurv(["diagnose", *launcher_args(str(tmp_path / "one.json"), epochs=2)]) == 0
     _assert_matches(got, json.loads((tmp_path / "one.json").read_text()), n=61)

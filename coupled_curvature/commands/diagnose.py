@@ -1,0 +1,71 @@
+"""``ccurv diagnose``: D and D⁺ of a trained net, alone or data-parallel under ``torchrun``.
+
+Every rank builds (and trains) the same model from ``--seed``, takes a contiguous shard of the
+data and sums curvature over ranks; rank 0 prints the table and writes ``--json``::
+
+    ccurv diagnose --dataset wine --arch mlp:8x2
+    torchrun --standalone --nproc_per_node=4 -m coupled_curvature diagnose --dataset digits --arch mlp:64x3
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from coupled_curvature.commands._common import count, nonnegative, positive_float, seed
+from coupled_curvature.output import check_file, write_json
+
+
+def run(args: argparse.Namespace) -> int:
+    from coupled_curvature.numeric.launch import LaunchOptions, run_launch
+
+    if args.json is not None:
+        check_file(args.json)  # before any training
+    opts = LaunchOptions(
+        dataset=args.dataset, arch=args.arch, seed=args.seed, epochs=args.epochs, state=args.state,
+        split=args.split, samples=args.samples, reduction=args.reduction, blocks=args.blocks,
+        inverse=not args.no_inverse, pinv_rtol=args.pinv_rtol, max_dense=args.max_dense, method=args.method,
+        backend=args.backend, init_method=args.init_method, timeout=args.timeout, broadcast=args.broadcast,
+    )
+    result = run_launch(opts)
+    if result is None:  # not rank 0
+        return 0
+    out = result.to_dict(opts)
+    print(result.diagnosis.table())
+    meta = out["meta"]
+    print(f"loss {meta['loss']:.12e} over {meta['n_samples']} samples on {result.world_size} rank(s)"
+          + ("" if result.backend is None else f" ({result.backend})"))
+    if args.json is not None:
+        write_json(args.json, out)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "diagnose", help="D and D⁺ of a net trained here, alone or data-parallel under torchrun",
+        description="Data-parallel D and D⁺: every rank builds (and trains) the same net from --seed, takes a "
+                    "contiguous shard of the data and sums curvature over ranks. Start it with torchrun "
+                    "--nproc_per_node=N -m coupled_curvature diagnose ...; without torchrun it runs as one process.",
+    )
+    p.add_argument("--dataset", default="digits", choices=("digits", "breast_cancer", "wine"))
+    p.add_argument("--arch", default="mlp:64x3",
+                   help="KIND:WIDTHxDEPTH with KIND one of mlp, mlp-nobias, mlp-leaky, linear, mlp-bn, cnn")
+    p.add_argument("--seed", type=seed, default=0, help="initialisation and minibatch-order seed")
+    p.add_argument("--epochs", type=nonnegative, default=20, help="Adam epochs on the training split (0: untrained)")
+    p.add_argument("--state", help="load this state_dict (torch.save) instead of training")
+    p.add_argument("--split", default="train", choices=("train", "test"), help="data to diagnose")
+    p.add_argument("--samples", type=count, help="diagnose only the first N samples of the split")
+    p.add_argument("--reduction", default="mean", choices=("mean", "sum"), help="cross-entropy reduction")
+    p.add_argument("--blocks", default="tensor", choices=("tensor", "layer"))
+    p.add_argument("--no-inverse", action="store_true", help="skip D⁺")
+    p.add_argument("--pinv-rtol", type=positive_float, default=1e-10, help="relative cutoff of H⁺ (default 1e-10)")
+    p.add_argument("--max-dense", type=nonnegative, default=4096, help="largest block with a dense eigenproblem")
+    p.add_argument("--method", default=None, choices=("dense", "krylov", "auto"), help="route for D⁺")
+    p.add_argument("--backend", default="auto", choices=("auto", "gloo", "nccl"),
+                   help="auto: nccl when CUDA is available, gloo otherwise")
+    p.add_argument("--init-method", default="env://", help="process-group rendezvous (default env:// from torchrun)")
+    p.add_argument("--timeout", type=positive_float, default=1800.0, help="seconds before a stuck collective fails")
+    p.add_argument("--broadcast", action="store_true",
+                   help="copy rank 0's weights to every rank before diagnosing (for machines whose training "
+                        "differs in the last bits); without it the ranks must agree bit for bit")
+    p.add_argument("--json", metavar="FILE", help="rank 0 writes the Diagnosis here (atomically)")
+    p.set_defaults(func=run)
