@@ -153,10 +153,10 @@ def _prepare_pair(X: object, y: object, index: int) -> tuple[Tensor, Tensor]:
     if y.is_floating_point():
         y = y.to(torch.float64)
     if X.shape[0] == 0:
-        raise InvalidInputError(f"batch {index} is empty")
+        raise InvalidInputError(f"batch {index} is empty; drop it or pass at least one sample")
     if y.shape[0] != X.shape[0]:
         raise InvalidInputError(
-            f"batch {index}: {X.shape[0]} inputs but {y.shape[0]} targets"
+            f"batch {index}: {X.shape[0]} inputs but {y.shape[0]} targets; pass one target per input"
         )
     return X, y
 
@@ -240,15 +240,21 @@ def checked_loss(value: object, batch_index: int) -> Tensor:
     return value.reshape(())
 
 
-def check_targets(loss_fn: Callable, out: Tensor, y: Tensor, index: int) -> None:
+def check_targets(loss_fn: Callable, out_shape: tuple, y: Tensor, index: int) -> None:
     """Targets that ``loss_fn`` would reject or misread, for the torch losses whose rules are known.
 
     Class-index losses (CrossEntropy, NLL) need integer labels in ``0..C-1`` (or ``ignore_index``);
-    element-wise losses (MSE, L1, BCE, …) need float targets of the outputs' shape (a different
-    shape is silently broadcast by torch).
+    element-wise losses (MSE, L1, BCE, …) need float targets of the outputs' shape ``out_shape``
+    (a different shape is silently broadcast by torch).
+
+    >>> check_targets(nn.CrossEntropyLoss(), (4, 3), torch.tensor([0, 2, 1, 3]), 0)
+    Traceback (most recent call last):
+    ...
+    coupled_curvature.errors.InvalidInputError: targets of batch 0 hold label 3, outside 0..2 (the model has 3 outputs); pass labels in 0..2, or a model with more outputs
     """
     where = f"targets of batch {index}"
-    if isinstance(loss_fn, _CLASS_LOSSES) and out.dim() >= 2 and tuple(y.shape) != tuple(out.shape):
+    out_shape = tuple(out_shape)
+    if isinstance(loss_fn, _CLASS_LOSSES) and len(out_shape) >= 2 and tuple(y.shape) != out_shape:
         if y.is_floating_point():
             raise InvalidInputError(
                 f"{where} are {y.dtype} class indices for {type(loss_fn).__name__}; pass integer labels, e.g. y.long()"
@@ -257,7 +263,7 @@ def check_targets(loss_fn: Callable, out: Tensor, y: Tensor, index: int) -> None
             raise InvalidInputError(
                 f"{where} have dtype {y.dtype}, which {type(loss_fn).__name__} does not take; pass y.long()"
             )
-        classes = out.shape[1]
+        classes = out_shape[1]
         labels = y[y != loss_fn.ignore_index] if y.dtype == torch.long else y
         if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= classes):
             bad = int(labels.min()) if int(labels.min()) < 0 else int(labels.max())
@@ -266,50 +272,68 @@ def check_targets(loss_fn: Callable, out: Tensor, y: Tensor, index: int) -> None
                 f"labels in 0..{classes - 1}, or a model with more outputs"
             )
     elif isinstance(loss_fn, _ELEMENTWISE_LOSSES):
-        if tuple(y.shape) != tuple(out.shape):
-            hint = f", e.g. y.reshape{tuple(out.shape)}" if y.numel() == out.numel() else ""
+        if tuple(y.shape) != out_shape:
+            hint = f", e.g. y.reshape{out_shape}" if y.numel() == math.prod(out_shape) else ""
             raise InvalidInputError(
-                f"{where} have shape {tuple(y.shape)} but the outputs {tuple(out.shape)}, and "
+                f"{where} have shape {tuple(y.shape)} but the outputs {out_shape}, and "
                 f"{type(loss_fn).__name__} would broadcast them; pass targets of the outputs' shape{hint}"
             )
         if not y.is_floating_point():
             raise InvalidInputError(f"{where} are {y.dtype}; {type(loss_fn).__name__} needs float targets: pass y.double()")
 
 
+#: the probe runs the model on this many samples of each batch first (the whole batch only if they fail)
+PROBE_SAMPLES = 4
+
+
 def probe_batches(model: nn.Module, loss_fn: Callable, batches: list[Batch]) -> None:
-    """One gradient-free forward per batch, before any heavy work: the model takes the inputs, the
+    """A gradient-free forward per batch, before any heavy work: the model takes the inputs, the
     targets suit the loss, and the loss is a finite scalar that depends on the outputs.
 
-    Runs on ``model`` (the float64 copy) with its buffers restored and the RNG forked, so a
-    train-mode BatchNorm or Dropout leaves no trace in the computation that follows.
+    The forward runs on the first :data:`PROBE_SAMPLES` samples of a batch (the label checks see all
+    of them); only if that fails is the whole batch run, and its outcome decides (a slice can fail
+    where the batch works: batch statistics, masked losses). It runs on ``model`` (the float64
+    copy) with its buffers restored and the RNG forked, so a train-mode BatchNorm or Dropout leaves
+    no trace in the computation that follows.
     """
     buffers = [(b, b.detach().clone()) for b in model.buffers()]
     first = tuple(batches[0].X.shape[1:])
     try:
         with torch.random.fork_rng(devices=[]):
             for i, batch in enumerate(batches):
-                out = forward_checked(model, batch.X, f"batch {i}", first)
-                if not isinstance(out, Tensor):
-                    continue  # a structured output: the loss decides what it needs
-                check_targets(loss_fn, out, batch.y, i)
-                leaf = out.detach().requires_grad_(True) if out.is_floating_point() else out
-                try:
-                    with torch.enable_grad():
-                        value = loss_fn(leaf, batch.y)
-                except _CALL_ERRORS as e:
-                    raise InvalidInputError(
-                        f"loss_fn(outputs, targets) failed on batch {i} (outputs {tuple(out.shape)} {out.dtype}, "
-                        f"targets {tuple(batch.y.shape)} {batch.y.dtype}): {str(e).splitlines()[0] if str(e) else e!r}; "
-                        "pass targets that loss_fn accepts with these outputs"
-                    ) from None
-                value = checked_loss(value, i)
-                if not value.requires_grad:
-                    raise InvalidInputError(
-                        f"the loss does not depend on the model's outputs on batch {i} (no gradient flows from "
-                        "it to them), so every derivative is 0; pass a loss_fn that is computed from its first "
-                        "argument, the outputs"
-                    )
+                if batch.X.shape[0] > PROBE_SAMPLES:
+                    try:
+                        _probe(model, loss_fn, batch, i, first, PROBE_SAMPLES)
+                        continue
+                    except InvalidInputError:
+                        pass
+                _probe(model, loss_fn, batch, i, first, None)
     finally:
         with torch.no_grad():
             for b, saved in buffers:
                 b.copy_(saved)
+
+
+def _probe(model: nn.Module, loss_fn: Callable, batch: Batch, i: int, first: tuple, k: int | None) -> None:
+    X, y = (batch.X, batch.y) if k is None else (batch.X[:k], batch.y[:k])
+    out = forward_checked(model, X, f"batch {i}", first)
+    if not isinstance(out, Tensor):
+        return  # a structured output: the loss decides what it needs
+    check_targets(loss_fn, (batch.X.shape[0], *out.shape[1:]), batch.y, i)
+    leaf = out.detach().requires_grad_(True) if out.is_floating_point() else out
+    try:
+        with torch.enable_grad():
+            value = loss_fn(leaf, y)
+    except _CALL_ERRORS as e:
+        raise InvalidInputError(
+            f"loss_fn(outputs, targets) failed on batch {i} (outputs {tuple(out.shape)} {out.dtype}, "
+            f"targets {tuple(y.shape)} {y.dtype}): {str(e).splitlines()[0] if str(e) else e!r}; "
+            "pass targets that loss_fn accepts with these outputs"
+        ) from None
+    value = checked_loss(value, i)
+    if not value.requires_grad:
+        raise InvalidInputError(
+            f"the loss does not depend on the model's outputs on batch {i} (no gradient flows from "
+            "it to them), so every derivative is 0; pass a loss_fn that is computed from its first "
+            "argument, the outputs"
+        )

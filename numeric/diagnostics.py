@@ -316,11 +316,11 @@ def _shares_parameters(model: nn.Module) -> bool:
 
 def _check_krylov_options(method: object, max_iter: object, tol: object) -> None:
     if not isinstance(method, str) or method not in METHODS:
-        raise InvalidInputError(f"method must be one of {', '.join(map(repr, METHODS))}, got {method!r}")
+        raise InvalidInputError(f"method must be one of {', '.join(map(repr, METHODS))}, got {method!r}; pass one of them")
     if isinstance(max_iter, bool) or not isinstance(max_iter, int) or max_iter < 1:
-        raise InvalidInputError(f"krylov_max_iter must be a positive int, got {max_iter!r}")
+        raise InvalidInputError(f"krylov_max_iter must be a positive int, got {max_iter!r}; pass e.g. 1000")
     if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not (0.0 < tol < 1.0):
-        raise InvalidInputError(f"krylov_tol must be a number in (0, 1), got {tol!r}")
+        raise InvalidInputError(f"krylov_tol must be a number in (0, 1), got {tol!r}; pass e.g. 1e-7")
 
 
 def derived_quantities(w_sq, g_sq, wHw, wHpinvw, notes: list[str]):

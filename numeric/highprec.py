@@ -236,7 +236,7 @@ def _prepare(model, loss_fn, data, blocks) -> _Problem:
     batches = prepare_batches(data, loss_fn)
     outputs = layers[-1].W.M.shape[0]
     for i, bt in enumerate(batches if kind == "ce" else []):  # diagnose()'s label checks, on the output shape
-        check_targets(loss_fn, torch.empty((bt.X.shape[0], outputs), dtype=torch.float64), bt.y, i)
+        check_targets(loss_fn, (bt.X.shape[0], outputs), bt.y, i)
         if bt.y.numel() and int(bt.y.min()) < 0:
             raise InvalidInputError(f"targets of batch {i} hold label {int(bt.y.min())} (ignore_index); highprec "
                                     "does not skip samples: pass labels in 0..C-1 only")
