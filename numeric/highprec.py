@@ -707,15 +707,15 @@ def invariance_error(
     """
     _check_dps(dps)
     prob = _prepare(model, loss_fn, data, "tensor")
-    if not isinstance(layer, int) or not 0 <= layer < len(prob.layers) - 1:
-        raise InvalidInputError(f"layer must be in 0..{len(prob.layers) - 2}, got {layer!r}")
+    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < len(prob.layers) - 1:
+        raise InvalidInputError(f"layer must be in 0..{len(prob.layers) - 2}, got {layer!r}; pass an int in that range")
     with mpmath.workdps(dps):
         try:
             cc = mpmath.mpf(c)
         except (TypeError, ValueError):
-            raise InvalidInputError(f"c must be a positive number or a string like '0.3' or '3/7', got {c!r}") from None
+            raise InvalidInputError(f"c must be a positive number or a string like '0.3' or '3/7', got {c!r}; pass one of those") from None
         if not (cc > 0 and mpmath.isfinite(cc)):
-            raise InvalidInputError(f"c must be positive and finite, got {c!r}")
+            raise InvalidInputError(f"c must be positive and finite, got {c!r}; pass e.g. '3/7'")
         rtol = _default_rtol(dps)
         F = _working_bits()
         moved = _rescaled(prob, layer, cc)  # the only rounding to dps digits: the map itself

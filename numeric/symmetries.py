@@ -119,6 +119,9 @@ def _transform(model: nn.Module, layer: int, row_scale: Tensor, perm: Tensor) ->
     new = copy.deepcopy(model)
     pair = _pair(new, layer)
     dtype = pair.this.weight.dtype
+    if pair.this.weight.is_meta or pair.nxt.weight.is_meta:
+        raise UnsupportedModelError(f"weight layers {layer} and {layer + 1} are on the meta device (no values); "
+                                    "materialize the model first (model.to_empty(device='cpu'), then load_state_dict)")
     if not dtype.is_floating_point:
         raise UnsupportedModelError(f"layer {layer} holds {dtype} weights; symmetries need float weights: call .double()")
     olds = [p.detach().clone() for p in (pair.this.weight, pair.this.bias, pair.nxt.weight) if p is not None]

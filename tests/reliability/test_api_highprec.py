@@ -83,3 +83,12 @@ def test_valid_highprec_calls_are_finite_at_the_bounds(dps):
     assert_finite(d)
     assert all(isinstance(b.coupled, mpmath.mpf) for b in d)
     assert_unchanged(model, snap)
+
+
+@pytest.mark.parametrize(
+    "c", ["__import__('os').system('touch PWNED') or 1", "exec('open(\"PWNED\", \"w\")')", "-3/7", "0", "x"]
+)
+def test_invariance_error_factor_strings_are_parsed_not_run(c, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _refused(highprec.invariance_error, net(), CE, batch(), match="c must be", layer=0, c=c, dps=20)
+    assert list(tmp_path.iterdir()) == []

@@ -175,3 +175,13 @@ def test_function_gap_valid_call_is_finite():
     gap = function_gap(a, net(seed=1), batch()[0])
     assert_finite(gap) and gap > 0.0
     assert function_gap(a, a, batch()[0]) == 0.0
+
+
+def test_meta_device_models_are_refused_by_the_maps():
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4, device="meta"), torch.nn.ReLU(), torch.nn.Linear(4, 2, device="meta"))
+    from coupled_curvature.errors import UnsupportedModelError
+
+    for call in (lambda: layer_rescale(model, 0, 2.0), lambda: permute_neurons(model, 0, [1, 0, 2, 3])):
+        with pytest.raises(UnsupportedModelError, match="meta device") as excinfo:
+            call()
+        assert_names_fix(excinfo)
