@@ -219,7 +219,7 @@ def diagnose(
         batches = dist.global_batches(batches, loss_fn, process_group, reduction=reduction)
     objective = Objective(net, loss_fn, batches)
     if not objective.names:
-        raise InvalidInputError("the model has no parameters to diagnose")
+        raise InvalidInputError("the model has no parameters to diagnose; pass a model with at least one parameter")
     frozen_names = [n for n, p in net.named_parameters() if not p.requires_grad]
     skipped = frozen_names if frozen == "skip" else []
     partition = _partition(objective.names, blocks, skipped)

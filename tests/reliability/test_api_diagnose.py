@@ -293,3 +293,7 @@ def test_the_tangent_route_switch_still_gives_the_same_D():
     assert a.meta["wHw_route"] == "tangent" and b.meta["wHw_route"] == "hvp"
     for blk in a:
         assert math.isclose(blk.coupled, b[blk.name].coupled, rel_tol=1e-10)
+
+
+def test_a_model_without_parameters_is_refused():
+    _refused(nn.Sequential(nn.ReLU()), lambda o, t: (o**2).mean(), batch(), match="no parameters")
