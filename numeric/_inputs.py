@@ -10,8 +10,15 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from coupled_curvature.errors import InvalidInputError, TrainModeError
+from coupled_curvature.errors import InvalidInputError, TrainModeError, UnsupportedModelError
 
+REDUCTIONS = ("mean", "sum")
+#: losses that take class-index targets (integers in 0..C-1, ``ignore_index`` allowed)
+_CLASS_LOSSES = (nn.CrossEntropyLoss, nn.NLLLoss)
+#: losses that compare outputs and targets element by element (same shape, float targets)
+_ELEMENTWISE_LOSSES = (nn.MSELoss, nn.L1Loss, nn.SmoothL1Loss, nn.HuberLoss, nn.BCELoss, nn.BCEWithLogitsLoss)
+#: what a model's forward or a loss may raise on inputs it cannot take (caught only around those calls)
+_CALL_ERRORS = (RuntimeError, TypeError, ValueError, IndexError)
 
 
 @dataclass(frozen=True)
@@ -33,6 +40,14 @@ def float64_copy(model: nn.Module, *, allow_train_mode: bool = False) -> nn.Modu
         raise InvalidInputError(
             f"model must be a torch.nn.Module, got {type(model).__name__}"
         )
+    check_flag(allow_train_mode, "allow_train_mode")
+    on_meta = [n for n, t in [*model.named_parameters(), *model.named_buffers()] if t.is_meta]
+    if on_meta:
+        raise UnsupportedModelError(
+            f"the model's tensors {', '.join(on_meta[:3])}{' …' if len(on_meta) > 3 else ''} are on the meta "
+            "device, so they hold no values; materialize the model first (model.to_empty(device='cpu'), "
+            "then load_state_dict with its weights)"
+        )
     if not allow_train_mode:
         for name, module in model.named_modules():
             if module.training and isinstance(
@@ -48,8 +63,8 @@ def float64_copy(model: nn.Module, *, allow_train_mode: bool = False) -> nn.Modu
             continue
         if not bool(torch.isfinite(p.detach()).all()):
             raise InvalidInputError(
-                f"parameter {name!r} holds non-finite values (NaN or inf); fix or reload the "
-                "model before diagnosing it"
+                f"parameter {name!r} holds non-finite values (NaN or inf); fix it, or load the "
+                "saved weights again, before using the model"
             )
     clone = copy.deepcopy(model)
     return clone.to(torch.float64)
@@ -65,23 +80,83 @@ def _as_tensor(x: object, what: str) -> Tensor:
             return torch.from_numpy(x.copy())
     except ImportError:  # pragma: no cover - numpy is a dependency
         pass
-    raise InvalidInputError(f"{what} must be a torch.Tensor or numpy array, got {type(x).__name__}")
+    raise InvalidInputError(
+        f"{what} must be a torch.Tensor or numpy array, got {type(x).__name__}; pass e.g. torch.as_tensor(...)"
+    )
 
 
-def _prepare_pair(X: object, y: object, index: int) -> tuple[Tensor, Tensor]:
-    X = _as_tensor(X, f"inputs of batch {index}")
-    y = _as_tensor(y, f"targets of batch {index}")
+def check_flag(value: object, name: str) -> None:
+    """Refuse anything but ``True``/``False`` for an on/off option (``"no"`` is truthy)."""
+    if not isinstance(value, bool):
+        raise InvalidInputError(f"{name} must be True or False, got {value!r}; pass a bool")
+
+
+def check_count(value: object, name: str, minimum: int = 0) -> None:
+    """Refuse non-ints and bools (``True`` is an int in Python) for a count option."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidInputError(f"{name} must be an int ≥ {minimum}, got {value!r}; pass a whole number")
+
+
+def check_loss_fn(loss_fn: object) -> None:
+    """``loss_fn`` must be callable as ``loss_fn(outputs, targets)``: an instance, not a loss class."""
+    if isinstance(loss_fn, type):
+        raise InvalidInputError(
+            f"loss_fn is the class {loss_fn.__name__}, not a loss; pass an instance, e.g. {loss_fn.__name__}()"
+        )
+    if not callable(loss_fn):
+        raise InvalidInputError("loss_fn must be callable as loss_fn(outputs, targets); pass e.g. nn.CrossEntropyLoss()")
+
+
+def prepare_inputs(X: object, what: str) -> Tensor:
+    """``X`` as a tensor (float inputs in float64), refusing NaN/inf and meta tensors.
+
+    Integer inputs are kept (an ``nn.Embedding`` takes them); a model that cannot take them
+    fails in :func:`forward_checked` with an error that says to pass float inputs.
+    """
+    X = _as_tensor(X, what)
+    if X.is_meta:
+        raise InvalidInputError(f"{what} are on the meta device (no values); pass real tensors")
     if X.is_floating_point():
         X = X.to(torch.float64)
         if not bool(torch.isfinite(X).all()):
-            raise InvalidInputError(f"inputs of batch {index} hold non-finite values")
+            raise InvalidInputError(f"{what} hold non-finite values (NaN or inf); remove or fix them")
+    return X
+
+
+def forward_checked(model: nn.Module, X: Tensor, where: str, first_shape: tuple | None = None) -> object:
+    """``model(X)`` with no gradient; a failure becomes an ``InvalidInputError`` that names ``where``.
+
+    The forward can only fail at run time (shapes and dtypes are the model's business), so
+    this is the one place that catches it, narrowly, and says what to pass instead.
+    """
+    try:
+        with torch.no_grad():
+            return model(X)
+    except _CALL_ERRORS as e:
+        if not (X.is_floating_point() or X.is_complex()):
+            fix = f"the inputs are integers ({X.dtype}); pass float inputs, e.g. X.double()"
+        elif first_shape is not None and tuple(X.shape[1:]) != first_shape:
+            fix = f"batch 0 has per-sample shape {first_shape}; pass batches of the shape the model takes"
+        else:
+            fix = "pass inputs of the shape and dtype the model takes"
+        raise InvalidInputError(
+            f"model(X) failed on {where} (inputs of shape {tuple(X.shape)}, {X.dtype}): "
+            f"{str(e).splitlines()[0] if str(e) else type(e).__name__}; {fix}"
+        ) from None
+
+
+def _prepare_pair(X: object, y: object, index: int) -> tuple[Tensor, Tensor]:
+    X = prepare_inputs(X, f"inputs of batch {index}")
+    y = _as_tensor(y, f"targets of batch {index}")
+    if y.is_meta:
+        raise InvalidInputError(f"targets of batch {index} are on the meta device (no values); pass real tensors")
     if y.is_floating_point():
         y = y.to(torch.float64)
     if X.shape[0] == 0:
-        raise InvalidInputError(f"batch {index} is empty")
+        raise InvalidInputError(f"batch {index} is empty; drop it or pass at least one sample")
     if y.shape[0] != X.shape[0]:
         raise InvalidInputError(
-            f"batch {index}: {X.shape[0]} inputs but {y.shape[0]} targets"
+            f"batch {index}: {X.shape[0]} inputs but {y.shape[0]} targets; pass one target per input"
         )
     return X, y
 
@@ -94,10 +169,24 @@ def is_pair(data: object) -> bool:
     )
 
 
-def loss_reduction(loss_fn: Callable) -> str:
-    """``"sum"`` or ``"mean"``, read from ``loss_fn.reduction`` (default ``"mean"``)."""
+def loss_reduction(loss_fn: Callable, reduction: str | None = None) -> str:
+    """``"sum"`` or ``"mean"``: ``reduction`` if given, else ``loss_fn.reduction`` (default ``"mean"``).
+
+    >>> loss_reduction(nn.MSELoss(reduction="sum")), loss_reduction(lambda o, t: o.sum())
+    ('sum', 'mean')
+    """
+    if reduction is not None:
+        if not isinstance(reduction, str) or reduction not in REDUCTIONS:
+            raise InvalidInputError(f"reduction must be 'mean' or 'sum', got {reduction!r}; pass one of them")
+        own = getattr(loss_fn, "reduction", None)
+        if own is not None and own != reduction:
+            raise InvalidInputError(
+                f"reduction={reduction!r} but loss_fn.reduction is {own!r}; drop reduction= (the loss's own "
+                "is used) or pass a loss with the reduction you mean"
+            )
+        return reduction
     reduction = getattr(loss_fn, "reduction", "mean")
-    if reduction not in ("mean", "sum"):
+    if reduction not in REDUCTIONS:
         raise InvalidInputError(
             f"loss_fn.reduction is {reduction!r}; it must be 'mean' or 'sum' so that the loss "
             "is a scalar"
@@ -105,11 +194,12 @@ def loss_reduction(loss_fn: Callable) -> str:
     return reduction
 
 
-def prepare_batches(data: object, loss_fn: Callable) -> list[Batch]:
+def prepare_batches(data: object, loss_fn: Callable, reduction: str | None = None) -> list[Batch]:
     """Float64 batches with weights so that ``L = Σ weight·loss_fn(batch)``.
 
     Mean-reduction losses are weighted by ``n_batch / N`` (an uneven split gives the
-    same ``L`` as one full batch); sum-reduction losses by 1.
+    same ``L`` as one full batch); sum-reduction losses by 1. ``reduction`` overrides
+    ``loss_fn.reduction`` (for plain functions, which have none; see :func:`loss_reduction`).
     """
     if is_pair(data):
         pairs = [_prepare_pair(data[0], data[1], 0)]
@@ -130,7 +220,7 @@ def prepare_batches(data: object, loss_fn: Callable) -> list[Batch]:
     if not pairs:
         raise InvalidInputError("data holds no batches")
     n_total = sum(X.shape[0] for X, _ in pairs)
-    mean = loss_reduction(loss_fn) == "mean"
+    mean = loss_reduction(loss_fn, reduction) == "mean"
     return [Batch(X, y, X.shape[0] / n_total if mean else 1.0) for X, y in pairs]
 
 
@@ -148,3 +238,102 @@ def checked_loss(value: object, batch_index: int) -> Tensor:
             "model's outputs and the targets"
         )
     return value.reshape(())
+
+
+def check_targets(loss_fn: Callable, out_shape: tuple, y: Tensor, index: int) -> None:
+    """Targets that ``loss_fn`` would reject or misread, for the torch losses whose rules are known.
+
+    Class-index losses (CrossEntropy, NLL) need integer labels in ``0..C-1`` (or ``ignore_index``);
+    element-wise losses (MSE, L1, BCE, …) need float targets of the outputs' shape ``out_shape``
+    (a different shape is silently broadcast by torch).
+
+    >>> check_targets(nn.CrossEntropyLoss(), (4, 3), torch.tensor([0, 2, 1, 3]), 0)
+    Traceback (most recent call last):
+    ...
+    coupled_curvature.errors.InvalidInputError: targets of batch 0 hold label 3, outside 0..2 (the model has 3 outputs); pass labels in 0..2, or a model with more outputs
+    """
+    where = f"targets of batch {index}"
+    out_shape = tuple(out_shape)
+    if isinstance(loss_fn, _CLASS_LOSSES) and len(out_shape) >= 2 and tuple(y.shape) != out_shape:
+        if y.is_floating_point():
+            raise InvalidInputError(
+                f"{where} are {y.dtype} class indices for {type(loss_fn).__name__}; pass integer labels, e.g. y.long()"
+            )
+        if y.dtype not in (torch.long, torch.uint8):
+            raise InvalidInputError(
+                f"{where} have dtype {y.dtype}, which {type(loss_fn).__name__} does not take; pass y.long()"
+            )
+        classes = out_shape[1]
+        labels = y[y != loss_fn.ignore_index] if y.dtype == torch.long else y
+        if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= classes):
+            bad = int(labels.min()) if int(labels.min()) < 0 else int(labels.max())
+            raise InvalidInputError(
+                f"{where} hold label {bad}, outside 0..{classes - 1} (the model has {classes} outputs); pass "
+                f"labels in 0..{classes - 1}, or a model with more outputs"
+            )
+    elif isinstance(loss_fn, _ELEMENTWISE_LOSSES):
+        if tuple(y.shape) != out_shape:
+            hint = f", e.g. y.reshape{out_shape}" if y.numel() == math.prod(out_shape) else ""
+            raise InvalidInputError(
+                f"{where} have shape {tuple(y.shape)} but the outputs {out_shape}, and "
+                f"{type(loss_fn).__name__} would broadcast them; pass targets of the outputs' shape{hint}"
+            )
+        if not y.is_floating_point():
+            raise InvalidInputError(f"{where} are {y.dtype}; {type(loss_fn).__name__} needs float targets: pass y.double()")
+
+
+#: the probe runs the model on this many samples of each batch first (the whole batch only if they fail)
+PROBE_SAMPLES = 4
+
+
+def probe_batches(model: nn.Module, loss_fn: Callable, batches: list[Batch]) -> None:
+    """A gradient-free forward per batch, before any heavy work: the model takes the inputs, the
+    targets suit the loss, and the loss is a finite scalar that depends on the outputs.
+
+    The forward runs on the first :data:`PROBE_SAMPLES` samples of a batch (the label checks see all
+    of them); only if that fails is the whole batch run, and its outcome decides (a slice can fail
+    where the batch works: batch statistics, masked losses). It runs on ``model`` (the float64
+    copy) with its buffers restored and the RNG forked, so a train-mode BatchNorm or Dropout leaves
+    no trace in the computation that follows.
+    """
+    buffers = [(b, b.detach().clone()) for b in model.buffers()]
+    first = tuple(batches[0].X.shape[1:])
+    try:
+        with torch.random.fork_rng(devices=[]):
+            for i, batch in enumerate(batches):
+                if batch.X.shape[0] > PROBE_SAMPLES:
+                    try:
+                        _probe(model, loss_fn, batch, i, first, PROBE_SAMPLES)
+                        continue
+                    except InvalidInputError:
+                        pass
+                _probe(model, loss_fn, batch, i, first, None)
+    finally:
+        with torch.no_grad():
+            for b, saved in buffers:
+                b.copy_(saved)
+
+
+def _probe(model: nn.Module, loss_fn: Callable, batch: Batch, i: int, first: tuple, k: int | None) -> None:
+    X, y = (batch.X, batch.y) if k is None else (batch.X[:k], batch.y[:k])
+    out = forward_checked(model, X, f"batch {i}", first)
+    if not isinstance(out, Tensor):
+        return  # a structured output: the loss decides what it needs
+    check_targets(loss_fn, (batch.X.shape[0], *out.shape[1:]), batch.y, i)
+    leaf = out.detach().requires_grad_(True) if out.is_floating_point() else out
+    try:
+        with torch.enable_grad():
+            value = loss_fn(leaf, y)
+    except _CALL_ERRORS as e:
+        raise InvalidInputError(
+            f"loss_fn(outputs, targets) failed on batch {i} (outputs {tuple(out.shape)} {out.dtype}, "
+            f"targets {tuple(y.shape)} {y.dtype}): {str(e).splitlines()[0] if str(e) else e!r}; "
+            "pass targets that loss_fn accepts with these outputs"
+        ) from None
+    value = checked_loss(value, i)
+    if not value.requires_grad:
+        raise InvalidInputError(
+            f"the loss does not depend on the model's outputs on batch {i} (no gradient flows from "
+            "it to them), so every derivative is 0; pass a loss_fn that is computed from its first "
+            "argument, the outputs"
+        )

@@ -10,12 +10,14 @@ import torch
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.numeric._inputs import float64_copy, loss_reduction, prepare_batches
+from coupled_curvature.numeric._inputs import (
+    check_count, check_flag, check_loss_fn, float64_copy, loss_reduction, prepare_batches, probe_batches,
+)
 from coupled_curvature.numeric.blocks import resolve_blocks
 from coupled_curvature.numeric.hvp import BlockCurvature, block_curvature, block_krylov
 from coupled_curvature.numeric.krylov import KrylovForm
 from coupled_curvature.numeric.objective import Objective
-from coupled_curvature.numeric.pinv import pinv_quadratic_form
+from coupled_curvature.numeric.pinv import pinv_quadratic_form, rounding_level
 from coupled_curvature.numeric.tangents import block_quadratic_forms, single_layer_blocks
 
 
@@ -28,7 +30,9 @@ class BlockDiagnosis:
     ``method`` says how ``wᵀH⁺w`` was computed (``"dense"`` or ``"krylov"``); Krylov blocks
     carry the Lanczos step count, convergence flag, relative error estimate and Ritz
     extremes ``(min θ, max θ)``; an unconverged estimate stays in ``inverse_coupled``
-    and a note says so.
+    and a note says so. ``noise_kept`` counts the kept eigenvalues at rounding level,
+    ``|λ| ≤ n·ε·max|λ|`` (``pinv_rtol`` below ``n·ε``): when it is above 0, ``D⁺`` is
+    dominated by rounding noise and a note says so.
     """
 
     name: str
@@ -51,6 +55,7 @@ class BlockDiagnosis:
     krylov_converged: bool | None = None
     krylov_error: float | None = None
     ritz_extremes: tuple[float, float] | None = None
+    noise_kept: int | None = None
 
     @property
     def radial_ratio(self) -> float | None:
@@ -59,11 +64,19 @@ class BlockDiagnosis:
 
 
 class Diagnosis:
-    """The result of :func:`diagnose`: block records by name, in partition order."""
+    """The result of :func:`diagnose`: block records by name, in partition order.
 
-    def __init__(self, blocks: Sequence[BlockDiagnosis], meta: Mapping[str, object]):
+    ``frozen``: parameters with ``requires_grad=False``; ``skipped``: those left out of the
+    blocks (``frozen="skip"``); ``notes``: model-level notes (per-block ones are on the blocks).
+    """
+
+    def __init__(self, blocks: Sequence[BlockDiagnosis], meta: Mapping[str, object], *,
+                 notes: Sequence[str] = (), frozen: Sequence[str] = (), skipped: Sequence[str] = ()):
         self._blocks = {b.name: b for b in blocks}
         self.meta = dict(meta)
+        self.notes: tuple[str, ...] = tuple(notes)
+        self.frozen: tuple[str, ...] = tuple(frozen)
+        self.skipped: tuple[str, ...] = tuple(skipped)
 
     def __getitem__(self, name: str) -> BlockDiagnosis:
         try:
@@ -89,7 +102,8 @@ class Diagnosis:
             d["notes"] = list(b.notes)
             d["ritz_extremes"] = None if b.ritz_extremes is None else list(b.ritz_extremes)
             blocks.append(d)
-        return {"meta": dict(self.meta), "blocks": blocks}
+        return {"meta": dict(self.meta), "blocks": blocks, "notes": list(self.notes),
+                "frozen": list(self.frozen), "skipped": list(self.skipped)}
 
     def table(self) -> str:
         """Aligned text: one row per block."""
@@ -103,7 +117,7 @@ class Diagnosis:
         widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
         lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
                  for r in rows]
-        notes = [f"  {b.name}: {n}" for b in self for n in b.notes]
+        notes = [f"  model: {n}" for n in self.notes] + [f"  {b.name}: {n}" for b in self for n in b.notes]
         return "\n".join(lines + (["notes:"] + notes if notes else []))
 
     def __repr__(self) -> str:
@@ -128,6 +142,8 @@ def diagnose(
     krylov_max_iter: int = 1000,
     krylov_tol: float = 1e-7,
     process_group: object | None = None,
+    frozen: str = "skip",
+    reduction: str | None = None,
 ) -> Diagnosis:
     """Coupled diagnostics of every parameter block of ``model`` in float64.
 
@@ -158,6 +174,16 @@ def diagnose(
     dense blocks, the loss and the sample count over ranks, so every rank returns the
     same result (:mod:`distributed`).
 
+    ``frozen`` says what happens to parameters with ``requires_grad=False``: ``"skip"``
+    (default) leaves them out of the blocks (``Diagnosis.skipped`` lists them, and a
+    model-level note); ``"include"`` diagnoses them like the others. ``reduction``
+    (``"mean"``/``"sum"``) says how ``loss_fn`` reduces over a batch, which sets the batch
+    weights; by default it is ``loss_fn.reduction``, and a plain function without one is
+    taken as a mean (with a model-level note when there are several batches, where it
+    matters). On a model with shared (tied) parameters ``wᵀHw`` always comes from
+    Hessian-vector products. A block whose cutoff keeps eigenvalues at rounding level
+    (``pinv_rtol`` below ``n·ε``) has ``noise_kept > 0`` and a note.
+
     >>> import torch
     >>> torch.manual_seed(0) and None
     >>> net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
@@ -168,25 +194,38 @@ def diagnose(
     >>> d["0.weight"].coupled > 0
     True
     """
-    if not isinstance(pinv_rtol, (int, float)) or not (0.0 <= pinv_rtol < 1.0):
-        raise InvalidInputError(f"pinv_rtol must be a number in [0, 1), got {pinv_rtol!r}")
-    if not isinstance(max_dense, int) or max_dense < 0:
-        raise InvalidInputError(f"max_dense must be a non-negative int, got {max_dense!r}")
-    if not callable(loss_fn):
-        raise InvalidInputError("loss_fn must be callable as loss_fn(outputs, targets)")
+    if isinstance(pinv_rtol, bool) or not isinstance(pinv_rtol, (int, float)) or not (0.0 <= pinv_rtol < 1.0):
+        raise InvalidInputError(f"pinv_rtol must be a number in [0, 1), got {pinv_rtol!r}; pass e.g. 1e-10")
+    check_count(max_dense, "max_dense")
+    check_flag(inverse, "inverse")
+    if frozen not in FROZEN:
+        raise InvalidInputError(f"frozen must be 'skip' or 'include', got {frozen!r}; pass one of them")
+    check_loss_fn(loss_fn)
     _check_krylov_options(method, krylov_max_iter, krylov_tol)
     source_dtypes = sorted({str(p.dtype) for p in model.parameters()}) if isinstance(model, nn.Module) else []
     net = float64_copy(model, allow_train_mode=allow_train_mode)
-    batches = prepare_batches(data, loss_fn)
+    source = "argument" if reduction is not None else "loss_fn" if hasattr(loss_fn, "reduction") else "assumed"
+    reduction = loss_reduction(loss_fn, reduction)
+    batches = prepare_batches(data, loss_fn, reduction)
+    probe_batches(net, loss_fn, batches)
+    model_notes = []
+    if source == "assumed" and len(batches) > 1:
+        model_notes.append("loss_fn has no .reduction: taken as a mean over each batch, so batches are weighted "
+                           "by their size; pass reduction='sum' if it sums")
     dist = None
     if process_group is not None:  # data-parallel: weight this shard as part of all ranks' data
         from coupled_curvature.numeric import distributed as dist
 
-        batches = dist.global_batches(batches, loss_fn, process_group)
+        batches = dist.global_batches(batches, loss_fn, process_group, reduction=reduction)
     objective = Objective(net, loss_fn, batches)
     if not objective.names:
-        raise InvalidInputError("the model has no parameters to diagnose")
-    partition = resolve_blocks(objective.names, blocks)
+        raise InvalidInputError("the model has no parameters to diagnose; pass a model with at least one parameter")
+    frozen_names = [n for n, p in net.named_parameters() if not p.requires_grad]
+    skipped = frozen_names if frozen == "skip" else []
+    partition = _partition(objective.names, blocks, skipped)
+    if skipped:
+        model_notes.append(f"skipped {len(skipped)} frozen parameter(s) (requires_grad=False): {', '.join(skipped)}; "
+                           "pass frozen='include' to diagnose them")
     sizes = {b: sum(objective.values[m].numel() for m in ms) for b, ms in partition.items()}
     dense_ok = method != "krylov"
     dense = {b for b, n in sizes.items() if inverse and dense_ok and n <= max_dense}
@@ -195,7 +234,11 @@ def diagnose(
     retained: list | None = [] if krylov and len(batches) <= KRYLOV_RETAIN_BATCHES else None
     tangent = None
     if not dense and not krylov and dist is None and _tangent_route and all(b.X.dim() == 2 for b in batches):
-        tangent = single_layer_blocks(net, partition)
+        if _shares_parameters(net):
+            model_notes.append("the model shares (ties) parameters between layers: wᵀHw comes from "
+                               "Hessian-vector products, not the one-pass tangent route")
+        else:
+            tangent = single_layer_blocks(net, partition)
     wHw: dict[str, float] = {}
     if tangent is not None:  # D only, on a Linear/(leaky) ReLU Sequential: every wᵀH_bb w in one forward pass
         wHw, grads, loss = block_quadratic_forms(net, loss_fn, batches, tangent)
@@ -226,7 +269,8 @@ def diagnose(
     meta = {
         "n_samples": n_samples,
         "n_batches": len(batches),
-        "reduction": loss_reduction(loss_fn),
+        "reduction": reduction,
+        "reduction_source": source,
         "loss": loss,
         "blocks": blocks if isinstance(blocks, str) else "custom",
         "pinv_rtol": pinv_rtol,
@@ -237,21 +281,46 @@ def diagnose(
     }
     if krylov:
         meta["krylov_max_iter"], meta["krylov_tol"] = krylov_max_iter, krylov_tol
-    return Diagnosis(records, meta)
+    return Diagnosis(records, meta, notes=model_notes, frozen=frozen_names, skipped=skipped)
 
 
 METHODS = ("dense", "krylov", "auto")
+FROZEN = ("skip", "include")
 _tangent_route = True  # tests switch it off to compare with the Hessian-vector-product route
 KRYLOV_RETAIN_BATCHES = 8  # Krylov keeps up to this many batch graphs; more are rebuilt per step
 
 
+def _partition(names: list[str], blocks, skipped: list[str]) -> dict[str, list[str]]:
+    """The blocks over the parameters that are not skipped; a mapping may not name a skipped one."""
+    if not skipped:
+        return resolve_blocks(names, blocks)
+    if isinstance(blocks, Mapping):
+        for block, members in blocks.items():
+            for m in [members] if isinstance(members, str) else members:
+                if m in skipped:
+                    raise InvalidInputError(
+                        f"block {block!r} names {m!r}, a frozen parameter (requires_grad=False) that "
+                        "frozen='skip' leaves out; pass frozen='include' to diagnose it, or drop it from the block"
+                    )
+    kept = [n for n in names if n not in skipped]
+    if not kept:
+        raise InvalidInputError("every parameter is frozen (requires_grad=False); pass frozen='include' to "
+                                "diagnose them anyway")
+    return resolve_blocks(kept, blocks)
+
+
+def _shares_parameters(model: nn.Module) -> bool:
+    """Whether one parameter tensor appears under two names (tied weights)."""
+    return len(list(model.named_parameters(remove_duplicate=False))) != len(list(model.named_parameters()))
+
+
 def _check_krylov_options(method: object, max_iter: object, tol: object) -> None:
     if not isinstance(method, str) or method not in METHODS:
-        raise InvalidInputError(f"method must be one of {', '.join(map(repr, METHODS))}, got {method!r}")
+        raise InvalidInputError(f"method must be one of {', '.join(map(repr, METHODS))}, got {method!r}; pass one of them")
     if isinstance(max_iter, bool) or not isinstance(max_iter, int) or max_iter < 1:
-        raise InvalidInputError(f"krylov_max_iter must be a positive int, got {max_iter!r}")
+        raise InvalidInputError(f"krylov_max_iter must be a positive int, got {max_iter!r}; pass e.g. 1000")
     if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not (0.0 < tol < 1.0):
-        raise InvalidInputError(f"krylov_tol must be a number in (0, 1), got {tol!r}")
+        raise InvalidInputError(f"krylov_tol must be a number in (0, 1), got {tol!r}; pass e.g. 1e-7")
 
 
 def derived_quantities(w_sq, g_sq, wHw, wHpinvw, notes: list[str]):
@@ -279,17 +348,27 @@ def _block_record(block, members, w, c, inverse, pinv_rtol, max_dense, form: Kry
     w_sq = float(w @ w)
     g_sq = float(c.grad @ c.grad)
     wHw = float(w @ c.Hw) if wHw is None else wHw
-    wHpinvw = cutoff = rank = min_rel = None
+    wHpinvw = cutoff = rank = min_rel = noise_kept = None
     krylov: dict = {}
     if c.dense is not None:
         pf = pinv_quadratic_form(c.dense, w, pinv_rtol)
         wHpinvw, rank, cutoff, min_rel = pf.value, pf.rank, pf.cutoff, pf.min_kept_rel_eig
+        noise_kept = pf.noise_kept
         if pf.rank == 0:
             notes.append("H_bb = 0 under the cutoff: H⁺ = 0")
+        if pf.noise_kept:
+            notes.append(
+                f"the cutoff kept {pf.noise_kept} eigenvalue(s) at rounding level (|λ| ≤ n·ε·max|λ| = "
+                f"{rounding_level(w.numel()):.1e}·max|λ|): D⁺ is dominated by rounding noise; use "
+                f"pinv_rtol ≥ {rounding_level(w.numel()):.1e} (the default is 1e-10)"
+            )
     elif form is not None:
         wHpinvw, rank, cutoff = form.value, form.rank, form.cutoff
         krylov = {"method": "krylov", "krylov_iterations": form.iterations, "krylov_converged": form.converged,
                   "krylov_error": form.error_estimate, "ritz_extremes": form.ritz_extremes}
+        if pinv_rtol < rounding_level(w.numel()):
+            notes.append(f"pinv_rtol = {pinv_rtol:g} is below rounding level n·ε = {rounding_level(w.numel()):.1e}: "
+                         "Krylov may keep Ritz values that are rounding noise; use pinv_rtol ≥ that")
         if form.converged and form.rank == 0 and w_sq != 0.0:
             notes.append("H_bb = 0 on the Krylov space of w under the cutoff: wᵀH⁺w = 0")
         if not form.converged:
@@ -310,5 +389,5 @@ def _block_record(block, members, w, c, inverse, pinv_rtol, max_dense, form: Kry
         name=block, params=tuple(members), size=w.numel(), w_sq=w_sq, g_sq=g_sq,
         w_dot_g=float(w @ c.grad), wHw=wHw, rayleigh=rayleigh, coupled=coupled,
         wHpinvw=wHpinvw, inverse_coupled=inverse_coupled, rank=rank, cutoff=cutoff,
-        min_kept_rel_eig=min_rel, notes=tuple(notes), **krylov,
+        min_kept_rel_eig=min_rel, notes=tuple(notes), noise_kept=noise_kept, **krylov,
     )

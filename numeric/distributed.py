@@ -165,14 +165,15 @@ def reduce_block_curvature(curv: dict, group) -> None:
         curv[n].notes[:] = merged
 
 
-def global_batches(batches: Sequence, loss_fn, group) -> list:
+def global_batches(batches: Sequence, loss_fn, group, reduction: str | None = None) -> list:
     """This rank's batches reweighted as parts of the data of all ranks of ``group``.
 
     ``prepare_batches`` weights a mean-reduction batch by ``n_b / N_r`` with ``N_r`` this rank's
     sample count, so summing ranks would give ``Σ_r L_r`` with ``L_r`` a *local* mean. With
     ``N = Σ_r N_r`` (one gather, which also checks that every rank uses the same reduction) the
     weight becomes ``n_b / N`` and ``Σ_r Σ_b n_b/N · mean_b ℓ = Σ_samples ℓ / N`` is the
-    single-process loss. Sum-reduction batches keep weight 1.
+    single-process loss. Sum-reduction batches keep weight 1. ``reduction`` overrides
+    ``loss_fn.reduction`` as in ``diagnose``.
 
     >>> import torch, torch.distributed as dist
     >>> from coupled_curvature.numeric._inputs import prepare_batches
@@ -185,7 +186,7 @@ def global_batches(batches: Sequence, loss_fn, group) -> list:
     """
     from coupled_curvature.numeric._inputs import Batch, loss_reduction
 
-    reduction = loss_reduction(loss_fn)
+    reduction = loss_reduction(loss_fn, reduction)
     n_local = sum(int(b.X.shape[0]) for b in batches)
     gathered = _gather_objects((reduction, n_local), group)
     if len({r for r, _ in gathered}) > 1:

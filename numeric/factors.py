@@ -215,7 +215,7 @@ def with_factor_dplus(d: Diagnosis, model: nn.Module, X: torch.Tensor, rtol: flo
         notes.append(f"D⁺ from the exact per-sample factor H = BᵀB ({f.route} route, rank {f.rank})")
         blocks.append(replace(b, wHpinvw=f.value, inverse_coupled=dplus, rank=f.rank,
                               min_kept_rel_eig=f.min_kept_rel_eig, notes=tuple(notes)))
-    return Diagnosis(blocks, {**d.meta, "dplus_route": "factor"})
+    return Diagnosis(blocks, {**d.meta, "dplus_route": "factor"}, notes=d.notes, frozen=d.frozen, skipped=d.skipped)
 
 
 __all__ = ["FactorForm", "LayerFactors", "agree", "factor_pinv_forms", "relu_ce_factors", "relu_ce_trace",

@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
-from coupled_curvature.numeric._inputs import prepare_batches
+from coupled_curvature.numeric._inputs import check_loss_fn, check_targets, prepare_batches
 from coupled_curvature.numeric.blocks import resolve_blocks
 from coupled_curvature.numeric.diagnostics import BlockDiagnosis, Diagnosis, derived_quantities
 
@@ -230,9 +230,16 @@ class _Problem:
 
 
 def _prepare(model, loss_fn, data, blocks) -> _Problem:
+    check_loss_fn(loss_fn)
     layers = _layers(model)
     kind = _loss_kind(loss_fn)
     batches = prepare_batches(data, loss_fn)
+    outputs = layers[-1].W.M.shape[0]
+    for i, bt in enumerate(batches if kind == "ce" else []):  # diagnose()'s label checks, on the output shape
+        check_targets(loss_fn, (bt.X.shape[0], outputs), bt.y, i)
+        if bt.y.numel() and int(bt.y.min()) < 0:
+            raise InvalidInputError(f"targets of batch {i} hold label {int(bt.y.min())} (ignore_index); highprec "
+                                    "does not skip samples: pass labels in 0..C-1 only")
     X = torch.cat([bt.X.reshape(bt.X.shape[0], -1) for bt in batches]).double()
     if X.shape[1] != layers[0].W.M.shape[1]:
         raise InvalidInputError(f"data has {X.shape[1]} features but the first Linear expects {layers[0].W.M.shape[1]}")
@@ -653,9 +660,14 @@ def diagnose(
     return Diagnosis(records, meta)
 
 
+#: the most digits accepted: the integer engine's numbers grow like 2·dps·log2(10) bits, and far above
+#: this Python's int-to-string limit (4300 digits) stops the run after minutes of work
+MAX_DPS = 1000
+
+
 def _check_dps(dps: object) -> None:
-    if not isinstance(dps, int) or isinstance(dps, bool) or dps < 15:
-        raise InvalidInputError(f"dps must be an int ≥ 15, got {dps!r}")
+    if not isinstance(dps, int) or isinstance(dps, bool) or not 15 <= dps <= MAX_DPS:
+        raise InvalidInputError(f"dps must be an int in 15..{MAX_DPS}, got {dps!r}; pass e.g. dps=50")
 
 
 def _default_rtol(dps: int) -> mpmath.mpf:
@@ -695,15 +707,15 @@ def invariance_error(
     """
     _check_dps(dps)
     prob = _prepare(model, loss_fn, data, "tensor")
-    if not isinstance(layer, int) or not 0 <= layer < len(prob.layers) - 1:
-        raise InvalidInputError(f"layer must be in 0..{len(prob.layers) - 2}, got {layer!r}")
+    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < len(prob.layers) - 1:
+        raise InvalidInputError(f"layer must be in 0..{len(prob.layers) - 2}, got {layer!r}; pass an int in that range")
     with mpmath.workdps(dps):
         try:
             cc = mpmath.mpf(c)
         except (TypeError, ValueError):
-            raise InvalidInputError(f"c must be a positive number or a string like '0.3' or '3/7', got {c!r}") from None
+            raise InvalidInputError(f"c must be a positive number or a string like '0.3' or '3/7', got {c!r}; pass one of those") from None
         if not (cc > 0 and mpmath.isfinite(cc)):
-            raise InvalidInputError(f"c must be positive and finite, got {c!r}")
+            raise InvalidInputError(f"c must be positive and finite, got {c!r}; pass e.g. '3/7'")
         rtol = _default_rtol(dps)
         F = _working_bits()
         moved = _rescaled(prob, layer, cc)  # the only rounding to dps digits: the map itself

@@ -45,13 +45,15 @@ def _band_for(n: int) -> int:
 
 @dataclass(frozen=True)
 class PinvForm:
-    """``value = wᵀH⁺_τ w`` with ``τ = rtol·max|λ|``; ``rank`` eigenvalues kept."""
+    """``value = wᵀH⁺_τ w`` with ``τ = rtol·max|λ|``; ``rank`` eigenvalues kept, ``noise_kept`` of
+    them at rounding level (``|λ| ≤ n·ε·max|λ|``, only possible when ``rtol < n·ε``)."""
 
     value: float
     rank: int
     cutoff: float
     max_abs_eig: float
     min_kept_rel_eig: float | None
+    noise_kept: int = 0
 
 
 def pinv_quadratic_form(H: Tensor, w: Tensor, rtol: float) -> PinvForm:
@@ -160,7 +162,17 @@ def _form(evals: np.ndarray, weights: np.ndarray, rtol: float) -> PinvForm:
         return PinvForm(0.0, 0, cutoff, max_abs, None)
     kept = evals[keep]
     value = float((weights[keep] / kept).sum())
-    return PinvForm(value, int(keep.sum()), cutoff, max_abs, float(np.abs(kept).min()) / max_abs)
+    noise = int((np.abs(kept) <= rounding_level(evals.size) * max_abs).sum())
+    return PinvForm(value, int(keep.sum()), cutoff, max_abs, float(np.abs(kept).min()) / max_abs, noise)
+
+
+def rounding_level(n: int) -> float:
+    """``n·ε``: eigenvalues of an ``n×n`` float64 block below this fraction of ``max|λ|`` are rounding noise.
+
+    >>> rounding_level(1000) < 1e-12
+    True
+    """
+    return max(n, 1) * float(np.finfo(np.float64).eps)
 
 
 def _symmetric_nonzero_part(H: Tensor, w: Tensor, rtol: float) -> tuple[Tensor, Tensor]:

@@ -1,15 +1,24 @@
-"""Function-preserving reparameterizations of ReLU-type ``nn.Sequential`` networks (T2)."""
+"""Function-preserving reparameterizations of ReLU-type ``nn.Sequential`` networks (T2).
+
+Every map returns a new model in the model's own dtype: a float32 model stays float32, so its
+``D`` agrees with the original's only to float32 rounding (about 1e-7 relative after the
+float64 diagnosis); call ``.double()`` on the model first to see the invariance to ~1e-13. A
+factor whose products overflow or underflow that dtype is refused, with the usable range.
+"""
 
 from __future__ import annotations
 
 import copy
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
 from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
+from coupled_curvature.numeric._inputs import float64_copy, forward_checked, prepare_inputs
 
 _WEIGHT_LAYERS = (nn.Linear, nn.Conv1d, nn.Conv2d)
 # Positively homogeneous of degree 1 (σ(cz) = cσ(z), c > 0), or commuting with a positive
@@ -44,10 +53,10 @@ def _leaves(model: nn.Module) -> list[tuple[str, nn.Module]]:
 
 def _pair(model: nn.Module, layer: int) -> _Pair:
     layers = weight_layers(model)
-    if not isinstance(layer, int) or not 0 <= layer < len(layers) - 1:
+    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < len(layers) - 1:
         raise InvalidInputError(
             f"layer={layer!r}: this model has weight layers 0..{len(layers) - 1}, and layer must "
-            f"have a next weight layer to carry the compensation, so 0..{len(layers) - 2}"
+            f"have a next weight layer to carry the compensation: pass an int in 0..{len(layers) - 2}"
         )
     leaves = _leaves(model)
     start = next(i for i, (_, m) in enumerate(leaves) if m is layers[layer])
@@ -70,11 +79,52 @@ def _pair(model: nn.Module, layer: int) -> _Pair:
     return _Pair(this, nxt, fan_in // units)
 
 
+def _usable_range(pair: _Pair) -> tuple[float, float]:
+    """Factors ``c`` for which ``c·(this layer)`` and ``(next layer)/c`` stay finite and normal in the dtype."""
+    info = torch.finfo(pair.this.weight.dtype)
+    this = torch.cat([p.detach().abs().reshape(-1) for p in (pair.this.weight, pair.this.bias) if p is not None])
+    nxt = pair.nxt.weight.detach().abs().reshape(-1)
+    this, nxt = this[this > 0].double(), nxt[nxt > 0].double()
+    lo, hi = info.tiny / info.max, info.max / info.tiny
+    if this.numel():
+        lo, hi = max(lo, info.tiny / float(this.min())), min(hi, info.max / float(this.max()))
+    if nxt.numel():
+        lo, hi = max(lo, float(nxt.max()) / info.max), min(hi, float(nxt.min()) / info.tiny)
+    return lo, hi
+
+
+def _representable(old: Tensor, new: Tensor, dtype: torch.dtype) -> bool:
+    """``new`` is finite, and normal wherever ``old`` was non-zero (no overflow, no flush to 0)."""
+    tiny = torch.finfo(dtype).tiny
+    return bool(torch.isfinite(new).all()) and bool((new.abs()[old != 0] >= tiny).all())
+
+
+def _factor(c: object, name: str) -> float:
+    """A real, finite, positive factor as a float (no strings, no bools)."""
+    if isinstance(c, Tensor) and c.numel() == 1 and not c.is_complex():
+        c = c.item()
+    if isinstance(c, bool) or not isinstance(c, numbers.Real):
+        raise InvalidInputError(f"{name} must be a real number, got {c!r}; pass e.g. 8.0")
+    c = float(c)
+    if not (c > 0.0) or c == float("inf"):
+        raise InvalidInputError(f"{name} must be a finite positive number, got {c!r}; pass e.g. 8.0")
+    return c
+
+
 def _transform(model: nn.Module, layer: int, row_scale: Tensor, perm: Tensor) -> nn.Module:
     """New model: rows of layer ``layer`` permuted by ``perm`` and scaled by ``row_scale``;
-    the matching inputs of the next layer permuted and scaled by ``1/row_scale``."""
+    the matching inputs of the next layer permuted and scaled by ``1/row_scale``.
+
+    Refuses (before returning) scales whose products overflow or underflow the model's dtype."""
     new = copy.deepcopy(model)
     pair = _pair(new, layer)
+    dtype = pair.this.weight.dtype
+    if pair.this.weight.is_meta or pair.nxt.weight.is_meta:
+        raise UnsupportedModelError(f"weight layers {layer} and {layer + 1} are on the meta device (no values); "
+                                    "materialize the model first (model.to_empty(device='cpu'), then load_state_dict)")
+    if not dtype.is_floating_point:
+        raise UnsupportedModelError(f"layer {layer} holds {dtype} weights; symmetries need float weights: call .double()")
+    olds = [p.detach().clone() for p in (pair.this.weight, pair.this.bias, pair.nxt.weight) if p is not None]
     with torch.no_grad():
         a = row_scale.to(pair.this.weight.dtype)
         shape = (-1,) + (1,) * (pair.this.weight.dim() - 1)
@@ -87,23 +137,39 @@ def _transform(model: nn.Module, layer: int, row_scale: Tensor, perm: Tensor) ->
         inv = (1.0 / a).repeat_interleave(pair.spread)
         shape_next = (1, -1) + (1,) * (W.dim() - 2)
         W.copy_(W[:, idx] * inv.reshape(shape_next))
+    news = [p.detach() for p in (pair.this.weight, pair.this.bias, pair.nxt.weight) if p is not None]
+    olds = [olds[0][perm], *([olds[1][perm]] if pair.this.bias is not None else []), olds[-1][:, idx]]
+    if not all(_representable(o, n, dtype) for o, n in zip(olds, news)):
+        lo, hi = _usable_range(_pair(model, layer))
+        raise InvalidInputError(
+            f"the scale(s) {_describe(row_scale)} overflow or underflow {dtype} on weight layers {layer} and "
+            f"{layer + 1} (they would hold inf or lose entries to 0); with these weights the usable range is "
+            f"[{lo:.3g}, {hi:.3g}]: pass factors in it, or call .double() on the model first for a wider range"
+        )
     return new
+
+
+def _describe(a: Tensor) -> str:
+    vals = a.double()
+    return f"{float(vals[0]):g}" if bool((vals == vals[0]).all()) else f"in [{float(vals.min()):g}, {float(vals.max()):g}]"
 
 
 def layer_rescale(model: nn.Module, layer: int, c: float) -> nn.Module:
     """T2: ``W_l -> cW_l, b_l -> cb_l, W_{l+1} -> W_{l+1}/c`` (degree-1 activations), as a new model.
 
     ``layer`` counts weight layers (Linear/Conv) from 0. The function is unchanged for
-    every input; raw curvature of the affected blocks scales by ``c^{∓2}`` (T3).
+    every input; raw curvature of the affected blocks scales by ``c^{∓2}`` (T3). The result
+    keeps the model's dtype (float32 stays float32: ``D`` then agrees to float32 rounding,
+    ~1e-7; ``.double()`` the model first for ~1e-13). ``c`` must be finite, positive and such
+    that ``c·W_l`` and ``W_{l+1}/c`` neither overflow nor underflow that dtype; otherwise
+    ``InvalidInputError`` gives the usable range.
 
     >>> net = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
     >>> X = torch.randn(5, 2)
     >>> function_gap(net, layer_rescale(net, 0, 8.0), X) < 1e-5
     True
     """
-    c = float(c)
-    if not (c > 0.0) or c == float("inf"):
-        raise InvalidInputError(f"c must be a finite positive number, got {c!r}")
+    c = _factor(c, "c")
     units = _pair(model, layer).this.weight.shape[0]
     return _transform(model, layer, torch.full((units,), c, dtype=torch.float64), torch.arange(units))
 
@@ -112,47 +178,78 @@ def neuron_rescale(model: nn.Module, layer: int, scales: Sequence[float] | Tenso
     """T2 neuron-wise: rows of ``W_l``, ``b_l`` times ``a``; columns of ``W_{l+1}`` times ``1/a``.
 
     ``scales`` is a positive vector ``a`` with one entry per unit (channel) of ``layer``.
-    Non-uniform ``a`` is not conformal on the tensor blocks (T5), so ``D`` moves.
+    Non-uniform ``a`` is not conformal on the tensor blocks (T5), so ``D`` moves. The result
+    keeps the model's dtype; scales whose products overflow or underflow it are refused.
 
     >>> net = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
     >>> function_gap(net, neuron_rescale(net, 0, [1.0, 2.0, 0.5]), torch.randn(4, 2)) < 1e-5
     True
     """
     units = _pair(model, layer).this.weight.shape[0]
-    a = torch.as_tensor(scales, dtype=torch.float64).reshape(-1)
+    a = _numbers(scales, "scales", integer=False).reshape(-1)
     if a.numel() != units:
-        raise InvalidInputError(f"scales has {a.numel()} entries; layer {layer} has {units} units")
+        raise InvalidInputError(f"scales has {a.numel()} entries; layer {layer} has {units} units: pass one per unit")
     if not bool(torch.isfinite(a).all()) or not bool((a > 0).all()):
-        raise InvalidInputError("scales must be finite and positive")
+        raise InvalidInputError("scales must be finite and positive; pass e.g. [1.0, 2.0, 0.5]")
     return _transform(model, layer, a, torch.arange(units))
 
 
 def permute_neurons(model: nn.Module, layer: int, perm: Sequence[int] | Tensor) -> nn.Module:
     """T2: relabel the hidden units of ``layer`` by ``perm`` (rows of ``W_l``, ``b_l``; columns of ``W_{l+1}``).
 
+    ``perm`` holds integers (no floats, no bools), each of ``0..units-1`` once. The result keeps
+    the model's dtype.
+
     >>> net = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
     >>> function_gap(net, permute_neurons(net, 0, [2, 0, 1]), torch.randn(4, 2)) < 1e-6
     True
     """
     units = _pair(model, layer).this.weight.shape[0]
-    p = torch.as_tensor(perm, dtype=torch.long).reshape(-1)
+    p = _numbers(perm, "perm", integer=True).reshape(-1)
     if p.numel() != units or not torch.equal(torch.sort(p).values, torch.arange(units)):
-        raise InvalidInputError(f"perm must be a permutation of 0..{units - 1}")
+        raise InvalidInputError(f"perm must be a permutation of 0..{units - 1}: pass each index once, e.g. "
+                                f"{list(range(units))[::-1]}")
     return _transform(model, layer, torch.ones(units, dtype=torch.float64), p)
+
+
+def _numbers(values: object, name: str, *, integer: bool) -> Tensor:
+    """``values`` (a sequence, numpy array or tensor of real numbers) as a long or float64 tensor;
+    floats are refused where indices are meant (no silent truncation), bools and strings always."""
+    kind = "integer indices, e.g. [2, 0, 1]" if integer else "real numbers, e.g. [1.0, 2.0, 0.5]"
+    try:
+        t = values.detach() if isinstance(values, Tensor) else torch.as_tensor(np.asarray(values))
+    except (TypeError, ValueError, RuntimeError):
+        t = None
+    if t is None or not (_is_int(t.dtype) or (not integer and t.is_floating_point())):
+        raise InvalidInputError(f"{name} must hold {kind}; got {values!r}: pass {kind.split(', ')[0]}")
+    if t.dim() > 1:
+        raise InvalidInputError(f"{name} must be a flat list (one entry per unit), got shape {tuple(t.shape)}; "
+                                "pass a 1-D sequence")
+    return t.long() if integer else t.double()
+
+
+def _is_int(dtype: torch.dtype) -> bool:
+    return dtype in (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
 
 
 def function_gap(a: nn.Module, b: nn.Module, X: Tensor) -> float:
     """``max |a(X) − b(X)|`` over all inputs and outputs, evaluated in float64 on copies.
 
+    ``X`` is checked as in ``diagnose`` (finite; a failing forward names the fix), the models'
+    parameters must be finite, and non-finite outputs are refused rather than returned as NaN.
+
     >>> net = nn.Sequential(nn.Linear(2, 1))
     >>> function_gap(net, net, torch.randn(3, 2))
     0.0
     """
-    X = torch.as_tensor(X)
-    Xd = X.to(torch.float64) if X.is_floating_point() else X
-    with torch.no_grad():
-        ya = copy.deepcopy(a).to(torch.float64)(Xd)
-        yb = copy.deepcopy(b).to(torch.float64)(Xd)
+    Xd = prepare_inputs(X, "X")
+    ya, yb = (forward_checked(float64_copy(m, allow_train_mode=True), Xd, f"model {k}") for k, m in (("a", a), ("b", b)))
+    for k, y in (("a", ya), ("b", yb)):
+        if not isinstance(y, Tensor):
+            raise InvalidInputError(f"model {k} returned {type(y).__name__}, not a tensor; pass models that return tensors")
+        if y.is_floating_point() and not bool(torch.isfinite(y).all()):
+            raise InvalidInputError(f"model {k} gives non-finite outputs (NaN or inf) on X; check its weights "
+                                    "(a symmetry factor outside the dtype's range?) and X")
     if ya.shape != yb.shape:
         raise InvalidInputError(f"the models' outputs differ in shape: {tuple(ya.shape)} vs {tuple(yb.shape)}")
     return float((ya - yb).abs().max()) if ya.numel() else 0.0
