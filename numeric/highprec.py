@@ -662,12 +662,11 @@ def diagnose(
 
 #: the most digits accepted: the integer engine's numbers grow like 2·dps·log2(10) bits, and far above
 #: this Python's int-to-string limit (4300 digits) stops the run after minutes of work
-MAX_DPS = 1000
 
 
 def _check_dps(dps: object) -> None:
-    if not isinstance(dps, int) or isinstance(dps, bool) or not 15 <= dps <= MAX_DPS:
-        raise InvalidInputError(f"dps must be an int in 15..{MAX_DPS}, got {dps!r}; pass e.g. dps=50")
+    if not isinstance(dps, int) or isinstance(dps, bool) or not MIN_DPS <= dps <= MAX_DPS:
+        raise InvalidInputError(f"dps must be an int in {MIN_DPS}..{MAX_DPS}, got {dps!r}; pass e.g. dps=50")
 
 
 def _default_rtol(dps: int) -> mpmath.mpf:

@@ -1,7 +1,7 @@
-"""Names the command line offers, in a module that imports nothing heavy (no torch).
+"""Names and bounds the command line offers, in a module that imports nothing heavy (no torch).
 
-The parser lists them in its help without paying for torch; the modules that compute the
-measures import them from here, so each name is written once.
+The parser lists and checks them without paying for torch; the modules that compute import
+them from here, so each is written once.
 
 >>> sorted(WIDTH_MEASURES)[:2]
 ['D_mean', 'D_median']
@@ -9,7 +9,10 @@ measures import them from here, so each name is written once.
 
 from __future__ import annotations
 
-__all__ = ["WIDTH_MEASURES", "WIDTH_GAPS"]
+__all__ = ["WIDTH_MEASURES", "WIDTH_GAPS", "MIN_DPS", "MAX_DPS"]
+
+#: digits of the mpmath routes: 15 is float64's; above 1000 Python's int-to-string limits break them
+MIN_DPS, MAX_DPS = 15, 1000
 
 #: measures of the width experiment: name -> what it is
 WIDTH_MEASURES: dict[str, str] = {

@@ -18,10 +18,8 @@ import math
 import sys
 from collections.abc import Callable
 
-__all__ = ["say", "seed", "count", "nonnegative", "positive_float", "bounded_int", "MAX_DPS"]
+__all__ = ["say", "seed", "count", "nonnegative", "positive_float", "bounded_int"]
 
-#: digits above this exceed Python's int-to-string limits in the mpmath routes
-MAX_DPS = 1000
 SEED_MAX = 2**32 - 1
 
 

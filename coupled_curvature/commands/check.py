@@ -10,7 +10,8 @@ import argparse
 import time
 from typing import Any
 
-from coupled_curvature.commands._common import MAX_DPS, bounded_int, seed
+from coupled_curvature.commands._common import bounded_int, seed
+from coupled_curvature.numeric.vocabulary import MAX_DPS, MIN_DPS
 from coupled_curvature.commands._common import say as _say
 from coupled_curvature.output import check_file, write_json
 from coupled_curvature.errors import InvalidInputError
@@ -138,6 +139,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     check.add_argument("--seed", type=seed, default=0, help="seed for training and the symmetry chains")
     check.add_argument("--quick", action="store_true",
                        help="skip the digits 64x3 D⁺ chain (the slow part); small nets only")
-    check.add_argument("--precision", type=bounded_int(15, MAX_DPS), metavar="DPS", default=None,
+    check.add_argument("--precision", type=bounded_int(MIN_DPS, MAX_DPS), metavar="DPS", default=None,
                        help="also measure the invariance error in mpmath at DPS digits (it should fall like 10^-DPS)")
     check.set_defaults(func=run)
