@@ -142,3 +142,114 @@ split.
 Qed.
 
 End PseudoInverse.
+
+Section T7.
+Variable R : rcfType.
+Variable n : nat.
+Implicit Types (w g v : 'cV[R]_n) (A B H X : 'M[R]_n).
+
+(* D⁺ = (wᵀH⁺w / wᵀw) · ‖g‖², mirroring the package's definition *)
+Definition coupledDplus w g H : R := quad (pinv H) w / sqnorm w * sqnorm g.
+
+Lemma conformal_n0 A : n = 0%N -> conformal A.
+Proof.
+move=> n0; exists 1; split; first exact: ltr01.
+by apply/matrixP => i; have := ltn_ord i; rewrite [X in (_ < X)%N]n0.
+Qed.
+
+Lemma dot_e_mx (M : 'M[R]_n) (i j : 'I_n) : dot (e i) (M *m e j) = M i j.
+Proof. by rewrite /dot /e trmx_delta -colE -rowE !mxE. Qed.
+
+(* polarization: a map scaling every squared norm by k has BᵀB = k I *)
+Lemma isometry_gram B k : (forall g, sqnorm (B *m g) = k * sqnorm g) -> B^T *m B = k%:M.
+Proof.
+move=> h; apply/matrixP => i j.
+rewrite -dot_e_mx -mulmxA -dot_mulmx mxE.
+have := h (e i + e j); rewrite mulmxDr /sqnorm !dotDl !dotDr -!/(sqnorm _) !h.
+rewrite (dotC (B *m e j)) !dot_e !sqnorm_e (eq_sym j i).
+set x := dot _ _; set b := (i == j)%:R => hyp.
+have e2 : 2 * (x - k * b) = - (k * (1 + b + (b + 1)) - (k * 1 + x + (x + k * 1))) by ring.
+rewrite hyp subrr oppr0 in e2; move/eqP: e2; rewrite mulf_eq0 pnatr_eq0 subr_eq0 /= => /eqP->.
+by rewrite /b mulr_natr.
+Qed.
+
+Lemma quad_conf A c X w : A^T *m A = (c ^+ 2)%:M ->
+  quad (A *m X *m A^T) (A *m w) = c ^+ 4 * quad X w.
+Proof.
+move=> hA; rewrite /quad dot_mulmx -!mulmxA (mulmxA A^T A w) hA mul_scalar_mx.
+rewrite mulmxA hA mul_scalar_mx -scalemxAr.
+by rewrite !dotZr mulrA -exprD.
+Qed.
+
+(* T7: (A⁻ᵀ H A⁻¹)⁺ = A H⁺ Aᵀ for A ∈ CO(n) *)
+Theorem T7_pinv_congruence A H : conformal A -> pinv (act_H A H) = A *m pinv H *m A^T.
+Proof.
+move=> cA; have Au := conformal_unit cA; case: cA => c [c0 hA].
+have c0' := lt0r_neq0 c0.
+set B := c ^- 2 *: A.
+have hact : act_H A H = B *m H *m B^T.
+  by rewrite /act_H (conformal_inv Au c0' hA) /B !linearZ /= trmxK.
+have hBB : B^T *m B = (c ^- 2)%:M.
+  rewrite /B [(_ *: A)^T]linearZ /= sAl sAr scalerA hA scale_scalar_mx; congr (_%:M); field.
+  exact: c0'.
+have s0 : c ^- 2 != 0 by rewrite invr_eq0 expf_neq0.
+rewrite hact (pinv_eq (penrose_congr (pinv_penrose H) hBB s0)).
+rewrite /B [(_ *: A)^T]linearZ /= ?(sAl, sAr, scalerA); apply: scale_id; field; exact: c0'.
+Qed.
+
+(* T7: D⁺ is invariant under CO(n), for every w, g, H *)
+Theorem T7_Dplus_invariant A w g H : conformal A ->
+  coupledDplus (act_w A w) (act_g A g) (act_H A H) = coupledDplus w g H.
+Proof.
+move=> cA; have Au := conformal_unit cA; rewrite /coupledDplus T7_pinv_congruence //.
+case: cA => c [c0 hA]; have c0' := lt0r_neq0 c0.
+rewrite (quad_conf _ _ hA) (sqnorm_conf_w w hA) (sqnorm_conf_g g Au c0' hA) invfM.
+set q := quad _ w; set t := (sqnorm w)^-1; field; exact: c0'.
+Qed.
+
+(* T7 converse: invariance of D⁺ for all w <> 0, g <> 0 and symmetric H forces A ∈ CO(n) *)
+Theorem T7_converse A : A \in unitmx ->
+  (forall w g H, w != 0 -> g != 0 -> H^T = H ->
+     coupledDplus (act_w A w) (act_g A g) (act_H A H) = coupledDplus w g H) ->
+  conformal A.
+Proof.
+move=> Au h; set M := A^T *m A.
+have Mu : M \in unitmx by rewrite unitmx_mul unitmx_tr Au.
+have Msym : M^T = M by rewrite /M trmx_mul trmxK.
+have hM : act_H A M = 1%:M.
+  by rewrite /act_H /M mulmxA -trmx_mul mulmxV // trmx1 mul1mx mulmxV.
+have MY : M *m (invmx A *m (invmx A)^T) = 1%:M.
+  by rewrite /M -mulmxA (mulmxA A) mulmxV // mul1mx -trmx_mul mulVmx // trmx1.
+have iM : invmx M = invmx A *m (invmx A)^T by rewrite -[RHS](mulKmx Mu) MY mulmx1.
+have qM w : quad (invmx M) w = sqnorm (act_g A w).
+  by rewrite /sqnorm /act_g dot_mulmx trmxK /quad iM mulmxA.
+have key w g : w != 0 -> sqnorm (act_g A g) * sqnorm w = sqnorm (act_g A w) * sqnorm g.
+  move=> w0; have [->|g0] := eqVneq g 0; first by rewrite /act_g mulmx0 !sqnorm0 !mul0r mulr0.
+  have := h w g M w0 g0 Msym; rewrite /coupledDplus hM pinv_unit ?unitmx1 // invmx1 quad1.
+  rewrite divff ?mul1r; last by rewrite lt0r_neq0 // sqnorm_mul_gt0.
+  rewrite pinv_unit // qM => ->; rewrite mulrAC divfK //.
+  by rewrite lt0r_neq0 // sqnorm_gt0.
+have [n0|n_gt0] := posnP n; first exact: conformal_n0.
+set i0 : 'I_n := Ordinal n_gt0; set k := sqnorm (act_g A (e i0)).
+have k0 : 0 < k by rewrite sqnorm_mul_gt0 ?act_g_unit ?e_neq0.
+have hk : (invmx A)^T^T *m (invmx A)^T = k%:M.
+  apply: isometry_gram => g; have := key (e i0) g (@e_neq0 _ _ i0).
+  by rewrite sqnorm_e mulr1 -/k.
+rewrite trmxK in hk.
+have hMk : M = k^-1%:M.
+  apply: (scalerI (lt0r_neq0 k0)); rewrite scale_scalar_mx mulfV ?lt0r_neq0 //.
+  by rewrite -mul_mx_scalar -hk MY.
+exists (Num.sqrt k^-1); split; first by rewrite sqrtr_gt0 invr_gt0.
+by rewrite sqr_sqrtr ?invr_ge0 ?Order.POrderTheory.ltW.
+Qed.
+
+Theorem T7_iff A : A \in unitmx ->
+  (forall w g H, w != 0 -> g != 0 -> H^T = H ->
+     coupledDplus (act_w A w) (act_g A g) (act_H A H) = coupledDplus w g H)
+  <-> conformal A.
+Proof.
+move=> Au; split; first exact: T7_converse.
+by move=> cA w g H _ _ _; apply: T7_Dplus_invariant.
+Qed.
+
+End T7.
