@@ -252,4 +252,145 @@ move=> Au; split; first exact: T7_converse.
 by move=> cA w g H _ _ _; apply: T7_Dplus_invariant.
 Qed.
 
+(* rank-one blocks H = v vᵀ: used by the witness *)
+Lemma vTv v : v^T *m v = (sqnorm v)%:M.
+Proof. exact: mx11_scalar. Qed.
+
+Lemma vvT_sym v : (v *m v^T)^T = v *m v^T.
+Proof. by rewrite trmx_mul trmxK. Qed.
+
+Lemma pinv_rank1 v : v != 0 -> pinv (v *m v^T) = (sqnorm v) ^- 2 *: (v *m v^T).
+Proof.
+move=> v0; have s0 : sqnorm v != 0 by rewrite sqnorm_eq0.
+have PP : v *m v^T *m (v *m v^T) = sqnorm v *: (v *m v^T).
+  by rewrite mulmxA -(mulmxA v v^T v) vTv mul_mx_scalar -scalemxAl.
+apply: pinv_eq; split.
+- rewrite ?(sAl, sAr, PP, scalerA); apply: scale_id; field; exact: s0.
+- rewrite ?(sAl, sAr, PP, scalerA); congr (_ *: _); field; exact: s0.
+- by rewrite ?(sAl, sAr, PP, scalerA) linearZ /= vvT_sym.
+- by rewrite ?(sAl, sAr, PP, scalerA) linearZ /= vvT_sym.
+Qed.
+
+Lemma act_H_rank1 A v : act_H A (v *m v^T) = act_g A v *m (act_g A v)^T.
+Proof. by rewrite /act_H /act_g trmx_mul trmxK !mulmxA. Qed.
+
+Lemma quad_rank1 v w : quad (v *m v^T) w = dot v w ^+ 2.
+Proof.
+rewrite /quad -mulmxA [v^T *m w]mx11_scalar -/(dot v w) mul_mx_scalar dotZr.
+by rewrite dotC expr2.
+Qed.
+
+Lemma quad_scale a X w : quad (a *: X) w = a * quad X w.
+Proof. by rewrite /quad -scalemxAl dotZr. Qed.
+
 End T7.
+
+(* The exact witness of T7: a singular H and a non-conformal A for which pseudo-inversion does not
+   commute with the congruence and wᵀH⁺w, gᵀH⁺g and D⁺ change. *)
+Section T7Witness.
+Variable R : rcfType.
+
+(* the shear A = I + E₀₁ = [[1, 1], [0, 1]] and H = e₀e₀ᵀ = [[1, 0], [0, 0]] *)
+Definition Ashear : 'M[R]_2 := 1%:M + delta_mx 0 1.
+Definition Hsing : 'M[R]_2 := e (0 : 'I_2) *m (e (0 : 'I_2))^T.
+
+Lemma N2 : (delta_mx 0 1 : 'M[R]_2) *m delta_mx 0 1 = 0 :> 'M[R]_2.
+Proof. by rewrite mul_delta_mx_0. Qed.
+
+Lemma Ashear_inv : Ashear *m (1%:M - delta_mx 0 1) = 1%:M.
+Proof. by rewrite /Ashear mulmxDl !mulmxBr !mul1mx mulmx1 N2 subr0 subrK. Qed.
+
+Lemma Ashear_unit : Ashear \in unitmx.
+Proof. by case: (mulmx1_unit Ashear_inv). Qed.
+
+Lemma invmx_Ashear : invmx Ashear = 1%:M - delta_mx 0 1.
+Proof. by rewrite -[RHS](mulKmx Ashear_unit) Ashear_inv mulmx1. Qed.
+
+Lemma Ashear_e0 : act_w Ashear (e 0) = e 0.
+Proof. by rewrite /act_w /Ashear /e mulmxDl mul1mx mul_delta_mx_0 ?addr0. Qed.
+
+Lemma Ashear_g0 : act_g Ashear (e 0) = e 0 - e 1.
+Proof.
+by rewrite /act_g invmx_Ashear linearB /= trmx1 trmx_delta mulmxBl mul1mx /e mul_delta_mx.
+Qed.
+
+Lemma Ashear_g1 : act_g Ashear (e 1) = e 1.
+Proof.
+rewrite /act_g invmx_Ashear linearB /= trmx1 trmx_delta mulmxBl mul1mx /e.
+by rewrite mul_delta_mx_0 ?subr0.
+Qed.
+
+Lemma sqnorm_g0 : sqnorm (act_g Ashear (e 0)) = 2.
+Proof. by rewrite Ashear_g0 /sqnorm dotBl !dotBr !dot_e /=; ring. Qed.
+
+Lemma pinv_Hsing : pinv Hsing = Hsing.
+Proof. by rewrite /Hsing pinv_rank1 ?e_neq0 // sqnorm_e expr1n invr1 scale1r. Qed.
+
+Lemma pinv_act_Hsing : pinv (act_H Ashear Hsing)
+  = 4^-1 *: (act_g Ashear (e 0) *m (act_g Ashear (e 0))^T).
+Proof.
+have u0 : act_g Ashear (e 0) != 0 by rewrite -sqnorm_eq0 sqnorm_g0 pnatr_eq0.
+rewrite /Hsing act_H_rank1 pinv_rank1 // sqnorm_g0.
+by rewrite -natrX.
+Qed.
+
+Theorem T7_witness_singular : ~~ (Hsing \in unitmx).
+Proof.
+apply/negP => Hu; have : Hsing *m e 1 = 0.
+  by rewrite /Hsing -mulmxA [_ *m e 1]mx11_scalar -/(dot (e 0) (e 1)) dot_e /= mul_mx_scalar scale0r.
+by move/(congr1 (mulmx (invmx Hsing))); rewrite mulKmx // mulmx0; apply/eqP; apply: e_neq0.
+Qed.
+
+(* wᵀH⁺w changes from 1 to 1/4 for w = e₀, while wᵀHw is kept (T1) *)
+Theorem T7_witness_quad :
+  quad (pinv Hsing) (e 0) = 1 /\
+  quad (pinv (act_H Ashear Hsing)) (act_w Ashear (e 0)) = 4^-1 /\
+  quad (act_H Ashear Hsing) (act_w Ashear (e 0)) = quad Hsing (e 0).
+Proof.
+split; first by rewrite pinv_Hsing /Hsing quad_rank1 -/(sqnorm (e 0)) sqnorm_e expr1n.
+split; last by rewrite quad_act // Ashear_unit.
+rewrite pinv_act_Hsing quad_scale quad_rank1 Ashear_e0 Ashear_g0 dotBl !dot_e /=.
+by rewrite subr0 expr1n mulr1.
+Qed.
+
+(* gᵀH⁺g changes from 0 to 1/4 for g = e₁ (for invertible H it never changes: T11) *)
+Theorem T7_witness_newton :
+  quad (pinv Hsing) (e 1) = 0 /\
+  quad (pinv (act_H Ashear Hsing)) (act_g Ashear (e 1)) = 4^-1.
+Proof.
+split; first by rewrite pinv_Hsing /Hsing quad_rank1 dot_e /= expr0n.
+rewrite pinv_act_Hsing quad_scale quad_rank1 Ashear_g1 Ashear_g0 dotBl !dot_e /=.
+by rewrite sub0r sqrrN expr1n mulr1.
+Qed.
+
+(* pseudo-inversion does not commute with this congruence *)
+Theorem T7_witness_congruence :
+  pinv (act_H Ashear Hsing) != Ashear *m pinv Hsing *m Ashear^T.
+Proof.
+apply/negP => /eqP heq; have [_ [h _]] := T7_witness_quad.
+have hr : Ashear *m pinv Hsing *m Ashear^T = Hsing.
+  by rewrite pinv_Hsing /Hsing mulmxA -(mulmxA (Ashear *m e 0)) -trmx_mul -/(act_w Ashear (e 0)) Ashear_e0.
+move: h; rewrite heq hr Ashear_e0 /Hsing quad_rank1 -/(sqnorm (e 0)) sqnorm_e expr1n => /eqP.
+by rewrite eq_sym -(inj_eq invr_inj) invrK invr1 pnatr_eq1.
+Qed.
+
+(* D⁺(e₀, e₀, H) changes from 1 to 1/2, so the shear is not conformal (T7_Dplus_invariant) *)
+Theorem T7_witness_Dplus :
+  coupledDplus (e 0) (e 0) Hsing = 1 /\
+  coupledDplus (act_w Ashear (e 0)) (act_g Ashear (e 0)) (act_H Ashear Hsing) = 2^-1.
+Proof.
+have [h1 [h4 _]] := T7_witness_quad.
+split; first by rewrite /coupledDplus h1 !sqnorm_e divr1 mulr1.
+rewrite /coupledDplus h4 sqnorm_g0 Ashear_e0 sqnorm_e divr1.
+by field.
+Qed.
+
+Theorem T7_witness_not_conformal : Ashear \in unitmx /\ ~ conformal Ashear.
+Proof.
+split; first exact: Ashear_unit.
+move=> cA; have := T7_Dplus_invariant (e 0) (e 0) Hsing cA.
+have [-> ->] := T7_witness_Dplus; move/eqP; rewrite -(inj_eq invr_inj) invrK invr1.
+by rewrite (eqr_nat R 2 1).
+Qed.
+
+End T7Witness.
