@@ -183,6 +183,51 @@ move=> Au c0 hA; rewrite /act_g (conformal_inv Au c0 hA) linearZ /= trmxK -scale
 by rewrite sqnormZ (sqnorm_conf_w g hA); field.
 Qed.
 
+Lemma dot_e_mxE (M : 'M[R]_n) (i j : 'I_n) : dot (e i) (M *m e j) = M i j.
+Proof. by rewrite /dot /e trmx_delta -colE -rowE !mxE. Qed.
+
+Lemma invmx_gram A : A \in unitmx -> invmx (A^T *m A) = invmx A *m (invmx A)^T.
+Proof.
+move=> Au; have Mu : A^T *m A \in unitmx by rewrite unitmx_mul unitmx_tr Au.
+have MY : A^T *m A *m (invmx A *m (invmx A)^T) = 1%:M.
+  by rewrite -mulmxA (mulmxA A) mulmxV // mul1mx -trmx_mul mulVmx // trmx1.
+by rewrite -[RHS](mulKmx Mu) MY mulmx1.
+Qed.
+
+(* ‖A e_i‖² = M_ii and ‖A⁻ᵀ e_i‖² = (M⁻¹)_ii for M = AᵀA *)
+Lemma sqnorm_Ae A i : sqnorm (act_w A (e i)) = (A^T *m A) i i.
+Proof. by rewrite /sqnorm /act_w dot_mulmx mulmxA dot_e_mxE. Qed.
+
+Lemma sqnorm_iAe A i : A \in unitmx -> sqnorm (act_g A (e i)) = (invmx (A^T *m A)) i i.
+Proof.
+by move=> Au; rewrite invmx_gram // /sqnorm /act_g dot_mulmx trmxK mulmxA dot_e_mxE.
+Qed.
+
+(* Cauchy–Schwarz for the pair (A e_i, A⁻ᵀ e_i): M_ii (M⁻¹)_ii >= 1, with equality only when
+   e_i is an eigenvector of M = AᵀA *)
+Lemma cs_basis A i : A \in unitmx ->
+  1 <= sqnorm (act_w A (e i)) * sqnorm (act_g A (e i)).
+Proof.
+move=> Au; have := cauchy_schwarz (act_w A (e i)) (act_g A (e i)).
+by rewrite dot_act // -/(sqnorm (e i)) sqnorm_e expr1n.
+Qed.
+
+Lemma cs_basis_eq A i : A \in unitmx ->
+  sqnorm (act_w A (e i)) * sqnorm (act_g A (e i)) = 1 ->
+  A^T *m A *m e i = sqnorm (act_w A (e i)) *: e i.
+Proof.
+move=> Au ab1; set a := sqnorm (act_w A (e i)) in ab1 *.
+have b_gt0 : 0 < sqnorm (act_g A (e i)).
+  by apply: sqnorm_mul_gt0; [apply: act_g_unit | apply: e_neq0].
+have v0 : act_g A (e i) != 0 by rewrite -sqnorm_eq0 lt0r_neq0.
+have := cauchy_schwarz_eq (u := act_w A (e i)) v0.
+rewrite dot_act // -/(sqnorm (e i)) sqnorm_e expr1n => /(_ ab1).
+rewrite /act_w => hu; rewrite -mulmxA hu -scalemxAr /act_g mulmxA -trmx_mul.
+rewrite mulVmx // trmx1 mul1mx; congr (_ *: _).
+apply: (mulfI (lt0r_neq0 b_gt0)); rewrite mulrC div1r mulVf ?lt0r_neq0 //.
+by rewrite mulrC ab1.
+Qed.
+
 End DotFacts.
 Arguments e {R n} i.
 
@@ -289,6 +334,50 @@ move=> Au nc; have [i [j [f [/andP[_ f1] hD]]]] := T4_witness Au nc.
 by exists i, j; rewrite hD coupledD_e1 mulr1.
 Qed.
 
+(* The witness of SPEC T4, case by case.  M = AᵀA.
+   Case 1: e_i is not an eigenvector of M; then w = g = e_i gives the factor 1/(M_ii (M⁻¹)_ii) < 1. *)
+Theorem T4_witness_not_eigen A (i : 'I_n) : A \in unitmx ->
+  ~ (exists t, A^T *m A *m e i = t *: e i) ->
+  let f := ((A^T *m A) i i * (invmx (A^T *m A)) i i)^-1 in
+  0 < f < 1 /\
+  forall H, coupledD (act_w A (e i)) (act_g A (e i)) (act_H A H) = f * coupledD (e i) (e i) H.
+Proof.
+move=> Au neig f; rewrite /f -sqnorm_Ae -sqnorm_iAe //.
+have p1 : 1 < sqnorm (act_w A (e i)) * sqnorm (act_g A (e i)).
+  rewrite Order.POrderTheory.lt_neqAle cs_basis // andbT eq_sym.
+  by apply/eqP => /(cs_basis_eq Au) h; apply: neig; exists (sqnorm (act_w A (e i))).
+have p0 : 0 < sqnorm (act_w A (e i)) * sqnorm (act_g A (e i)).
+  exact: Order.POrderTheory.lt_trans ltr01 p1.
+split; first by rewrite invr_gt0 p0 /= invf_lt1.
+by move=> H; rewrite coupledD_act // coupledDE !sqnorm_e mulr1 divr1 [RHS]mulrC.
+Qed.
+
+(* Case 2: e_i and e_j are eigenvectors of M with M_jj < M_ii; then w = e_i, g = e_j gives the
+   factor M_jj / M_ii < 1. *)
+Theorem T4_witness_eigen A (i j : 'I_n) (mi mj : R) : A \in unitmx ->
+  A^T *m A *m e i = mi *: e i -> A^T *m A *m e j = mj *: e j -> mj < mi ->
+  let f := mj / mi in
+  0 < f < 1 /\
+  forall H, coupledD (act_w A (e i)) (act_g A (e j)) (act_H A H) = f * coupledD (e i) (e j) H.
+Proof.
+move=> Au hi hj lt f.
+have ai : sqnorm (act_w A (e i)) = mi.
+  by rewrite sqnorm_Ae -dot_e_mxE hi dotZr -/(sqnorm (e i)) sqnorm_e mulr1.
+have aj : sqnorm (act_w A (e j)) = mj.
+  by rewrite sqnorm_Ae -dot_e_mxE hj dotZr -/(sqnorm (e j)) sqnorm_e mulr1.
+have mj0 : 0 < mj by rewrite -aj sqnorm_mul_gt0 ?e_neq0.
+have mi0 : 0 < mi := Order.POrderTheory.lt_trans mj0 lt.
+have hg : act_g A (e j) = mj^-1 *: act_w A (e j).
+  apply: (scalerI (lt0r_neq0 mj0)); rewrite scalerA mulfV ?lt0r_neq0 // scale1r.
+  by rewrite /act_w /act_g scalemxAr -hj !mulmxA -trmx_mul mulmxV // trmx1 mul1mx.
+have bj : sqnorm (act_g A (e j)) = mj^-1.
+  rewrite hg sqnormZ aj; apply: (mulIf (lt0r_neq0 mj0)).
+  by rewrite expr2 -!mulrA mulKf // lt0r_neq0.
+split; first by rewrite divr_gt0 //= ltr_pdivr_mulr // mul1r.
+move=> H; rewrite coupledD_act // coupledDE !sqnorm_e mulr1 divr1 ai bj /f.
+by rewrite invfM invrK mulrC [mi^-1 * mj]mulrC.
+Qed.
+
 End T4.
 
 (* Non-vacuity: a conformal A other than the identity (2 I, for every n > 0), and a concrete
@@ -334,6 +423,41 @@ Lemma T4_nonvacuous :
 Proof.
 exists 2%:M; have [h1 h2] := conformal_2I 2.
 by split=> //; split=> //; apply: conformal_2I_neq1.
+Qed.
+
+(* Non-vacuity of the two witness cases: for diag(2, 1), e_0 and e_1 are eigenvectors of AᵀA with
+   eigenvalues 4 > 1 (case 2); for the shear I + E₀₁, e_0 is not an eigenvector of AᵀA (case 1). *)
+Lemma diag_mx_e (d : 'rV[R]_2) (i : 'I_2) : diag_mx d *m e i = d 0 i *: e i.
+Proof.
+apply/matrixP => k l; rewrite (ord1 l) /e -colE !mxE eqxx andbT.
+by case: (k =P i) => [->|_]; rewrite ?eqxx ?mulr1n ?mulr1 ?mulr0n ?mulr0.
+Qed.
+
+Lemma T4_witness_eigen_nonvacuous :
+  A21 \in unitmx /\
+  A21^T *m A21 *m e 0 = 4 *: e 0 /\ A21^T *m A21 *m e 1 = 1 *: e 1 /\ (1 : R) < 4.
+Proof.
+split; first exact: A21_unit.
+rewrite /A21 tr_diag_mx mulmx_diag !diag_mx_e !mxE /= mulr1 -natrM.
+by split=> //; split=> //; rewrite ltr1n.
+Qed.
+
+Definition Ashear2 : 'M[R]_2 := 1%:M + delta_mx 0 1.
+
+Lemma Ashear2_unit : Ashear2 \in unitmx.
+Proof.
+have h : Ashear2 *m (1%:M - delta_mx 0 1) = 1%:M.
+  by rewrite /Ashear2 mulmxDl !mulmxBr !mul1mx mulmx1 mul_delta_mx_0 // subr0 subrK.
+by case: (mulmx1_unit h).
+Qed.
+
+Lemma T4_witness_not_eigen_nonvacuous :
+  Ashear2 \in unitmx /\ ~ (exists t, Ashear2^T *m Ashear2 *m e 0 = t *: e 0).
+Proof.
+split; first exact: Ashear2_unit.
+case=> t /(congr1 (fun v : 'cV[R]_2 => v 1 0)); rewrite /e -colE !mxE /=.
+rewrite big_ord_recl big_ord1 !mxE /= mulr0 => /eqP.
+by rewrite ?(mul0r, mulr0, mul1r, mulr1, add0r, addr0) oner_eq0.
 Qed.
 
 End NonVacuity.
