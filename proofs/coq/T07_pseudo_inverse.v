@@ -394,3 +394,13 @@ by rewrite (eqr_nat R 2 1).
 Qed.
 
 End T7Witness.
+
+(* Non-vacuity of the hypotheses of T7_converse / T7_iff: an invertible A other than the identity
+   (2 I) under which D⁺ is invariant for every w, g, H. *)
+Lemma T7_nonvacuous (R : rcfType) :
+  exists A : 'M[R]_2, [/\ A \in unitmx, A != 1%:M &
+    forall w g H, coupledDplus (act_w A w) (act_g A g) (act_H A H) = coupledDplus w g H].
+Proof.
+exists 2%:M; have [c2 u2] := conformal_2I R 2; split=> //; first exact: conformal_2I_neq1.
+by move=> w g H; apply: T7_Dplus_invariant.
+Qed.
