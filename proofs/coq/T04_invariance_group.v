@@ -12,6 +12,11 @@
    a_i b_j <= 1 then every e_i is an eigenvector with eigenvalue a_i and all a_i are equal, so
    M is scalar.  Hence some pair (i, j) (i = j when e_i is not an eigenvector of M, otherwise
    M_ii > M_jj) has a_i b_j > 1, i.e. f = 1/(a_i b_j) < 1.
+   The two cases separately, as SPEC T4 states them: T4_witness_not_eigen (e_i not an
+   eigenvector of M: w = g = e_i, f = 1/(M_ii (M⁻¹)_ii)) and T4_witness_eigen (e_i, e_j
+   eigenvectors with M_jj < M_ii: w = e_i, g = e_j, f = M_jj/M_ii).  Not formalised: "with
+   eigenvectors of M the factor is exactly κ(A)⁻²" (it needs the real spectral theorem, which
+   MathComp 1.15 lacks).
    This file also holds the vector facts (bilinearity of dot, Cauchy–Schwarz, the T1 invariance
    of wᵀHw and wᵀg) that T03, T07, T08, T11 and T12 reuse. *)
 From mathcomp Require Import all_ssreflect all_algebra.
