@@ -109,3 +109,12 @@ def test_negative_controls(built: formal.BuildResult) -> None:
     assert ok.matches and ok.ok
     assert not altered.matches and altered.printed == ok.printed
     assert missing.printed is None and not missing.matches
+
+
+def test_missing_coqc_is_a_clear_error(monkeypatch) -> None:
+    monkeypatch.setattr(formal.shutil, "which", lambda _name: None)
+    assert not formal.coq_available()
+    for call in (formal.build, formal.check_statements):
+        with pytest.raises(formal.CoqUnavailableError, match="apt-get install coq libcoq-mathcomp"):
+            call()
+    assert issubclass(formal.CoqUnavailableError, formal.CoupledCurvatureError)
