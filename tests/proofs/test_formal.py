@@ -1,0 +1,120 @@
+"""The Coq development: it builds, every pinned statement is what Coq prints, no axioms of ours.
+
+Pinned statements live in ``proofs/coq/statements/<ID>.txt`` (``T04.txt`` is catalogue id ``T4``),
+one block per headline theorem::
+
+    == CoupledCurvature.<Module>.<name>
+    <the statement exactly as coqc prints it for ``Check <name>.``>
+
+in the printing context ``coupled_curvature.proofs.formal.PREAMBLE`` (MathComp notations,
+``Defs`` and the theorem's own module imported).  Lines starting with ``#`` before the first
+block are comments.  Comparison ignores only whitespace.  ``Print Assumptions`` of each pinned
+theorem must be "Closed under the global context" or list only axioms of the real-number
+libraries (``formal.ALLOWED_AXIOMS``: Coq Reals' ``sig_forall_dec``, ``sig_not_dec``,
+``functional_extensionality_dep``; mathcomp-analysis boolp's ``functional_extensionality_dep``,
+``propositional_extensionality``, ``constructive_indefinite_description``).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from coupled_curvature.proofs import formal
+
+needs_coq = pytest.mark.skipif(not formal.coq_available(),
+                               reason="coqc is not installed (" + formal.INSTALL_HINT + ")")
+
+
+@pytest.fixture(scope="module")
+def built() -> formal.BuildResult:
+    if not formal.coq_available():
+        pytest.skip("coqc is not installed (" + formal.INSTALL_HINT + ")")
+    return formal.build(jobs=2)
+
+
+@pytest.fixture(scope="module")
+def checks(built: formal.BuildResult) -> list[formal.StatementCheck]:
+    return formal.check_statements()
+
+
+def test_sources_found_and_pins_parsed() -> None:
+    d = formal.coq_dir()
+    assert d is not None and (d / "_CoqProject").is_file()
+    thms = formal.formal_theorems()
+    for tid in ("T3", "T4", "T7", "T8", "T11", "T12"):
+        assert thms.get(tid), f"no pinned statements for {tid}"
+    for names in thms.values():
+        assert len(names) == len(set(names))
+        assert all(n.startswith("CoupledCurvature.") and n.count(".") == 2 for n in names)
+
+
+def test_no_admitted_or_axioms_in_sources() -> None:
+    assert formal.forbidden_vernacular() == []
+
+
+def test_forbidden_vernacular_detects(tmp_path) -> None:
+    (tmp_path / "_CoqProject").write_text("-Q . X\n")
+    (tmp_path / "Bad.v").write_text("(* Admitted in a comment is fine *)\nAxiom ax : False.\n"
+                                    "Lemma l : False. Proof. admit. Admitted.\n")
+    words = [w for _, _, w in formal.forbidden_vernacular(tmp_path)]
+    assert words == ["Axiom", "admit", "Admitted"]
+
+
+@needs_coq
+def test_build(built: formal.BuildResult) -> None:
+    for v in built.coq_dir.glob("*.v"):
+        vo = v.with_suffix(".vo")
+        assert vo.is_file() and vo.stat().st_mtime >= v.stat().st_mtime, v.name
+
+
+@needs_coq
+def test_every_pinned_statement_matches(checks: list[formal.StatementCheck]) -> None:
+    pinned = sum(len(v) for v in formal.formal_theorems().values())
+    assert len(checks) == pinned
+    bad = [(c.name, c.printed) for c in checks if not c.matches]
+    assert bad == []
+
+
+@needs_coq
+def test_assumptions_only_real_number_library(checks: list[formal.StatementCheck]) -> None:
+    bad = [(c.name, c.axioms) for c in checks if not c.axioms_allowed]
+    assert bad == []
+    # this helper's theorems are pure MathComp algebra: no axioms at all
+    mine = [c for c in checks if c.theorem_id in ("T3", "T4", "T7", "T8", "T11", "T12")]
+    assert mine and all(c.axioms == () for c in mine)
+
+
+def test_axiom_allow_list() -> None:
+    assert formal._axiom_allowed("ClassicalDedekindReals.sig_forall_dec")
+    assert formal._axiom_allowed("boolp.propositional_extensionality")
+    assert not formal._axiom_allowed("my_axiom")
+    assert not formal._axiom_allowed("Classical_Prop.classic")
+    out = "Axioms:\nClassicalDedekindReals.sig_not_dec : forall P : Prop, {~ ~ P} + {~ P}\n" \
+          "FunctionalExtensionality.functional_extensionality_dep\n  : forall ...\n"
+    assert formal._parse_assumptions(out) == (
+        "ClassicalDedekindReals.sig_not_dec", "FunctionalExtensionality.functional_extensionality_dep")
+    assert formal._parse_assumptions("Closed under the global context\n") == ()
+
+
+@needs_coq
+def test_negative_controls(built: formal.BuildResult) -> None:
+    """An altered statement and an unknown name are reported as not matching."""
+    name, stmt = formal.statement_pins()["T4"][2]
+    assert "conformal A" in stmt
+    weakened = stmt.replace("<->\n       conformal A", "->\n       conformal A")
+    assert weakened != stmt
+    pins = {"T4": [(name, stmt), (name, weakened),
+                   ("CoupledCurvature.T04_invariance_group.no_such_theorem", "True")]}
+    ok, altered, missing = formal.check_statements(pins=pins)
+    assert ok.matches and ok.ok
+    assert not altered.matches and altered.printed == ok.printed
+    assert missing.printed is None and not missing.matches
+
+
+def test_missing_coqc_is_a_clear_error(monkeypatch) -> None:
+    monkeypatch.setattr(formal.shutil, "which", lambda _name: None)
+    assert not formal.coq_available()
+    for call in (formal.build, formal.check_statements):
+        with pytest.raises(formal.CoqUnavailableError, match="apt-get install coq libcoq-mathcomp"):
+            call()
+    assert issubclass(formal.CoqUnavailableError, formal.CoupledCurvatureError)
