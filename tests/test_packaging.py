@@ -71,7 +71,7 @@ def test_the_installed_package_is_the_one_under_test():
 
 @pytest.mark.skipif(not (CHECKOUT / "pyproject.toml").is_file(), reason="needs the source checkout")
 def test_the_wheel_holds_every_module(tmp_path):
-    """Every .py below the mapped folders is in the wheel, and nothing of tests/ or bench/."""
+    """Every .py below the mapped folders and the Coq sources are in the wheel; nothing of tests/ or bench/."""
     config = tomllib.loads((CHECKOUT / "pyproject.toml").read_text())["tool"]["setuptools"]
     src = tmp_path / "src"  # build from a copy: setuptools writes build/ beside the sources
     src.mkdir()
@@ -89,6 +89,9 @@ def test_the_wheel_holds_every_module(tmp_path):
         for py in (CHECKOUT / folder).rglob("*.py"):
             if "__pycache__" not in py.parts:
                 expected.add("/".join([*package.split("."), *py.relative_to(CHECKOUT / folder).parts]))
+    coq = CHECKOUT / "proofs" / "coq"
+    expected |= {f"coupled_curvature/proofs/coq/{p.relative_to(coq).as_posix()}" for p in
+                 [*coq.glob("*.v"), coq / "_CoqProject", coq / "Makefile", *coq.glob("statements/*.txt")]}
     missing = sorted(expected - names)
     assert not missing, f"add these packages to [tool.setuptools] packages: {missing[:5]}"
     assert not any(n.startswith(("tests/", "bench/", "coupled_curvature/tests")) for n in names)
