@@ -21,19 +21,21 @@ def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.2e}"
 
 
-def summary_table(report: Any) -> str:
-    """Aligned text: one row per theorem."""
-    head = ["theorem", "status", "exact", "certificate", "rewrite", "numeric", "numeric figure", "agrees", "time"]
+def summary_table(report: Any, formal: dict[str, str] | None = None) -> str:
+    """Aligned text: one row per theorem (``formal``: theorem id -> formal, pinned or FAILED)."""
+    formal = formal or {}
+    head = ["theorem", "status", "formal", "exact", "certificate", "rewrite", "numeric", "numeric figure",
+            "agrees", "time"]
     rows = [head]
     for t, s in report.statuses.items():
         num = s.numeric
         rows.append([
-            t, s.status, *(str(s.steps[k]) for k in ("exact", "certificate", "rewrite", "numeric")),
+            t, s.status, formal.get(t, "-"), *(str(s.steps[k]) for k in ("exact", "certificate", "rewrite", "numeric")),
             "-" if num is None else f"{num.figure_name} = {_fmt(num.figure)}",
             "-" if num is None else ("yes" if num.agrees else "NO"), f"{s.seconds:.1f}s",
         ])
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    lines = ["  ".join(c.ljust(w) if i in (0, 1, 6) else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+    lines = ["  ".join(c.ljust(w) if i in (0, 1, 2, 7) else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
              for r in rows]
     lines.insert(1, "-" * len(lines[0]))
     return "\n".join(lines)
@@ -83,13 +85,55 @@ def check_precision(dps: int, seed: int = 0) -> tuple[bool, list[dict]]:
     return ok, rows
 
 
+def formal_section(only: list[str], checked: bool) -> tuple[bool, dict[str, Any], dict[str, str]]:
+    """Per theorem, its Coq theorems: pinned only, or (``checked``) built and checked by Coq.
+
+    Returns whether every check passed, the JSON record, and per theorem id ``"formal"``,
+    ``"FAILED"`` or (not checked) ``"pinned"``.
+
+    Checked means: the development compiles (no ``Admitted``, no axiom of our own), every pinned
+    statement equals what Coq prints for the name, and ``Print Assumptions`` lists only the
+    axioms of the real-number libraries.
+    """
+    from coupled_curvature.proofs import formal
+
+    pinned = {t: names for t, names in formal.formal_theorems().items() if t in only}
+    if not checked:
+        print(f"Formal (Coq): {sum(map(len, pinned.values()))} pinned theorems for {', '.join(pinned) or 'none'} "
+              "of the selection; not checked in this run (ccurv check --formal builds and checks them)")
+        return True, {"checked": False, "theorems": pinned}, {t: "pinned" for t in pinned}
+    built = formal.build()
+    results = formal.check_statements(only=list(pinned))
+    bad = [r for r in results if not r.ok]
+    per = {t: all(r.ok for r in results if r.theorem_id == t) for t in pinned}
+    print(f"Formal (Coq): development built in {built.seconds:.1f}s; {len(results) - len(bad)}/{len(results)} "
+          "pinned statements match Coq and use no axiom beyond the real-number libraries'")
+    for t, names in pinned.items():
+        print(f"  {t}: {'formal' if per[t] else 'FAILED'} ({len(names)} Coq theorems)")
+    for r in bad:
+        why = "statement differs from its pin" if not r.matches else f"axioms {', '.join(r.axioms)}"
+        print(f"  {r.name}: {why}")
+    missing = [t for t in only if t not in pinned]
+    if missing:
+        print(f"  no Coq theorem yet for {', '.join(missing)}")
+    return not bad, {"checked": True, "build_seconds": built.seconds,
+                     "theorems": {t: {"names": pinned[t], "ok": per[t]} for t in pinned}}, \
+        {t: "formal" if ok else "FAILED" for t, ok in per.items()}
+
+
 def run(args: argparse.Namespace) -> int:
     from coupled_curvature.proofs import check_all, parse_only
+    from coupled_curvature.proofs.formal import CoqUnavailableError, coq_available
 
     start = time.perf_counter()
     only = parse_only(args.only)  # bad ids fail before any work
     if args.json is not None:
         check_file(args.json)  # fail before any work
+    if args.formal and not coq_available():
+        raise CoqUnavailableError(
+            "--formal needs Coq 8.16 and MathComp 1.15: apt-get install coq libcoq-mathcomp-ssreflect "
+            "libcoq-mathcomp-algebra libcoq-mathcomp-field libcoq-mathcomp-real-closed "
+            "libcoq-mathcomp-algebra-tactics libcoq-mathcomp-analysis libcoq-coquelicot make")
     symbolic = args.symbolic or not args.numeric
     numeric = args.numeric or not args.symbolic
     report = check_all(only=only, symbolic=symbolic, numeric=numeric, seed=args.seed, progress=_say,
@@ -98,9 +142,10 @@ def run(args: argparse.Namespace) -> int:
     chain = None if lab is None else lab.computed_chain("digits-64x3")
     if chain is not None:
         _print_chain(chain)
-    what = " + ".join(k for k, v in (("symbolic", symbolic), ("numeric", numeric)) if v)
+    formal_ok, formal_data, formal_status = formal_section(only, args.formal)
+    what = " + ".join(k for k, v in (("symbolic", symbolic), ("numeric", numeric), ("formal", args.formal)) if v)
     print(f"ccurv check ({what}, seed {args.seed}): {len(report.statuses)} theorems")
-    print(summary_table(report))
+    print(summary_table(report, formal_status))
     for t, s in report.statuses.items():
         for r in s.reasons:
             print(f"  {t}: {r}")
@@ -119,15 +164,17 @@ def run(args: argparse.Namespace) -> int:
             print(f"  dps {r['dps']:>4}: max rel ΔD {r['D_str']:>10}   max rel ΔD⁺ {r['Dplus_str']:>10}")
         print("precision check: " + ("PASS" if precision_ok else f"FAIL (ΔD not below 1e-{args.precision - 4})"))
         total = time.perf_counter() - start
+    total = time.perf_counter() - start
     print(f"{verdict}; total {total:.1f}s")
     if args.json is not None:
         data = report.to_json()
+        data["formal"] = formal_data
         if precision_rows is not None:
             data["precision"] = {"ok": precision_ok, "rows": [{k: r[k] for k in ("dps", "D", "Dplus")} for r in precision_rows]}
         data["seconds"] = round(total, 3)
         write_json(args.json, data)
         _say(f"wrote {args.json}")
-    return 0 if report.ok and precision_ok else 1
+    return 0 if report.ok and precision_ok and formal_ok else 1
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -141,4 +188,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help="skip the digits 64x3 D⁺ chain (the slow part); small nets only")
     check.add_argument("--precision", type=bounded_int(MIN_DPS, MAX_DPS), metavar="DPS", default=None,
                        help="also measure the invariance error in mpmath at DPS digits (it should fall like 10^-DPS)")
+    check.add_argument("--formal", action="store_true",
+                       help="also build the Coq development (proofs/coq) and check every pinned theorem "
+                            "statement and its axioms (needs coqc)")
     check.set_defaults(func=run)
