@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import torch
 from torch import nn
@@ -32,7 +32,8 @@ class BlockDiagnosis:
     extremes ``(min θ, max θ)``; an unconverged estimate stays in ``inverse_coupled``
     and a note says so. ``noise_kept`` counts the kept eigenvalues at rounding level,
     ``|λ| ≤ n·ε·max|λ|`` (``pinv_rtol`` below ``n·ε``): when it is above 0, ``D⁺`` is
-    dominated by rounding noise and a note says so.
+    dominated by rounding noise and a note says so. ``dplus_missing`` says why ``D⁺`` is
+    ``None`` although it was asked for (the block is above ``max_dense``, say); ``None`` otherwise.
     """
 
     name: str
@@ -56,6 +57,14 @@ class BlockDiagnosis:
     krylov_error: float | None = None
     ritz_extremes: tuple[float, float] | None = None
     noise_kept: int | None = None
+    dplus_missing: str | None = None
+
+    @property
+    def scale_invariant(self) -> bool:
+        """``wᵀg ≈ 0`` (``|wᵀg| ≤ 1e-12·‖w‖·‖g‖``, both non-zero): the block looks scale-invariant
+        (T10: ``L(sw) = L(w)`` gives ``wᵀg = 0``, ``Hw = −g``, so ``wᵀHw = 0`` and ``D = 0``), and
+        ``D`` is uninformative there."""
+        return self.w_sq != 0.0 and self.g_sq != 0.0 and abs(self.w_dot_g) <= 1e-12 * math.sqrt(self.w_sq * self.g_sq)
 
     @property
     def radial_ratio(self) -> float | None:
@@ -117,7 +126,9 @@ class Diagnosis:
         widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
         lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
                  for r in rows]
-        notes = [f"  model: {n}" for n in self.notes] + [f"  {b.name}: {n}" for b in self for n in b.notes]
+        notes = [f"  model: {n}" for n in self.notes] + [
+            f"  {b.name}: {n}" for b in self
+            for n in (*b.notes, *([f"D⁺ not computed: {b.dplus_missing}"] if b.dplus_missing else []))]
         return "\n".join(lines + (["notes:"] + notes if notes else []))
 
     def __repr__(self) -> str:
@@ -378,16 +389,16 @@ def _block_record(block, members, w, c, inverse, pinv_rtol, max_dense, form: Kry
                 "or use method='dense' if the block fits)"
             )
     rayleigh, coupled, inverse_coupled = derived_quantities(w_sq, g_sq, wHw, wHpinvw, notes)
+    missing = None
     if c.dense is None and form is None and inverse:
-        notes.append(
-            f"D⁺ not computed: block has {w.numel()} parameters, above max_dense={max_dense} "
-            "(raise max_dense to build the dense block, or use method='krylov' or 'auto')"
-        )
-    if w_sq != 0.0 and g_sq != 0.0 and abs(float(w @ c.grad)) <= 1e-12 * math.sqrt(w_sq * g_sq):
-        notes.append("wᵀg ≈ 0: the block may be scale-invariant (T10); D is then uninformative")
-    return BlockDiagnosis(
+        missing = (f"block has {w.numel()} parameters, above max_dense={max_dense} "
+                   "(raise max_dense to build the dense block, or use method='krylov' or 'auto')")
+    record = BlockDiagnosis(
         name=block, params=tuple(members), size=w.numel(), w_sq=w_sq, g_sq=g_sq,
         w_dot_g=float(w @ c.grad), wHw=wHw, rayleigh=rayleigh, coupled=coupled,
         wHpinvw=wHpinvw, inverse_coupled=inverse_coupled, rank=rank, cutoff=cutoff,
-        min_kept_rel_eig=min_rel, notes=tuple(notes), noise_kept=noise_kept, **krylov,
+        min_kept_rel_eig=min_rel, noise_kept=noise_kept, dplus_missing=missing, **krylov,
     )
+    if record.scale_invariant:
+        notes.append("wᵀg ≈ 0: the block may be scale-invariant (T10); D is then uninformative")
+    return replace(record, notes=tuple(notes))

@@ -208,13 +208,14 @@ def with_factor_dplus(d: Diagnosis, model: nn.Module, X: torch.Tensor, rtol: flo
         if f is None or b.w_sq == 0.0 or not agree(f.wHw, b.wHw):
             why = ("not a Linear weight or bias" if f is None else "w = 0" if b.w_sq == 0.0
                    else f"‖Bw‖² = {f.wHw:.6g} does not reproduce wᵀHw = {b.wHw:.6g}")
-            blocks.append(replace(b, notes=b.notes + (f"D⁺ not computed by the factor route: {why}",)))
+            blocks.append(replace(b, dplus_missing=f"the factor route does not apply: {why}"
+                                  if b.inverse_coupled is None else None))
             continue
-        notes = [n for n in b.notes if not n.startswith("D⁺ not computed")]
+        notes = list(b.notes)
         _, _, dplus = derived_quantities(b.w_sq, b.g_sq, b.wHw, f.value, notes)
         notes.append(f"D⁺ from the exact per-sample factor H = BᵀB ({f.route} route, rank {f.rank})")
         blocks.append(replace(b, wHpinvw=f.value, inverse_coupled=dplus, rank=f.rank,
-                              min_kept_rel_eig=f.min_kept_rel_eig, notes=tuple(notes)))
+                              min_kept_rel_eig=f.min_kept_rel_eig, notes=tuple(notes), dplus_missing=None))
     return Diagnosis(blocks, {**d.meta, "dplus_route": "factor"}, notes=d.notes, frozen=d.frozen, skipped=d.skipped)
 
 

@@ -488,7 +488,7 @@ def _diag_blocks(model, loss_fn, data, options, name: str, pick: Callable, defau
     d = ctx.diagnosis(max_dense, rtol, inverse=name not in ("D", "rho"), krylov=krylov)
     blocks, degenerate, notes, conditioning = {}, [], [], {}
     for b in d:
-        if name != "Dplus" and any("T10" in n for n in b.notes):  # D⁺ stays defined there (T7)
+        if name != "Dplus" and b.scale_invariant:  # D⁺ stays defined there (T7)
             blocks[b.name] = None
             degenerate.append(b.name)
             continue
