@@ -1,4 +1,4 @@
-"""Benchmark against curvlinops (issue 6 §5): D and D⁺ per tensor block, ours vs a Hessian operator per block.
+"""Benchmark against curvlinops: D and D⁺ per tensor block, ours vs a Hessian operator per block.
 
 Nets (ReLU MLPs, float64, trained briefly on the digits training split; see TRAINING) are measured on the
 full digits set (1797 samples) as one batch, with mean cross-entropy:

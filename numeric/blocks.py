@@ -12,8 +12,8 @@ Partition = dict[str, list[str]]
 def resolve_blocks(param_names: Sequence[str], blocks: str | Mapping[str, Sequence[str]]) -> Partition:
     """Map block name -> parameter names.
 
-    ``"tensor"``: one block per parameter tensor, named as the parameter (SPEC §2: the
-    layer-wise rescaling acts on each tensor as a positive scalar, hence conformally).
+    ``"tensor"``: one block per parameter tensor, named as the parameter (the
+    layer-wise rescaling acts on each tensor as a positive scalar, hence conformally: T3, T5).
     ``"layer"``: a module's parameters together (weight and bias), named by the module path.
     A mapping: the user's own blocks; every name must exist and appear at most once.
 

@@ -1,4 +1,4 @@
-"""The invariance experiment (issue 7): train many nets, apply symmetry chains, tabulate what moves.
+"""The invariance experiment: train many nets, apply symmetry chains, tabulate what moves.
 
 For every (dataset, architecture, seed) a net is trained to a fixed, stated criterion (Adam, fixed
 learning rate, batch size and number of epochs; no early stopping), then measured on a fixed

@@ -2,8 +2,9 @@
 
 Rows are measures (:mod:`measures`), columns symmetries. A cell holds the maximum relative
 deviation ``max_points max_entries |m(T_α) − m| / |m|`` over the sweep, the prediction from
-:data:`PREDICTIONS` (a plain table citing SPEC theorem ids; numeric/ never imports the proofs
-package) and whether they agree: "invariant" needs deviation ≤ ``tol_invariant`` (1e-9),
+:data:`PREDICTIONS` (a plain table whose reasons cite theorem ids, each checked against the
+registry :mod:`coupled_curvature.theorems` at import; numeric/ never imports the proofs package)
+and whether they agree: "invariant" needs deviation ≤ ``tol_invariant`` (1e-9),
 "moves" needs ≥ ``tol_moves`` (1e-3), "degenerate" needs the measure to flag the block the
 symmetry acts on as undefined (T10). Pseudo-inverse measures report a per-block condition number
 ``κ_b`` (``conditioning``); their float64 values are known only to ``ε₆₄·κ_b``, so an "invariant"
@@ -29,11 +30,16 @@ from coupled_curvature.numeric.reparam import (
     reparametrize, scale_loss,
 )
 from coupled_curvature.numeric.symmetries import function_gap, layer_rescale, neuron_rescale, permute_neurons, weight_layers
+from coupled_curvature.theorems import check_citations
 
 SYMMETRIES = ("layer", "neuron", "perm", "bn", "orthogonal", "gl", "nonlinear", "loss")
 
 I, MV, DG = "invariant", "moves", "degenerate"
-_EW = "element-wise scaling θ_i -> a_iθ_i"
+_EW = "element-wise scaling θ_i → a_iθ_i"
+_ADAPT = f"the set ‖δ/|w|‖ ≤ ρ follows {_EW}"
+_MIX, _CRN, _LS, _INC = "mixing is not element-wise", "common random numbers", "L → sL scales the", "loss increase by s"
+_DIAG = "the Hessian diagonal is not preserved by mixing"
+_NL_SET = "the set ‖δ/|w|‖ ≤ ρ is not mapped to itself by a nonlinear φ"
 # Non-conformal block maps w -> Aw: gᵀH⁺g is invariant iff g ∈ range(H) (or H invertible). For
 # Gauss–Newton-exact Linear/Conv blocks H = BᵀB, g = Bᵀs, so it is, and the measure's factor route
 # computes ‖P_range(B) s‖² (range(BA⁻¹) = range(B)) instead of cutting H's spectrum at a relative
@@ -48,30 +54,36 @@ PREDICTIONS: dict[str, dict[str, tuple[str, str]]] = {
                 "nonlinear": (MV, "T6: H' = JᵀHJ + Σg∇²φ"), "loss": (MV, "T12: H -> sH")},
     "trace": {"layer": (MV, "T3"), "neuron": (MV, "T1"), "perm": (I, "T1: orthogonal T"), "bn": (MV, "T1"),
               "orthogonal": (I, "T1: orthogonal T"), "gl": (MV, "T1"), "nonlinear": (MV, "T6"), "loss": (MV, "T12")},
-    "sam": {"layer": (MV, "§4: fixed ℓ2 radius, T3 (Dinh α-scale)"), "neuron": (MV, "§4 fixed radius"),
-            "perm": (I, "§4: ball and ascent from 0 are orthogonally equivariant"), "bn": (MV, "§4 fixed radius"),
-            "orthogonal": (I, "§4: orthogonally equivariant"), "gl": (MV, "§4"), "nonlinear": (MV, "§4"),
-            "loss": (MV, "§4: L -> sL")},
-    "adaptive_worst": {"layer": (I, f"§4: {_EW}"), "neuron": (I, f"§4: {_EW}"), "perm": (I, "§4: ascent from 0 is permutation-equivariant"),
-                       "bn": (I, f"§4: {_EW}"), "orthogonal": (MV, "§4: mixing is not element-wise"), "gl": (MV, "§4"),
-                       "nonlinear": (MV, "§4"), "loss": (MV, "§4: L -> sL")},
-    "adaptive_avg": {"layer": (I, f"§4 CRN: {_EW}"), "neuron": (I, f"§4 CRN: {_EW}"),
-                     "perm": (MV, "§4 CRN draws are tied to coordinate indices: invariant only in distribution"),
-                     "bn": (I, f"§4 CRN: {_EW}"), "orthogonal": (MV, "§4"), "gl": (MV, "§4"), "nonlinear": (MV, "§4"),
-                     "loss": (MV, "§4: L -> sL")},
-    "norm_flat": {"layer": (I, f"§4: {_EW}, H_ii -> H_ii/a_i²"), "neuron": (I, f"§4: {_EW}"), "perm": (I, "§4: re-indexing"),
-                  "bn": (I, f"§4: {_EW}"), "orthogonal": (MV, "§4: diagonal not preserved by mixing"), "gl": (MV, "§4"),
-                  "nonlinear": (MV, "§4"), "loss": (MV, "§4: √s")},
-    "rel_flat": {"layer": (I, "§4: uniform column scaling of the last layer"), "neuron": (MV, "§4: non-uniform column scaling"),
-                 "perm": (I, "§4: column permutation"), "bn": (I, "§4: last layer untouched"),
-                 "orthogonal": (I, "§4: orthogonal column mixing"), "gl": (MV, "§4"), "nonlinear": (MV, "§4"), "loss": (MV, "§4: s")},
+    "sam": {"layer": (MV, "fixed ℓ2 radius while T3 rescales the blocks by c and c⁻ᵏ"),
+            "neuron": (MV, "fixed ℓ2 radius: the ball does not follow w → Aw"),
+            "perm": (I, "ball and ascent from 0 are orthogonally equivariant"),
+            "bn": (MV, "fixed ℓ2 radius: the ball does not follow w → cw"),
+            "orthogonal": (I, "ball and ascent from 0 are orthogonally equivariant"),
+            "gl": (MV, "fixed ℓ2 radius: A non-orthogonal does not map the ball to itself"),
+            "nonlinear": (MV, "T6: a fixed ℓ2 ball in φ is not a fixed ℓ2 ball in θ"),
+            "loss": (MV, f"{_LS} worst-case {_INC}")},
+    "adaptive_worst": {"layer": (I, _ADAPT), "neuron": (I, _ADAPT), "perm": (I, "ascent from 0 is permutation-equivariant"),
+                       "bn": (I, _ADAPT), "orthogonal": (MV, _MIX), "gl": (MV, _MIX), "nonlinear": (MV, _NL_SET),
+                       "loss": (MV, f"{_LS} worst-case {_INC}")},
+    "adaptive_avg": {"layer": (I, f"{_CRN}: {_ADAPT}"), "neuron": (I, f"{_CRN}: {_ADAPT}"),
+                     "perm": (MV, f"{_CRN} are tied to coordinate indices: invariant only in distribution"),
+                     "bn": (I, f"{_CRN}: {_ADAPT}"), "orthogonal": (MV, _MIX), "gl": (MV, _MIX), "nonlinear": (MV, _NL_SET),
+                     "loss": (MV, f"{_LS} average {_INC}")},
+    "norm_flat": {"layer": (I, f"{_EW}, H_ii → H_ii/a_i²"), "neuron": (I, _EW), "perm": (I, "re-indexing of Σ_i"),
+                  "bn": (I, _EW), "orthogonal": (MV, _DIAG), "gl": (MV, _DIAG),
+                  "nonlinear": (MV, "T6: H' = JᵀHJ + Σg∇²φ, and |φ_i| is not proportional to |θ_i|"),
+                  "loss": (MV, "2Σ_i |w_i|√H_ii scales by √s")},
+    "rel_flat": {"layer": (I, "uniform column scaling of the last layer"), "neuron": (MV, "non-uniform column scaling"),
+                 "perm": (I, "column permutation"), "bn": (I, "last layer untouched"),
+                 "orthogonal": (I, "orthogonal column mixing"), "gl": (MV, "non-orthogonal column mixing"),
+                 "nonlinear": (MV, "T6: H' = JᵀHJ + Σg∇²φ is not a congruence of H"), "loss": (MV, "κ scales by s")},
     "fisher_rao": {"layer": (I, "T1: θᵀ∇ℓ_n under linear symmetries"), "neuron": (I, "T1"), "perm": (I, "T1"), "bn": (I, "T1"),
                    "orthogonal": (I, "T1"), "gl": (I, "T1"), "nonlinear": (MV, "T6: φᵀ(h'⊙∇ℓ) ≠ θᵀ∇ℓ"), "loss": (MV, "T12: s²")},
     "laplace_logdet": {"layer": (MV, "T3/T8: det(c⁻²H+δI)"), "neuron": (MV, "T1"), "perm": (I, "T1: orthogonal per block"),
                        "bn": (MV, "T8"), "orthogonal": (I, "T1: orthogonal per block"), "gl": (MV, "T1"),
                        "nonlinear": (MV, "T6"), "loss": (MV, "T8/T12")},
-    "lambda": {s: (I, "§4: depends on the function only") for s in SYMMETRIES[:-1]}
-    | {"loss": (I, "§4: log|s d_n| = log s + log|d_n|: slope unchanged")},
+    "lambda": {s: (I, "depends on the function only") for s in SYMMETRIES[:-1]}
+    | {"loss": (I, "log|s d_n| = log s + log|d_n|: slope unchanged")},
     "D": {"layer": (I, "T3"), "neuron": (MV, "T5: non-uniform scaling is not conformal"), "perm": (I, "T5: orthogonal"),
           "bn": (DG, "T10: scale-invariant block, wᵀg = 0, D ≡ 0"), "orthogonal": (I, "T4: CO(n)"),
           "gl": (MV, "T4: A ∉ CO(n)"), "nonlinear": (MV, "T6"), "loss": (MV, "T12: D/s")},
@@ -86,6 +98,9 @@ PREDICTIONS: dict[str, dict[str, tuple[str, str]]] = {
                "bn": (DG, "T10/T11: scale-invariant block, Hw = −g so gᵀH⁺g = wᵀHw = −wᵀg = 0"),
                "orthogonal": (I, "T11"), "gl": (I, _NEWTON_RANGE), "nonlinear": (MV, "T6"), "loss": (MV, "T12: s·gᵀH⁺g")},
 }
+
+#: a prediction may cite only registered theorems (checked at import)
+check_citations(reason for row in PREDICTIONS.values() for _, reason in row.values())
 
 
 @dataclass

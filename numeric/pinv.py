@@ -59,7 +59,7 @@ class PinvForm:
 def pinv_quadratic_form(H: Tensor, w: Tensor, rtol: float) -> PinvForm:
     """``wᵀH⁺_τ w = Σ_{|λ_i| > τ} (u_iᵀw)² / λ_i`` for symmetric ``H``, ``τ = rtol·max_i|λ_i|``.
 
-    The cutoff is relative, so ``H -> c⁻²QHQᵀ`` keeps the same eigen-directions (SPEC §2).
+    The cutoff is relative, so ``H -> c⁻²QHQᵀ`` keeps the same eigen-directions (T7).
     ``H`` may be indefinite; negative eigenvalues contribute negative terms. ``H`` is read
     as ``(H + Hᵀ)/2`` and never modified. Rows of ``H`` that are exactly zero carry exact zero
     eigenvalues, which no cutoff keeps; they are dropped before the decomposition.

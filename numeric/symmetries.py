@@ -255,7 +255,7 @@ def function_gap(a: nn.Module, b: nn.Module, X: Tensor) -> float:
     return float((ya - yb).abs().max()) if ya.numel() else 0.0
 
 
-from coupled_curvature.numeric.reparam import (  # noqa: E402,F401  (more symmetries, issue 5)
+from coupled_curvature.numeric.reparam import (  # noqa: E402,F401  (the symmetries of reparam.py, re-exported)
     ScaledLoss, SymmetryResult, bn_rescale, linear_mix, orthogonal_mix, random_invertible,
     random_orthogonal, reparametrize, scale_loss,
 )

@@ -1,4 +1,4 @@
-"""The width sweep (issue 7): does a curvature measure rank nets by their generalization gap?
+"""The width sweep: does a curvature measure rank nets by their generalization gap?
 
 A population of ReLU MLPs on digits (train/test split of :func:`datasets.load`), one per
 (depth, width, seed), is trained to a fixed, stated criterion that looks only at the training

@@ -15,23 +15,42 @@ from __future__ import annotations
 
 import functools
 import importlib
+import pkgutil
+import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.theorems import THEOREMS
 
 __all__ = ["check_all", "CheckReport", "MODULES", "THEOREM_IDS", "parse_only", "derivation", "entry"]
 
-#: theorem id -> catalogue module (flat, inside coupled_curvature.proofs)
-MODULES: dict[str, str] = {
-    "T1": "t01_transformation_law", "T2": "t02_homogeneous_rescaling", "T3": "t03_c_minus_two_law",
-    "T4": "t04_invariance_group", "T5": "t05_relu_group", "T6": "t06_no_nonlinear_extension",
-    "T7": "t07_pseudo_inverse", "T8": "t08_monotonicity", "T9": "t09_euler_identities",
-    "T10": "t10_scale_invariant_blocks", "T11": "t11_larger_groups", "T12": "t12_loss_scaling",
-}
-THEOREM_IDS = tuple(MODULES)
+
+def _catalogue_modules() -> dict[str, str]:
+    """Theorem id -> catalogue module ``tNN_<name>`` (flat, inside coupled_curvature.proofs), in registry order.
+
+    The file ``tNN_*.py`` holds the entry of theorem ``T<NN>``; every registered theorem needs
+    exactly one, and every such file must belong to a registered theorem.
+    """
+    found: dict[str, list[str]] = {}
+    for info in pkgutil.iter_modules(__path__):
+        m = re.fullmatch(r"t(\d\d)_\w+", info.name)
+        if m:
+            found.setdefault(f"T{int(m.group(1))}", []).append(info.name)
+    stray = sorted(set(found) - set(THEOREMS), key=lambda t: int(t[1:]))
+    missing = [t for t in THEOREMS if len(found.get(t, [])) != 1]
+    if stray or missing:
+        raise ImportError(f"catalogue modules do not match the theorem registry: without a theorem {stray}, "
+                          f"missing or duplicated {missing}")
+    return {t: found[t][0] for t in THEOREMS}
+
+
+#: theorem id -> catalogue module, for every theorem of the registry
+MODULES: dict[str, str] = _catalogue_modules()
+THEOREM_IDS: tuple[str, ...] = tuple(THEOREMS)
 
 
 def parse_only(only: str | Iterable[str] | None) -> list[str]:
@@ -44,7 +63,7 @@ def parse_only(only: str | Iterable[str] | None) -> list[str]:
         return list(THEOREM_IDS)
     items = only.split(",") if isinstance(only, str) else list(only)
     ids = [str(t).strip().upper() for t in items if str(t).strip()]
-    bad = [t for t in ids if t not in MODULES]
+    bad = [t for t in ids if t not in THEOREMS]
     if bad or not ids:
         raise InvalidInputError(
             f"unknown theorem id(s) {', '.join(bad) or '(none given)'}; valid ids: {', '.join(THEOREM_IDS)} "
@@ -53,7 +72,8 @@ def parse_only(only: str | Iterable[str] | None) -> list[str]:
     return [t for t in THEOREM_IDS if t in ids]
 
 
-def module(theorem: str):
+def module(theorem: str) -> ModuleType:
+    """The catalogue module of ``theorem`` (the one that builds its entry)."""
     return importlib.import_module(f"coupled_curvature.proofs.{MODULES[theorem]}")
 
 
@@ -129,7 +149,7 @@ def check_all(
     statuses, entries = {}, {}
     for i, t in enumerate(ids, 1):
         start = time.perf_counter()
-        say(f"[{i}/{len(ids)}] {t} {module(t).TITLE}" + (": symbolic" if symbolic else ""))
+        say(f"[{i}/{len(ids)}] {t} {THEOREMS[t].title}" + (": symbolic" if symbolic else ""))
         if symbolic:
             derivation(t)
         num = None

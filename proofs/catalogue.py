@@ -1,6 +1,6 @@
 """Catalogue records: checked steps with trust labels, witnesses, and the proved/failed verdict.
 
-Trust labels (SPEC §6):
+Trust labels:
 
 * ``exact``       -- exact symbolic identity (``expand``/``cancel``/``Poly``) or Gröbner reduction;
 * ``certificate`` -- a plain-data witness or certificate accepted by the independent
@@ -35,6 +35,7 @@ import sympy as sp
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.symbolic import check_certificate, check_pinv_witness, check_witness
 from coupled_curvature.symbolic.derivation import Derivation, Step, Witness, exact_equal
+from coupled_curvature.theorems import THEOREMS
 
 __all__ = [
     "TRUST_LABELS", "PROOF_LABELS", "trust_label", "CheckedStep", "WitnessRecord", "Entry", "Status",
@@ -183,8 +184,14 @@ def certificate_step(n: int) -> tuple[CheckedStep, WitnessRecord]:
 def make_entry(theorem: str, title: str, derivation: Derivation | None, numeric: Any = None,
                extra_steps: list[CheckedStep] | None = None, extra_witnesses: list[WitnessRecord] | None = None,
                statement: str = "", hypotheses: list[str] | None = None) -> Entry:
-    """Build an :class:`Entry` from a derivation (``None``: numeric-only) and an optional cross-check."""
+    """Build an :class:`Entry` from a derivation (``None``: numeric-only) and an optional cross-check.
+
+    A registered theorem's entry states the registry's statement (``statement`` is for
+    unregistered demos); with a derivation, the derivation's statement, which is the same text.
+    """
     t0 = time.perf_counter()
+    if theorem in THEOREMS:
+        statement = THEOREMS[theorem].statement
     if derivation is None:
         entry = Entry(theorem, title, statement, list(hypotheses or []), numeric=numeric, symbolic=False)
     else:

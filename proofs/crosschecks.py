@@ -22,9 +22,14 @@ import numpy as np
 import torch
 from torch import nn
 
+from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.theorems import THEOREMS
+from coupled_curvature.theorems import get as get_theorem
+
 __all__ = ["NumericCheck", "Lab", "NETS", "CROSSCHECKS", "crosscheck", "rescaling_sweep", "neuron_scaling_changes"]
 
-#: key -> (dataset, hidden widths, bias); "digits-64x3" is the issue-2 reference net (D⁺ heavy)
+#: key -> (dataset, hidden widths, bias); "digits-64x3" is the reference net of the heavy T3/T7 chains
+#: (D⁺ on its 4096-parameter blocks)
 NETS: dict[str, tuple[str, tuple[int, ...], bool]] = {
     "digits-64x3": ("digits", (64, 64, 64), True),
     "bc-16x2": ("breast_cancer", (16, 16), True),
@@ -160,7 +165,23 @@ class Lab:
 
 # -- per-theorem checks --------------------------------------------------------------------------
 
+_CHECKS: dict[str, Callable[[Lab], NumericCheck]] = {}
 
+
+def _checks(theorem_id: str) -> Callable[[Callable[[Lab], NumericCheck]], Callable[[Lab], NumericCheck]]:
+    """Register the decorated function as the cross-check of a registered theorem that declares one."""
+    theorem = get_theorem(theorem_id)
+    if theorem.crosscheck is None:
+        raise InvalidInputError(f"{theorem_id} declares no numeric cross-check in the theorem registry")
+
+    def register(fn: Callable[[Lab], NumericCheck]) -> Callable[[Lab], NumericCheck]:
+        _CHECKS[theorem.id] = fn
+        return fn
+
+    return register
+
+
+@_checks("T2")
 def _t2(lab: Lab) -> NumericCheck:
     rows = []
     for key in lab.chain_nets():
@@ -180,6 +201,7 @@ def _t2(lab: Lab) -> NumericCheck:
                         all(r["agrees"] for r in rows), rows)
 
 
+@_checks("T3")
 def _t3(lab: Lab) -> NumericCheck:
     rows = []
     for key in lab.chain_nets():
@@ -192,6 +214,7 @@ def _t3(lab: Lab) -> NumericCheck:
                         all(r["agrees"] for r in rows), rows)
 
 
+@_checks("T5")
 def _t5(lab: Lab) -> NumericCheck:
     from coupled_curvature.numeric.diagnostics import diagnose
     from coupled_curvature.numeric.symmetries import layer_rescale
@@ -218,6 +241,7 @@ def _t5(lab: Lab) -> NumericCheck:
                         "min rel ΔD under non-uniform scaling", fig, all(r["agrees"] for r in rows), rows)
 
 
+@_checks("T7")
 def _t7(lab: Lab) -> NumericCheck:
     rows = []
     for key in lab.chain_nets():
@@ -242,6 +266,7 @@ def _euler_PQ(model: nn.Module, X: torch.Tensor, y: torch.Tensor) -> tuple[float
     return float(P), float(Q)
 
 
+@_checks("T9")
 def _t9(lab: Lab) -> NumericCheck:
     from coupled_curvature.numeric.diagnostics import diagnose
 
@@ -262,6 +287,7 @@ def _t9(lab: Lab) -> NumericCheck:
                         "max rel Euler-identity error", fig, all(r["agrees"] for r in rows), rows)
 
 
+@_checks("T11")
 def _t11(lab: Lab) -> NumericCheck:
     rows = []
     for key in ("bc-16x2", "digits-nobias-16x2"):
@@ -276,6 +302,7 @@ def _t11(lab: Lab) -> NumericCheck:
                         all(r["agrees"] for r in rows), rows)
 
 
+@_checks("T12")
 def _t12(lab: Lab) -> NumericCheck:
     from coupled_curvature.numeric.diagnostics import diagnose
 
@@ -298,10 +325,13 @@ def _t12(lab: Lab) -> NumericCheck:
                         all(r["agrees"] for r in rows), rows)
 
 
-#: theorem id -> cross-check (theorems without numbers to measure are absent)
-CROSSCHECKS: dict[str, Callable[[Lab], NumericCheck]] = {
-    "T2": _t2, "T3": _t3, "T5": _t5, "T7": _t7, "T9": _t9, "T11": _t11, "T12": _t12,
-}
+#: theorem id -> cross-check, in registry order, for exactly the theorems whose registry entry
+#: declares one (``Theorem.crosscheck``); the others are absent
+CROSSCHECKS: dict[str, Callable[[Lab], NumericCheck]] = {t: _CHECKS[t] for t in THEOREMS if t in _CHECKS}
+_UNCHECKED = [t for t, th in THEOREMS.items() if th.crosscheck is not None and t not in CROSSCHECKS]
+if _UNCHECKED:
+    raise ImportError(f"the theorem registry declares a numeric cross-check for {', '.join(_UNCHECKED)}, "
+                      "but none is registered here")
 
 
 def crosscheck(theorem: str, lab: Lab) -> NumericCheck | None:

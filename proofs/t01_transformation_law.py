@@ -1,8 +1,8 @@
-"""T1 -- Transformation law.
+"""T1 -- Transformation law: its catalogue entry.
 
-For a linear symmetry T: ∇L(Tθ) = T⁻ᵀ∇L(θ), ∇²L(Tθ) = T⁻ᵀ∇²L(θ)T⁻¹; block-diagonal T acts per block, so wᵀHw and wᵀg are invariant.
+Title, statement and cross-check are read from :mod:`coupled_curvature.theorems`.
 
-Numeric cross-check: none (a symbolic identity; T3, T11 measure its consequences).
+No numeric cross-check: a symbolic identity; T3 and T11 measure its consequences.
 """
 
 from __future__ import annotations
@@ -10,13 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 from coupled_curvature.proofs.catalogue import Entry, make_entry
+from coupled_curvature.theorems import get
 
-THEOREM = "T1"
-TITLE = "Transformation law"
-CROSSCHECK = "none (a symbolic identity; T3, T11 measure its consequences)"
+_THEOREM = get("T1")
+THEOREM = _THEOREM.id
+TITLE = _THEOREM.title
 
 
 def build(derivation: Any, numeric: Any = None) -> Entry:
     """The catalogue entry of T1 from its derivation (``None``: numeric only) and cross-check."""
     steps, wits = [], []
-    return make_entry(THEOREM, TITLE, derivation, numeric, steps, wits, statement="For a linear symmetry T: ∇L(Tθ) = T⁻ᵀ∇L(θ), ∇²L(Tθ) = T⁻ᵀ∇²L(θ)T⁻¹; block-diagonal T acts per block, so wᵀHw and wᵀg are invariant.")
+    return make_entry(THEOREM, TITLE, derivation, numeric, steps, wits)

@@ -1,8 +1,6 @@
-"""T3 -- The c⁻² law.
+"""T3 -- The c⁻² law: its catalogue entry.
 
-Under layer-wise rescaling, ‖g‖² and RQ of the rescaled blocks scale by c⁻² (c^{2k} on the next weight), while wᵀHw, wᵀg, D and D⁺ are unchanged.
-
-Numeric cross-check: D and D⁺ changes under random rescaling chains and permutations (the issue-2 check).
+Title, statement and cross-check are read from :mod:`coupled_curvature.theorems`.
 """
 
 from __future__ import annotations
@@ -10,13 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 from coupled_curvature.proofs.catalogue import Entry, make_entry
+from coupled_curvature.theorems import get
 
-THEOREM = "T3"
-TITLE = "The c⁻² law"
-CROSSCHECK = "D and D⁺ changes under random rescaling chains and permutations (the issue-2 check)"
+_THEOREM = get("T3")
+THEOREM = _THEOREM.id
+TITLE = _THEOREM.title
 
 
 def build(derivation: Any, numeric: Any = None) -> Entry:
     """The catalogue entry of T3 from its derivation (``None``: numeric only) and cross-check."""
     steps, wits = [], []
-    return make_entry(THEOREM, TITLE, derivation, numeric, steps, wits, statement="Under layer-wise rescaling, ‖g‖² and RQ of the rescaled blocks scale by c⁻² (c^{2k} on the next weight), while wᵀHw, wᵀg, D and D⁺ are unchanged.")
+    return make_entry(THEOREM, TITLE, derivation, numeric, steps, wits)

@@ -1,8 +1,8 @@
-"""T4 -- Exact invariance group.
+"""T4 -- Exact invariance group: its catalogue entry.
 
-D is invariant for all (w, g, H) iff ‖Aw‖‖A⁻ᵀg‖ = ‖w‖‖g‖ iff AᵀA = c²I; witnesses otherwise.
+Title, statement and cross-check are read from :mod:`coupled_curvature.theorems`.
 
-Numeric cross-check: none (exact witnesses; T5 shows the consequence on nets).
+No numeric cross-check: exact witnesses; T5 shows the consequence on nets.
 """
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from coupled_curvature.proofs.catalogue import Entry, certificate_step, make_entry
+from coupled_curvature.theorems import get
 
-THEOREM = "T4"
-TITLE = "Exact invariance group"
-CROSSCHECK = "none (exact witnesses; T5 shows the consequence on nets)"
+_THEOREM = get("T4")
+THEOREM = _THEOREM.id
+TITLE = _THEOREM.title
 
 
 def _extra():
@@ -25,4 +26,4 @@ def _extra():
 def build(derivation: Any, numeric: Any = None) -> Entry:
     """The catalogue entry of T4 from its derivation (``None``: numeric only) and cross-check."""
     steps, wits = _extra() if derivation is not None else ([], [])
-    return make_entry(THEOREM, TITLE, derivation, numeric, steps, wits, statement="D is invariant for all (w, g, H) iff ‖Aw‖‖A⁻ᵀg‖ = ‖w‖‖g‖ iff AᵀA = c²I; witnesses otherwise.")
+    return make_entry(THEOREM, TITLE, derivation, numeric, steps, wits)

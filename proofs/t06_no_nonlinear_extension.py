@@ -1,8 +1,6 @@
-"""T6 -- No nonlinear extension.
+"""T6 -- No nonlinear extension: its catalogue entry.
 
-A C² reparameterization of a block (n ≥ 2) that leaves D unchanged for every loss is conformal linear; for n = 1 exactly the affine maps.
-
-Numeric cross-check: none.
+Title, statement and cross-check are read from :mod:`coupled_curvature.theorems`.
 """
 
 from __future__ import annotations
@@ -10,13 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 from coupled_curvature.proofs.catalogue import Entry, make_entry
+from coupled_curvature.theorems import get
 
-THEOREM = "T6"
-TITLE = "No nonlinear extension"
-CROSSCHECK = "none"
+_THEOREM = get("T6")
+THEOREM = _THEOREM.id
+TITLE = _THEOREM.title
 
 
 def build(derivation: Any, numeric: Any = None) -> Entry:
     """The catalogue entry of T6 from its derivation (``None``: numeric only) and cross-check."""
     steps, wits = [], []
-    return make_entry(THEOREM, TITLE, derivation, numeric, steps, wits, statement="A C² reparameterization of a block (n ≥ 2) that leaves D unchanged for every loss is conformal linear; for n = 1 exactly the affine maps.")
+    return make_entry(THEOREM, TITLE, derivation, numeric, steps, wits)

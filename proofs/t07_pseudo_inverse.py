@@ -1,8 +1,6 @@
-"""T7 -- Pseudo-inverse variant.
+"""T7 -- Pseudo-inverse variant: its catalogue entry.
 
-D⁺ is invariant under CO(n), also with a relative cutoff; invariance forces CO(n); for singular H even wᵀH⁺w changes under a shear.
-
-Numeric cross-check: D⁺ change under the T3 chains.
+Title, statement and cross-check are read from :mod:`coupled_curvature.theorems`.
 """
 
 from __future__ import annotations
@@ -10,13 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 from coupled_curvature.proofs.catalogue import Entry, make_entry
+from coupled_curvature.theorems import get
 
-THEOREM = "T7"
-TITLE = "Pseudo-inverse variant"
-CROSSCHECK = "D⁺ change under the T3 chains"
+_THEOREM = get("T7")
+THEOREM = _THEOREM.id
+TITLE = _THEOREM.title
 
 
 def build(derivation: Any, numeric: Any = None) -> Entry:
     """The catalogue entry of T7 from its derivation (``None``: numeric only) and cross-check."""
     steps, wits = [], []
-    return make_entry(THEOREM, TITLE, derivation, numeric, steps, wits, statement="D⁺ is invariant under CO(n), also with a relative cutoff; invariance forces CO(n); for singular H even wᵀH⁺w changes under a shear.")
+    return make_entry(THEOREM, TITLE, derivation, numeric, steps, wits)

@@ -1,8 +1,8 @@
-"""T8 -- Monotonicity and the Laplace connection.
+"""T8 -- Monotonicity and the Laplace connection: its catalogue entry.
 
-Under H -> tH: D -> tD and D⁺ -> D⁺/t; D⁺ moves with the Laplace posterior-variance terms, D against them; no bound is claimed.
+Title, statement and cross-check are read from :mod:`coupled_curvature.theorems`.
 
-Numeric cross-check: none (T12 measures the H -> sH case through loss scaling).
+No numeric cross-check: T12 measures the H → sH case through loss scaling.
 """
 
 from __future__ import annotations
@@ -10,13 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 from coupled_curvature.proofs.catalogue import Entry, make_entry
+from coupled_curvature.theorems import get
 
-THEOREM = "T8"
-TITLE = "Monotonicity and the Laplace connection"
-CROSSCHECK = "none (T12 measures the H -> sH case through loss scaling)"
+_THEOREM = get("T8")
+THEOREM = _THEOREM.id
+TITLE = _THEOREM.title
 
 
 def build(derivation: Any, numeric: Any = None) -> Entry:
     """The catalogue entry of T8 from its derivation (``None``: numeric only) and cross-check."""
     steps, wits = [], []
-    return make_entry(THEOREM, TITLE, derivation, numeric, steps, wits, statement="Under H -> tH: D -> tD and D⁺ -> D⁺/t; D⁺ moves with the Laplace posterior-variance terms, D against them; no bound is claimed.")
+    return make_entry(THEOREM, TITLE, derivation, numeric, steps, wits)

@@ -1,8 +1,6 @@
-"""T9 -- Euler identities.
+"""T9 -- Euler identities: its catalogue entry.
 
-Bias-free MLP with degree-k activation: wᵀg = pP and wᵀHw = p(p−1)P + p²Q with p = k^{m−l}; for k = 1, D_l = (Q/P²)cos²∠(w_l, g_l).
-
-Numeric cross-check: wᵀg against P and wᵀHw against Q, layer by layer, on bias-free nets.
+Title, statement and cross-check are read from :mod:`coupled_curvature.theorems`.
 """
 
 from __future__ import annotations
@@ -10,13 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 from coupled_curvature.proofs.catalogue import Entry, make_entry
+from coupled_curvature.theorems import get
 
-THEOREM = "T9"
-TITLE = "Euler identities"
-CROSSCHECK = "wᵀg against P and wᵀHw against Q, layer by layer, on bias-free nets"
+_THEOREM = get("T9")
+THEOREM = _THEOREM.id
+TITLE = _THEOREM.title
 
 
 def build(derivation: Any, numeric: Any = None) -> Entry:
     """The catalogue entry of T9 from its derivation (``None``: numeric only) and cross-check."""
     steps, wits = [], []
-    return make_entry(THEOREM, TITLE, derivation, numeric, steps, wits, statement="Bias-free MLP with degree-k activation: wᵀg = pP and wᵀHw = p(p−1)P + p²Q with p = k^{m−l}; for k = 1, D_l = (Q/P²)cos²∠(w_l, g_l).")
+    return make_entry(THEOREM, TITLE, derivation, numeric, steps, wits)

@@ -1,8 +1,6 @@
-"""T10 -- Scale-invariant blocks.
+"""T10 -- Scale-invariant blocks: its catalogue entry.
 
-If L(sw) = L(w) for s > 0 then wᵀg = 0, Hw = −g, wᵀHw = 0 and D = 0: invariant and uninformative.
-
-Numeric cross-check: none.
+Title, statement and cross-check are read from :mod:`coupled_curvature.theorems`.
 """
 
 from __future__ import annotations
@@ -10,13 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 from coupled_curvature.proofs.catalogue import Entry, make_entry
+from coupled_curvature.theorems import get
 
-THEOREM = "T10"
-TITLE = "Scale-invariant blocks"
-CROSSCHECK = "none"
+_THEOREM = get("T10")
+THEOREM = _THEOREM.id
+TITLE = _THEOREM.title
 
 
 def build(derivation: Any, numeric: Any = None) -> Entry:
     """The catalogue entry of T10 from its derivation (``None``: numeric only) and cross-check."""
     steps, wits = [], []
-    return make_entry(THEOREM, TITLE, derivation, numeric, steps, wits, statement="If L(sw) = L(w) for s > 0 then wᵀg = 0, Hw = −g, wᵀHw = 0 and D = 0: invariant and uninformative.")
+    return make_entry(THEOREM, TITLE, derivation, numeric, steps, wits)

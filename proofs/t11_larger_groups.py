@@ -1,8 +1,6 @@
-"""T11 -- Larger groups: the radial ratio.
+"""T11 -- Larger groups: the radial ratio: its catalogue entry.
 
-ρ = wᵀHw/(wᵀg)² is invariant under every block-diagonal linear symmetry; for bias-free degree-1 nets ρ_l = Q/P²; the Newton decrement is invariant.
-
-Numeric cross-check: ρ change under non-uniform neuron scaling (must stay invariant).
+Title, statement and cross-check are read from :mod:`coupled_curvature.theorems`.
 """
 
 from __future__ import annotations
@@ -10,13 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 from coupled_curvature.proofs.catalogue import Entry, make_entry
+from coupled_curvature.theorems import get
 
-THEOREM = "T11"
-TITLE = "Larger groups: the radial ratio"
-CROSSCHECK = "ρ change under non-uniform neuron scaling (must stay invariant)"
+_THEOREM = get("T11")
+THEOREM = _THEOREM.id
+TITLE = _THEOREM.title
 
 
 def build(derivation: Any, numeric: Any = None) -> Entry:
     """The catalogue entry of T11 from its derivation (``None``: numeric only) and cross-check."""
     steps, wits = [], []
-    return make_entry(THEOREM, TITLE, derivation, numeric, steps, wits, statement="ρ = wᵀHw/(wᵀg)² is invariant under every block-diagonal linear symmetry; for bias-free degree-1 nets ρ_l = Q/P²; the Newton decrement is invariant.")
+    return make_entry(THEOREM, TITLE, derivation, numeric, steps, wits)

@@ -1,8 +1,6 @@
-"""T12 -- Loss scaling.
+"""T12 -- Loss scaling: its catalogue entry.
 
-L -> sL: D -> D/s, D⁺ -> sD⁺, ρ -> ρ/s; D·D⁺ invariant; mean vs sum is s = N.
-
-Numeric cross-check: sum vs mean reduction on trained nets.
+Title, statement and cross-check are read from :mod:`coupled_curvature.theorems`.
 """
 
 from __future__ import annotations
@@ -10,13 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 from coupled_curvature.proofs.catalogue import Entry, make_entry
+from coupled_curvature.theorems import get
 
-THEOREM = "T12"
-TITLE = "Loss scaling"
-CROSSCHECK = "sum vs mean reduction on trained nets"
+_THEOREM = get("T12")
+THEOREM = _THEOREM.id
+TITLE = _THEOREM.title
 
 
 def build(derivation: Any, numeric: Any = None) -> Entry:
     """The catalogue entry of T12 from its derivation (``None``: numeric only) and cross-check."""
     steps, wits = [], []
-    return make_entry(THEOREM, TITLE, derivation, numeric, steps, wits, statement="L -> sL: D -> D/s, D⁺ -> sD⁺, ρ -> ρ/s; D·D⁺ invariant; mean vs sum is s = N.")
+    return make_entry(THEOREM, TITLE, derivation, numeric, steps, wits)

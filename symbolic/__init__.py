@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import importlib
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature import theorems as _registry
 from coupled_curvature.symbolic.checker import check_certificate, check_pinv_witness, check_witness
 from coupled_curvature.symbolic.derivation import Derivation, Step, Witness
 from coupled_curvature.symbolic.group import certificate
@@ -39,21 +39,9 @@ __all__ = [
     "check_pinv_witness", "Derivation", "Step", "Witness", "coupled_D", "transform", "is_conformal",
 ]
 
-#: theorem id -> (module, function) producing its :class:`Derivation`
-THEOREMS: dict[str, tuple[str, str]] = {
-    "T1": ("transformation", "derive_T1"),
-    "T2": ("homogeneous", "derive_T2"),
-    "T3": ("homogeneous", "derive_T3"),
-    "T4": ("group", "derive_T4"),
-    "T5": ("relu_group", "derive_T5"),
-    "T6": ("nonlinear", "derive_T6"),
-    "T7": ("pseudoinverse", "derive_T7"),
-    "T8": ("monotonicity", "derive_T8"),
-    "T9": ("homogeneous", "derive_T9"),
-    "T10": ("degenerate", "derive_T10"),
-    "T11": ("larger_groups", "derive_T11"),
-    "T12": ("loss_scaling", "derive_T12"),
-}
+#: the theorem registry (:mod:`coupled_curvature.theorems`); ``THEOREMS[t].derivation`` is the
+#: ``(module, function)`` producing the :class:`Derivation` of theorem ``t``
+THEOREMS = _registry.THEOREMS
 
 
 def derive(theorem_id: str) -> Derivation:
@@ -62,9 +50,7 @@ def derive(theorem_id: str) -> Derivation:
     >>> derive("T1").ok
     True
     """
-    if theorem_id not in THEOREMS:
-        raise InvalidInputError(f"unknown theorem id {theorem_id!r}; valid ids: {', '.join(THEOREMS)}")
-    mod, fn = THEOREMS[theorem_id]
+    mod, fn = _registry.get(theorem_id).derivation
     return getattr(importlib.import_module(f"coupled_curvature.symbolic.{mod}"), fn)()
 
 

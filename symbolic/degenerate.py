@@ -35,10 +35,8 @@ def scale_invariant_instance(n: int) -> tuple[sp.Matrix, sp.Matrix, sp.Matrix]:
 
 def derive_T10() -> Derivation:
     """Derive T10 generically (ray argument) and on F(w_i/w_n) for n = 2, 3, 4."""
-    d = Derivation(
+    d = Derivation.for_theorem(
         "T10",
-        "If L(sw) = L(w) for all s > 0 then wᵀg = 0 and Hw = -g, so wᵀHw = 0 and D = 0 identically: invariant "
-        "and uninformative (must be flagged).",
         ["L is C² on w != 0 and L(sw) = L(w) for all s > 0; on w_n > 0 every such L is F(w_1/w_n, ..., w_{n-1}/w_n) with F C²"],
     )
     s = sp.Symbol("s", positive=True)

@@ -35,6 +35,7 @@ from sympy.logic.boolalg import BooleanAtom
 from sympy.matrices.expressions import MatrixExpr, ZeroMatrix
 
 from coupled_curvature.symbolic.unevaluated import At, evaluate
+from coupled_curvature.theorems import get as get_theorem
 
 __all__ = ["Step", "Derivation", "Witness", "is_zero_exact", "exact_equal"]
 
@@ -292,6 +293,17 @@ class Derivation:
     witnesses: list[Any] = field(default_factory=list)
     elapsed: float = 0.0
     _t0: float = field(default_factory=time.perf_counter, repr=False)
+
+    @classmethod
+    def for_theorem(cls, theorem_id: str, hypotheses: list[str] | None = None) -> "Derivation":
+        """An empty derivation of a registered theorem, carrying the registry's statement.
+
+        >>> d = Derivation.for_theorem("T12", ["s > 0"])
+        >>> d.theorem, d.statement.startswith("Under L → sL")
+        ('T12', True)
+        """
+        theorem = get_theorem(theorem_id)
+        return cls(theorem.id, theorem.statement, list(hypotheses or []))
 
     # -- building -------------------------------------------------------------------------
     def add(self, step: Step) -> Step:

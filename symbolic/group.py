@@ -92,10 +92,8 @@ def _combination(S: dict, t: dict) -> Any:
 
 def derive_T4() -> Derivation:
     """T4: (i) D invariant ⇔ (ii) ‖Aw‖‖A⁻ᵀg‖ = ‖w‖‖g‖ ⇔ (iii) AᵀA = c²I; witnesses otherwise."""
-    d = Derivation(
+    d = Derivation.for_theorem(
         "T4",
-        "For A in GL(n), n >= 2, acting by w -> Aw, g -> A^-T g, H -> A^-T H A^-1: D is invariant for all "
-        "(w, g, H) iff ||Aw|| ||A^-T g|| = ||w|| ||g|| for all w, g iff A^T A = c^2 I (A in CO(n)).",
         [
             "T1 block action w -> Aw, g -> A^-T g, H -> A^-T H A^-1",
             "for (iii) => (i): A = cQ with c > 0 and Q^T Q = I (rule 'orthogonality')",

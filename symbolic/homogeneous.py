@@ -47,12 +47,8 @@ def two_layer_generic():
 
 def derive_T2() -> Derivation:
     """Derive T2 at symbolic widths (layer-wise, neuron-wise, permutation) and max-pooling."""
-    d = Derivation(
+    d = Derivation.for_theorem(
         "T2",
-        "For an MLP with activation positively homogeneous of degree k, W_l -> cW_l, b_l -> cb_l, "
-        "W_{l+1} -> c^-k W_{l+1} preserves the output for every input, at any depth and width; so do neuron-wise "
-        "scalings a > 0 (diag(a) on rows, diag(a)^-k on the next columns) and permutations of hidden units; "
-        "max-pooling commutes with a positive scale.",
         [
             "σ positively homogeneous of degree k (rule 'sigma_homogeneity')",
             "finite sums are linear (rule 'sum_linearity'); re-indexing by a bijection (rule 'sum_reindex')",
@@ -112,10 +108,8 @@ def _abs_pull(q: Any, c: Any) -> Any:
 
 def derive_T3() -> Derivation:
     """Derive the c⁻² law per block (generic dimension) and on explicit instances."""
-    d = Derivation(
+    d = Derivation.for_theorem(
         "T3",
-        "Under T2's layer-wise map: for W_l, b_l, ‖g‖² and RQ scale by c^-2 and wᵀHw, wᵀg, D, D+ are unchanged; "
-        "for W_{l+1} both scale by c^{2k} with D, D+ unchanged; other blocks are untouched.",
         [
             "T2: the layer-wise map is a linear symmetry acting on each block as αI (α = c on W_l, b_l; "
             "α = c^-k on W_{l+1}; α = 1 elsewhere), so T1 gives w -> αw, g -> g/α, H -> H/α²",
@@ -178,11 +172,8 @@ def derive_T3() -> Derivation:
 
 def derive_T9() -> Derivation:
     """Euler identities for bias-free homogeneous nets, generic and on instances."""
-    d = Derivation(
+    d = Derivation.for_theorem(
         "T9",
-        "Bias-free MLP, degree-k activation, m weight layers: f is homogeneous of degree p = k^(m-l) in W_l; "
-        "w_lᵀg_l = pP and w_lᵀH_ll w_l = p(p-1)P + p²Q (P = E⟨∇_fℓ, f⟩, Q = E[fᵀ∇²_fℓ f]); for k = 1, "
-        "D_l = (Q/P²)cos²∠(w_l, g_l) <= Q/P².",
         [
             "σ positively homogeneous of degree k (rule 'sigma_homogeneity'); finite sums linear (rule 'sum_linearity')",
             "fixed activation pattern along the ray t -> tW_l",

@@ -20,11 +20,8 @@ __all__ = ["derive_T11"]
 
 def derive_T11() -> Derivation:
     """Derive T11 (generic MatrixSymbol algebra; neuron-wise instance; T10/T9 corollaries)."""
-    d = Derivation(
+    d = Derivation.for_theorem(
         "T11",
-        "ρ = wᵀHw/(wᵀg)² is invariant under every block-diagonal linear symmetry (so under non-uniform neuron "
-        "scaling), undefined on scale-invariant blocks, and ρ_l = Q/P² for bias-free degree-1 nets; the Newton "
-        "decrement gᵀH⁻¹g is invariant under every linear symmetry when H is invertible.",
         ["T1 transformation law", "T9 (k = 1: wᵀHw = Q, wᵀg = P)", "T10 (scale-invariant: wᵀg = 0)",
          "instance: 2-3-2-1 ReLU, fixed pattern, positive neuron scales a_i"],
     )

@@ -19,9 +19,8 @@ __all__ = ["derive_T12"]
 
 def derive_T12() -> Derivation:
     """Derive T12 (generic MatrixSymbol algebra and an explicit rational check)."""
-    d = Derivation(
+    d = Derivation.for_theorem(
         "T12",
-        "L -> sL (s > 0): D -> D/s, D+ -> sD+, ρ -> ρ/s; D·D+ is invariant. Mean vs sum reduction is s = N.",
         ["s > 0; H⁺ the Moore–Penrose pseudo-inverse (rule 'penrose')"],
     )
     s = sp.Symbol("s", positive=True)

@@ -20,12 +20,8 @@ __all__ = ["derive_T8"]
 
 def derive_T8() -> Derivation:
     """Derive T8 (scaling laws, derivative signs, KL curvature terms)."""
-    d = Derivation(
+    d = Derivation.for_theorem(
         "T8",
-        "Under H -> tH (t > 0): D -> tD and D+ -> D+/t. wᵀH⁺w/wᵀw is the Laplace posterior variance along w, "
-        "D+ = (that variance)·‖g‖². In a Gaussian PAC-Bayes KL, ½ log det(H+δI) increases and ½ tr((H+δI)^-1)/σ² "
-        "decreases with curvature (eigenvalues λ_i + δ > 0); D moves opposite to the variance terms, D+ with them. "
-        "No bound is claimed.",
         ["t > 0, δ > 0, σ > 0, and H + δI positive definite (λ_i + δ > 0; shown with λ_i > 0)",
          "log det and tr(·)^-1 are spectral: computed in an eigenbasis of H (orthogonal invariance)",
          "H⁺ is the Moore–Penrose pseudo-inverse (rule 'penrose')"],

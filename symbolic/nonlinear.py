@@ -68,12 +68,10 @@ def _coeffs(expr: Any, gens: list) -> list:
 
 def derive_T6() -> Derivation:
     """Derive T6 (Hessian law; n = 2 cubic φ by Gröbner bases; n = 1 affine; witnesses)."""
-    d = Derivation(
+    d = Derivation.for_theorem(
         "T6",
-        "If D is unchanged under w = φ(w') for every C² loss at every point, then φ(w') = cQw' (n >= 2); for n = 1 "
-        "the admissible maps are exactly the affine maps w' -> s w' + a (s != 0). Shown for n = 2 with φ a generic "
-        "polynomial map of degree <= 3.",
         [
+            "scope of the checked steps: n = 2 with φ a generic polynomial map of degree ≤ 3",
             "L is C² (mixed partials commute); φ is a diffeomorphism (det J != 0, Rabinowitsch variable t)",
             "invariance for all (g, H) is used through the specialisations H = 0 (D = 0) and generic symmetric H",
             "n = 1: φ'' ≡ 0 on an interval implies φ affine (integrate twice)",

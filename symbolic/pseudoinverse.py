@@ -76,10 +76,8 @@ def shear_pinv_witness(A: Any = None, H: Any = None, w: Any = None) -> dict[str,
 
 def derive_T7() -> Derivation:
     """Derive T7 (sufficiency with cutoff, converse, shear witness)."""
-    d = Derivation(
+    d = Derivation.for_theorem(
         "T7",
-        "For A = cQ: (A^-T H A^-1)^+ = A H^+ A^T, so D+ is invariant, also with a relative cutoff; conversely "
-        "invariance of D+ for all (w, g, H) forces A in CO(n); for singular H and a shear even wᵀH⁺w changes.",
         [
             "H symmetric; H⁺ its Moore–Penrose pseudo-inverse (rule 'penrose': HH⁺H = H, H⁺HH⁺ = H⁺, "
             "HH⁺ = (HH⁺)ᵀ = H⁺H)",

@@ -39,11 +39,8 @@ def kron_action(a: list, b: list, k: Any = 1) -> sp.Matrix:
 
 def derive_T5() -> Derivation:
     """Derive T5 with symbolic scales (2×3 weight) and exact witnesses."""
-    d = Derivation(
+    d = Derivation.for_theorem(
         "T5",
-        "Neuron-wise scaling acts on W_l as vec(W) -> (diag(b)^-k ⊗ diag(a)) vec(W); conformal iff a and b are "
-        "uniform; on b_l iff a is uniform; permutations are orthogonal; on the 'layer' partition a uniform "
-        "rescaling of layer l breaks D of layer l+1 (block map diag(c^-k I, I)).",
         ["a_i, b_j > 0 (positive scalings); k != 0", "T4 (conformal <=> AᵀA = c²I)"],
     )
     k = sp.Symbol("k", positive=True)

@@ -58,11 +58,8 @@ def _chain_rule_claims(n: int) -> tuple[sp.Matrix, sp.Matrix, sp.Matrix, sp.Matr
 
 def derive_T1() -> Derivation:
     """Derive T1 (chain rule by SymPy for n = 2, 3; MatrixSymbol algebra for generic n)."""
-    d = Derivation(
+    d = Derivation.for_theorem(
         "T1",
-        "For a linear symmetry T (L(Tθ) = L(θ)): ∇L(Tθ) = T^-T ∇L(θ), ∇²L(Tθ) = T^-T ∇²L(θ) T^-1; for "
-        "block-diagonal T = diag(A, B) block b maps as w -> Aw, g -> A^-T g, H -> A^-T H A^-1, hence wᵀHw "
-        "and wᵀg are invariant.",
         ["L is C² (mixed partials commute)", "T is invertible and L(Tθ) = L(θ) for all θ"],
     )
     for n in (2, 3):

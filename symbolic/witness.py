@@ -1,7 +1,7 @@
 """Witness generator for T4: exact rational ``(w, g, H)`` with ``D'/D != 1`` for ``A ∉ CO(n)``.
 
 Action (T1): ``w' = A w``, ``g' = A⁻ᵀ g``, ``H' = A⁻ᵀ H A⁻¹``; ``D = (wᵀHw / wᵀw) / ‖g‖²``.
-Construction (SPEC T4), ``M = AᵀA``:
+Construction, ``M = AᵀA``:
 
 * some ``e_i`` is not an eigenvector of ``M``: ``w = g = e_i``, ``H = e_i e_iᵀ``, factor
   ``1 / (M_ii (M⁻¹)_ii) < 1``;

@@ -1,4 +1,4 @@
-"""``ccurv experiment invariance|width [--quick] --out DIR``: the paper's two experiments (issue 7).
+"""``ccurv experiment invariance|width [--quick] --out DIR``: exact invariance at scale, and the exploratory width sweep.
 
 ``width`` (the exploratory width sweep) writes ``DIR/width.json`` (``{"runs": [...], "kendall": [...]}``),
 ``width.md``, ``width.html`` and the figures ``width_gap_loss.png`` / ``width_gap_err.png``;
@@ -31,7 +31,7 @@ _COLUMNS = [
 
 
 def register(sub) -> None:
-    p = sub.add_parser("experiment", help="reproduce the paper's experiments (invariance at scale)")
+    p = sub.add_parser("experiment", help="run the experiments: exact invariance at scale, and the exploratory width sweep")
     kinds = p.add_subparsers(dest="experiment", required=True, metavar="EXPERIMENT")
     inv = kinds.add_parser(
         "invariance",

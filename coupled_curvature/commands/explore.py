@@ -2,7 +2,7 @@
 
 Rows are measures, columns symmetries acting on the last hidden layer of a trained network;
 each cell is the maximum relative deviation over a sweep of the symmetry's parameter, with the
-theory's prediction (SPEC theorem ids) and an agreement flag. The ``bn`` column runs on a
+theory's prediction (citing theorem ids T1–T12) and an agreement flag. The ``bn`` column runs on a
 BatchNorm twin of an ``mlp`` arch (``Linear(bias=False) -> BatchNorm1d -> ReLU`` blocks, widths
 capped at 8 so the acted-on blocks are dense, trained and measured in batch-statistics mode).
 """

@@ -31,7 +31,7 @@ def test_module_entry_point_and_usage_errors():
 
 @pytest.mark.slow
 def test_numeric_check_passes_on_the_default_net():
-    """The full issue-2 check: digits, 64x3 ReLU MLP, D⁺ on 4096-parameter blocks (minutes)."""
+    """The full numeric check: digits, 64x3 ReLU MLP, D⁺ on 4096-parameter blocks (minutes)."""
     out = _run("check", "--numeric")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "numeric check: PASS" in out.stdout and "epoch" in out.stderr

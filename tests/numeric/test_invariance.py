@@ -30,7 +30,7 @@ def test_layer_rescale_leaves_D_and_Dplus_but_moves_rq(widths, layer_pick, log2c
     model = mlp([4, *widths, 3], act=act, seed=seed)
     X, y = data(30, (4,), 3, seed=seed)
     layer = layer_pick % len(widths)
-    c = 2.0**log2c  # exact in float64 (SPEC §6)
+    c = 2.0**log2c  # a power of two: the rescaled weights are exact in float64
     before, after = diagnose(model, CE, (X, y)), diagnose(layer_rescale(model, layer, c), CE, (X, y))
     dD, dDp, drq = (_changes(before, after, f) for f in ("coupled", "inverse_coupled", "rayleigh"))
     assert max(dD.values()) <= 1e-10

@@ -185,7 +185,7 @@ def test_weights_match_eigh_on_separated_spectrum():
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_rescaling_invariance(kind, tridiagonal_only):
-    """SPEC T7 with A = cI, c = 2, so (A⁻ᵀHA⁻¹)⁺ = c²H⁺: with H -> c⁻²H the kept set is unchanged,
+    """T7 with A = cI, c = 2, so (A⁻ᵀHA⁻¹)⁺ = c²H⁺: with H -> c⁻²H the kept set is unchanged,
     w -> c⁻¹w (how a gradient maps) leaves wᵀH⁺w unchanged and w -> cw (how the weights map)
     multiplies it by exactly c⁴, which with wᵀw -> c²wᵀw and ‖g‖² -> c⁻²‖g‖² leaves D⁺
     unchanged."""

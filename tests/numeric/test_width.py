@@ -224,7 +224,7 @@ def test_bad_config_is_refused_with_a_clear_message(change, message):
         check_config(replace(TINY, **change))
 
 
-def test_configs_match_the_issue():
+def test_configs_match_the_documented_sweep():
     d = default_config()
     assert d.widths == (8, 16, 32, 64, 128, 256, 512) and d.depths == (1, 3) and len(d.seeds) >= 5
     assert set(d.measures) == set(MEASURES) and d.dataset == "digits"

@@ -5,6 +5,7 @@ import torch
 from torch.func import functional_call, grad, hessian
 
 from coupled_curvature.proofs.crosschecks import Lab, _euler_PQ, crosscheck, neuron_scaling_changes
+from coupled_curvature.theorems import THEOREMS
 
 
 @pytest.fixture(scope="module")
@@ -44,3 +45,6 @@ def test_t5_moves_and_untouched_blocks_do_not(lab):
 
 def test_no_crosscheck_for_pure_theorems(lab):
     assert crosscheck("T4", lab) is None
+    for tid, th in THEOREMS.items():  # the registry says which theorems have none
+        if th.crosscheck is None:
+            assert crosscheck(tid, lab) is None

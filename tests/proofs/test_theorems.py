@@ -7,8 +7,9 @@ import pytest
 from coupled_curvature.proofs import MODULES, THEOREM_IDS, entry
 from coupled_curvature.proofs.catalogue import PROOF_LABELS, evaluate
 from coupled_curvature.symbolic import check_pinv_witness, check_witness
+from coupled_curvature.theorems import THEOREMS
 
-#: steps the catalogue must find per theorem (lower bounds by label), from SPEC §3's proof routes
+#: steps the catalogue must find per theorem (lower bounds by label), from the theorems' proof routes
 EXPECT = {"T4": {"certificate": 5, "exact": 10}, "T5": {"certificate": 1}, "T7": {"certificate": 1, "rewrite": 1},
           "T2": {"rewrite": 1}, "T6": {"exact": 5}}
 
@@ -16,11 +17,11 @@ EXPECT = {"T4": {"certificate": 5, "exact": 10}, "T5": {"certificate": 1}, "T7":
 @pytest.mark.parametrize("tid", THEOREM_IDS)
 def test_theorem_module_proved(tid):
     mod = importlib.import_module(f"coupled_curvature.proofs.{MODULES[tid]}")
-    assert mod.THEOREM == tid and mod.TITLE and mod.__doc__.startswith(tid)
+    assert mod.THEOREM == tid and mod.TITLE == THEOREMS[tid].title and mod.__doc__.startswith(tid)
     e = entry(tid)
     st = evaluate(e)
     assert st.status == "proved", st.reasons
-    assert e.statement and e.steps and all(s.label in PROOF_LABELS and s.passed for s in e.steps)
+    assert e.statement == THEOREMS[tid].statement and e.steps and all(s.label in PROOF_LABELS and s.passed for s in e.steps)
     for label, n in EXPECT.get(tid, {}).items():
         assert st.steps[label] >= n
     for w in e.witnesses:

@@ -1,0 +1,104 @@
+"""The theorem registry is the one source of theorem identity and statement, for every layer."""
+
+import doctest
+import re
+import subprocess
+import sys
+
+import pytest
+
+from coupled_curvature import theorems as R
+from coupled_curvature.errors import InvalidInputError
+
+IDS = [f"T{i}" for i in range(1, 13)]
+
+
+def test_ids_in_order_and_records_complete():
+    assert list(R.THEOREMS) == IDS
+    for tid, th in R.THEOREMS.items():
+        assert th.id == tid and th.title and th.statement and th.formal == ()
+        assert len(th.derivation) == 2 and th.derivation[1] == f"derive_{tid}"
+        assert th.crosscheck is None or th.crosscheck.strip()
+
+
+def test_get_lists_the_valid_ids():
+    assert R.get("T7") is R.THEOREMS["T7"]
+    for bad in ("T13", "t4", "", None, 4):
+        with pytest.raises(InvalidInputError, match="valid ids: T1, T2, T3, .*, T12$"):
+            R.get(bad)
+
+
+def test_registry_is_frozen_plain_data():
+    with pytest.raises(AttributeError):
+        R.THEOREMS["T1"].statement = "changed"  # type: ignore[misc]
+
+
+def test_imports_neither_torch_nor_sympy():
+    code = ("import sys, coupled_curvature.theorems as R; R.get('T1'); R.formal_names('T1');"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'sympy', 'numpy')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_statements_are_readable_mathematics():
+    from coupled_curvature.reporting.latex import _UNICODE
+
+    for tid, th in R.THEOREMS.items():
+        s = th.statement
+        assert not re.search(r"->|<=|>=|!=|\bD\+|\^-|\bin CO\(|\|\|", s), (tid, s)
+        unknown = {ch for ch in s if ord(ch) >= 128 and ch not in _UNICODE}
+        assert not unknown, f"{tid}: no LaTeX form for {sorted(unknown)}"
+
+
+def test_formal_names_read_pinned_statement_files(tmp_path):
+    (tmp_path / "T4.txt").write_text("== Group.t4_conformal_iff\nTheorem t4 ...\n== Group.t4_witness\n==\n")
+    assert R.formal_names("T4", str(tmp_path)) == ("Group.t4_conformal_iff", "Group.t4_witness")
+    assert R.formal_names("T5", str(tmp_path)) == ()
+    assert R.formal_names("T5", str(tmp_path / "missing")) == ()
+    assert isinstance(R.formal_names("T1"), tuple)
+    with pytest.raises(InvalidInputError):
+        R.formal_names("T0", str(tmp_path))
+
+
+def test_doctests():
+    assert doctest.testmod(R, optionflags=doctest.NORMALIZE_WHITESPACE).failed == 0
+
+
+def test_symbolic_derivations_use_the_registry():
+    from coupled_curvature import symbolic as S
+    from coupled_curvature.proofs import derivation
+
+    assert S.THEOREMS is R.THEOREMS
+    for tid, th in R.THEOREMS.items():
+        d = derivation(tid)
+        assert d.theorem == tid and d.statement == th.statement
+
+
+def test_catalogue_uses_the_registry():
+    from coupled_curvature import proofs as P
+    from coupled_curvature.proofs import entry
+
+    assert list(P.MODULES) == IDS and P.THEOREM_IDS == tuple(IDS) and P.parse_only(None) == IDS
+    for tid, th in R.THEOREMS.items():
+        mod = P.module(tid)
+        assert mod.THEOREM == tid and mod.TITLE == th.title
+        assert th.statement not in mod.__doc__  # the statement lives only in the registry
+        for symbolic in (True, False):
+            e = entry(tid, symbolic=symbolic)
+            assert (e.theorem, e.title, e.statement) == (tid, th.title, th.statement)
+
+
+def test_crosschecks_are_keyed_by_the_registry():
+    from coupled_curvature.proofs.crosschecks import CROSSCHECKS
+
+    assert list(CROSSCHECKS) == [t for t, th in R.THEOREMS.items() if th.crosscheck is not None]
+
+
+def test_explorer_predictions_cite_registered_theorems():
+    from coupled_curvature.numeric.explore import PREDICTIONS
+
+    cited = {t for row in PREDICTIONS.values() for _, reason in row.values() for t in R.cited(reason)}
+    assert cited and cited <= set(R.THEOREMS)
+    with pytest.raises(InvalidInputError, match="T13"):
+        R.check_citations(["T3", "T13: not a theorem"])
