@@ -17,8 +17,6 @@ pseudo-inverse, numerically with a cutoff relative to the block's largest ``|λ_
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -30,11 +28,11 @@ __all__ = ["Theorem", "THEOREMS", "get", "cited", "check_citations", "formal_nam
 
 @dataclass(frozen=True)
 class Theorem:
-    """One theorem: id, title, statement, derivation ``(module, function)``, cross-check, formal names.
+    """One theorem: id, title, statement, derivation ``(module, function)``, cross-check.
 
     ``derivation`` names a function of ``coupled_curvature.symbolic.<module>`` returning its
     ``Derivation``; ``crosscheck`` says what the numeric cross-check on trained nets measures
-    (``None``: the theorem has none); ``formal`` lists qualified Coq theorem names.
+    (``None``: the theorem has none). Its Coq theorems: :func:`formal_names`.
     """
 
     id: str
@@ -42,7 +40,6 @@ class Theorem:
     statement: str
     derivation: tuple[str, str]
     crosscheck: str | None = None
-    formal: tuple[str, ...] = ()
 
 
 _ALL = (
@@ -196,28 +193,16 @@ def check_citations(texts: Iterable[str]) -> None:
                 raise InvalidInputError(f"{text!r} cites {tid}, which is not a registered theorem; "
                                         f"valid ids: {', '.join(THEOREMS)}")
 
-def _statements_folder() -> str | None:
-    spec = importlib.util.find_spec("coupled_curvature.proofs")
-    places = list(spec.submodule_search_locations or []) if spec is not None else []
-    return os.path.join(places[0], "coq", "statements") if places else None
+def formal_names(theorem_id: str) -> tuple[str, ...]:
+    """Qualified Coq theorem names pinned for ``theorem_id`` (``()`` when none are pinned).
 
+    The pins in ``proofs/coq/statements/`` are the contract (read by
+    :func:`coupled_curvature.proofs.formal.formal_theorems`); the registry does not copy them.
 
-def formal_names(theorem_id: str, folder: str | None = None) -> tuple[str, ...]:
-    """Qualified Coq theorem names pinned for ``theorem_id``; ``()`` when none are pinned.
-
-    Reads ``<folder>/<ID>.txt`` (default: ``proofs/coq/statements``), taking every line that
-    starts with ``== `` as the name that follows it.
-
-    >>> import pathlib, tempfile
-    >>> d = tempfile.mkdtemp()
-    >>> _ = pathlib.Path(d, "T1.txt").write_text("== Transformation.t1_gradient\\nTheorem ...\\n")
-    >>> formal_names("T1", d), formal_names("T2", d)
-    (('Transformation.t1_gradient',), ())
+    >>> all(n.startswith("CoupledCurvature.T04") for n in formal_names("T4"))
+    True
     """
     tid = get(theorem_id).id
-    folder = folder if folder is not None else _statements_folder()
-    path = os.path.join(folder, f"{tid}.txt") if folder else None
-    if path is None or not os.path.isfile(path):
-        return ()
-    with open(path, encoding="utf-8") as fh:
-        return tuple(ln[3:].strip() for ln in fh if ln.startswith("== ") and ln[3:].strip())
+    from coupled_curvature.proofs.formal import formal_theorems  # read at call time: no import cycle
+
+    return tuple(formal_theorems().get(tid, ()))

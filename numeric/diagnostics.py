@@ -59,6 +59,21 @@ class BlockDiagnosis:
     noise_kept: int | None = None
     dplus_missing: str | None = None
 
+    def with_dplus(self, wHpinvw: float, rank: int | None, min_kept_rel_eig: float | None,
+                   note: str) -> BlockDiagnosis:
+        """This block with ``wᵀH⁺w`` supplied by another route (``note`` says which); ``D⁺`` is
+        recomputed and the 'not computed' record and note are dropped."""
+        notes = [n for n in self.notes if self.dplus_missing is None or n != _missing_note(self.dplus_missing)]
+        _, _, dplus = derived_quantities(self.w_sq, self.g_sq, self.wHw, wHpinvw, notes)
+        return replace(self, wHpinvw=wHpinvw, inverse_coupled=dplus, rank=rank, min_kept_rel_eig=min_kept_rel_eig,
+                       notes=(*notes, note), dplus_missing=None)
+
+    def without_dplus(self, reason: str) -> BlockDiagnosis:
+        """This block recording why ``D⁺`` is absent (unless it has one)."""
+        if self.inverse_coupled is not None or self.dplus_missing is not None:
+            return self
+        return replace(self, dplus_missing=reason, notes=(*self.notes, _missing_note(reason)))
+
     @property
     def scale_invariant(self) -> bool:
         """``wᵀg ≈ 0`` (``|wᵀg| ≤ 1e-12·‖w‖·‖g‖``, both non-zero): the block looks scale-invariant
@@ -126,9 +141,7 @@ class Diagnosis:
         widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
         lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
                  for r in rows]
-        notes = [f"  model: {n}" for n in self.notes] + [
-            f"  {b.name}: {n}" for b in self
-            for n in (*b.notes, *([f"D⁺ not computed: {b.dplus_missing}"] if b.dplus_missing else []))]
+        notes = [f"  model: {n}" for n in self.notes] + [f"  {b.name}: {n}" for b in self for n in b.notes]
         return "\n".join(lines + (["notes:"] + notes if notes else []))
 
     def __repr__(self) -> str:
@@ -137,6 +150,10 @@ class Diagnosis:
 
 def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.6e}"
+
+
+def _missing_note(reason: str) -> str:
+    return f"D⁺ not computed: {reason}"
 
 
 def diagnose(
@@ -399,6 +416,8 @@ def _block_record(block, members, w, c, inverse, pinv_rtol, max_dense, form: Kry
         wHpinvw=wHpinvw, inverse_coupled=inverse_coupled, rank=rank, cutoff=cutoff,
         min_kept_rel_eig=min_rel, noise_kept=noise_kept, dplus_missing=missing, **krylov,
     )
+    if missing is not None:
+        notes.append(_missing_note(missing))
     if record.scale_invariant:
         notes.append("wᵀg ≈ 0: the block may be scale-invariant (T10); D is then uninformative")
     return replace(record, notes=tuple(notes))

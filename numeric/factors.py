@@ -10,7 +10,7 @@ checking ``‖Bw‖² = wᵀHw`` against autograd.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -18,7 +18,7 @@ from torch import nn
 
 from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
 from coupled_curvature.numeric._inputs import float64_copy
-from coupled_curvature.numeric.diagnostics import Diagnosis, derived_quantities
+from coupled_curvature.numeric.diagnostics import Diagnosis
 from coupled_curvature.numeric.pinv import symmetric_spectrum
 
 @dataclass(frozen=True)
@@ -208,14 +208,10 @@ def with_factor_dplus(d: Diagnosis, model: nn.Module, X: torch.Tensor, rtol: flo
         if f is None or b.w_sq == 0.0 or not agree(f.wHw, b.wHw):
             why = ("not a Linear weight or bias" if f is None else "w = 0" if b.w_sq == 0.0
                    else f"‖Bw‖² = {f.wHw:.6g} does not reproduce wᵀHw = {b.wHw:.6g}")
-            blocks.append(replace(b, dplus_missing=f"the factor route does not apply: {why}"
-                                  if b.inverse_coupled is None else None))
+            blocks.append(b.without_dplus(f"the factor route does not apply: {why}"))
             continue
-        notes = list(b.notes)
-        _, _, dplus = derived_quantities(b.w_sq, b.g_sq, b.wHw, f.value, notes)
-        notes.append(f"D⁺ from the exact per-sample factor H = BᵀB ({f.route} route, rank {f.rank})")
-        blocks.append(replace(b, wHpinvw=f.value, inverse_coupled=dplus, rank=f.rank,
-                              min_kept_rel_eig=f.min_kept_rel_eig, notes=tuple(notes), dplus_missing=None))
+        blocks.append(b.with_dplus(f.value, f.rank, f.min_kept_rel_eig,
+                                   f"D⁺ from the exact per-sample factor H = BᵀB ({f.route} route, rank {f.rank})"))
     return Diagnosis(blocks, {**d.meta, "dplus_route": "factor"}, notes=d.notes, frozen=d.frozen, skipped=d.skipped)
 
 

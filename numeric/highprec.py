@@ -39,6 +39,7 @@ from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
 from coupled_curvature.numeric._inputs import check_loss_fn, check_targets, prepare_batches
 from coupled_curvature.numeric.blocks import resolve_blocks
 from coupled_curvature.numeric.diagnostics import BlockDiagnosis, Diagnosis, derived_quantities
+from coupled_curvature.numeric.vocabulary import MAX_DPS, MIN_DPS
 
 _ACTS = (nn.ReLU, nn.LeakyReLU, nn.Identity)
 _GUARD = 64  # working bits beyond mp.prec

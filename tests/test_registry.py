@@ -16,7 +16,7 @@ IDS = [f"T{i}" for i in range(1, 13)]
 def test_ids_in_order_and_records_complete():
     assert list(R.THEOREMS) == IDS
     for tid, th in R.THEOREMS.items():
-        assert th.id == tid and th.title and th.statement and th.formal == ()
+        assert th.id == tid and th.title and th.statement
         assert len(th.derivation) == 2 and th.derivation[1] == f"derive_{tid}"
         assert th.crosscheck is None or th.crosscheck.strip()
 
@@ -51,14 +51,14 @@ def test_statements_are_readable_mathematics():
         assert not unknown, f"{tid}: no LaTeX form for {sorted(unknown)}"
 
 
-def test_formal_names_read_pinned_statement_files(tmp_path):
-    (tmp_path / "T4.txt").write_text("== Group.t4_conformal_iff\nTheorem t4 ...\n== Group.t4_witness\n==\n")
-    assert R.formal_names("T4", str(tmp_path)) == ("Group.t4_conformal_iff", "Group.t4_witness")
-    assert R.formal_names("T5", str(tmp_path)) == ()
-    assert R.formal_names("T5", str(tmp_path / "missing")) == ()
-    assert isinstance(R.formal_names("T1"), tuple)
+def test_formal_names_are_the_pinned_coq_theorems():
+    from coupled_curvature.proofs import formal
+
+    pins = formal.formal_theorems()
+    assert R.formal_names("T4") == tuple(pins["T4"]) and len(R.formal_names("T4")) >= 3
+    assert all(R.formal_names(t) == tuple(pins.get(t, ())) for t in IDS)
     with pytest.raises(InvalidInputError):
-        R.formal_names("T0", str(tmp_path))
+        R.formal_names("T0")
 
 
 def test_doctests():
