@@ -11,13 +11,16 @@ Prints, measured in this run:
   * peak resident memory of the process.
 With --quick: a 4 x 48 MLP on the same data (development run, about a minute).
 With --crossover: eigh vs tridiagonal route on random symmetric matrices of a few sizes.
+With --compare-dsytrd: the two-stage tridiagonal route (ctypes: full -> band -> dsbtrd) against the
+one-stage public scipy.linalg.lapack.dsytrd route (same Householder reflection first, same dstevd
+weights from the first components) at --sizes (2000 4000), median of --repeats (3), with the ratio.
 With --blas-threads N: limit BLAS/OpenMP pools (threadpoolctl) and torch to N threads; on a
 loaded machine 1 thread was 2.5x faster than 2 for the 9025 block (threads wait on each other).
 With --no-eigh: skip the full eigendecomposition of the one block (it takes minutes).
 The net is trained for --train-epochs (default 20) Adam epochs first; 0 measures it at initialization,
 where many units of the deep layers are dead and the blocks shrink (exactly zero rows are dropped).
 Run: python bench/bench_inverse.py [--quick] [--columns N] [--block 2.weight] [--blas-threads N] [--no-eigh]
-     [--train-epochs N] [--skip-one-block]
+     [--train-epochs N] [--skip-one-block] [--compare-dsytrd [--sizes 2000 4000] [--repeats 3]]
 """
 
 from __future__ import annotations
@@ -51,6 +54,10 @@ def main() -> None:
     ap.add_argument("--train-epochs", type=int, default=20,
                     help="Adam epochs on the digits training split before measuring (20, as bench_peers; 0: at init)")
     ap.add_argument("--skip-one-block", action="store_true", help="only the every-block run")
+    ap.add_argument("--compare-dsytrd", action="store_true",
+                    help="only time the two-stage route against the one-stage scipy.linalg.lapack.dsytrd route")
+    ap.add_argument("--sizes", type=int, nargs="+", default=[2000, 4000], help="sizes for --compare-dsytrd")
+    ap.add_argument("--repeats", type=int, default=3, help="repeats per size for --compare-dsytrd (median)")
     args = ap.parse_args()
     if args.blas_threads:
         from threadpoolctl import threadpool_limits
@@ -59,6 +66,9 @@ def main() -> None:
         globals()["_LIMITS"] = threadpool_limits(args.blas_threads)  # kept for the whole run
     if args.crossover:
         crossover()
+        return
+    if args.compare_dsytrd:
+        compare_dsytrd(args.sizes, args.repeats)
         return
     data = load("digits")
     X, y = torch.cat([data.X_train, data.X_test]), torch.cat([data.y_train, data.y_test])
@@ -119,7 +129,7 @@ def one_block(model, loss_fn, X, y, block: str, columns: int, baseline: bool) ->
         print("  full eigh baseline skipped (--no-eigh)")
         return
     t0 = time.perf_counter()
-    old = pinv._form(*pinv.eigh_spectrum(0.5 * (H + H.T), w), 1e-10)  # the route it replaced
+    old = pinv.cutoff_sum(*pinv.eigh_spectrum(0.5 * (H + H.T), w), 1e-10)  # the route it replaced
     t_old = time.perf_counter() - t0
     rel = abs(new.value - old.value) / abs(old.value) if old.value else abs(new.value)
     kappa = 1.0 / old.min_kept_rel_eig if old.min_kept_rel_eig else 1.0
@@ -195,6 +205,60 @@ def crossover() -> None:
                 runs.append(time.perf_counter() - t0)
             times.append(float(np.median(runs)))
         print(f"{n:>6} {times[0]:9.4f} {times[1]:14.4f}")
+
+
+def one_stage_spectrum(S: torch.Tensor, w: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """``(λ, c)`` as :func:`pinv.tridiagonal_spectrum`, through public scipy wrappers only: the
+    Householder ``P`` with ``Pw = βe₁`` (``dsymv``, ``dsyr2``), one-stage ``dsytrd`` (lower: its
+    reflectors never touch row 0, so ``Uᵀw = βe₁``), then ``dstevd`` weights ``‖w‖² z_i[0]²``."""
+    from scipy.linalg.blas import dsymv, dsyr2
+    from scipy.linalg.lapack import dsytrd
+
+    A = np.array(S.detach().to(torch.float64).numpy(), order="F")
+    v = np.array(w.detach().to(torch.float64).numpy())
+    n, w_sq = A.shape[0], float(v @ v)
+    v[0] += np.copysign(np.sqrt(w_sq), v[0])  # v = w − βe₁ with β = −sign(w₀)‖w‖
+    vv = float(v @ v)
+    if vv > 0.0:
+        tau = 2.0 / vv
+        y = dsymv(tau, A, v, lower=1)
+        y += (-0.5 * tau * float(y @ v)) * v
+        A = dsyr2(-1.0, v, y, a=A, lower=1, overwrite_a=1)
+    _, d, e, _, info = dsytrd(A, lower=1, lwork=64 * n, overwrite_a=1)  # lwork ≥ n·nb: the blocked code
+    if info != 0:
+        raise RuntimeError(f"LAPACK dsytrd failed with info={info}")
+    return pinv._first_components(d, e, w_sq)
+
+
+def compare_dsytrd(sizes: list[int], repeats: int) -> None:
+    import os
+
+    rng = np.random.default_rng(0)
+    status = pinv.fast_route_status()
+    if not status.active:
+        raise SystemExit(f"the two-stage route is unavailable: {status.reason}")
+    print(f"two-stage (ctypes, integers {status.int_type}) vs one-stage public dsytrd; "
+          f"median of {repeats}; threads: torch {torch.get_num_threads()}, BLAS {blas_threads()}; "
+          f"load {os.getloadavg()[0]:.2f}")
+    print(f"{'n':>6} {'two-stage s':>12} {'one-stage s':>12} {'one/two':>8} {'max |Δλ|/‖λ‖':>14} {'max |Δc|/‖w‖²':>14}")
+    for n in sizes:
+        M = rng.standard_normal((n, n))
+        S, w = torch.from_numpy((M + M.T) / 2), torch.from_numpy(rng.standard_normal(n))
+        del M
+        times, out = [], []
+        for fn in (pinv.tridiagonal_spectrum, one_stage_spectrum):
+            runs = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                res = fn(S, w)
+                runs.append(time.perf_counter() - t0)
+            times.append(float(np.median(runs)))
+            order = np.argsort(res[0])
+            out.append((res[0][order], res[1][order]))
+        dl = float(np.abs(out[0][0] - out[1][0]).max() / np.abs(out[0][0]).max())
+        dc = float(np.abs(out[0][1] - out[1][1]).max() / float(w @ w))
+        print(f"{n:>6} {times[0]:12.3f} {times[1]:12.3f} {times[1] / times[0]:8.2f} {dl:14.1e} {dc:14.1e}  "
+              f"(load {os.getloadavg()[0]:.2f})", flush=True)
 
 
 if __name__ == "__main__":

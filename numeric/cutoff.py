@@ -23,6 +23,7 @@ from coupled_curvature.numeric.blocks import resolve_blocks
 from coupled_curvature.numeric.hvp import block_curvature, block_krylov
 from coupled_curvature.numeric.krylov import rethreshold
 from coupled_curvature.numeric.objective import Objective
+from coupled_curvature.numeric.pinv import cutoff_sum, symmetric_spectrum
 
 DEFAULT_RTOLS = tuple(float(10.0**e) for e in range(-14, -1))
 
@@ -146,16 +147,11 @@ def cutoff_figure(*results: dict) -> Figure:
 
 
 def _dense_curve(H: torch.Tensor, w: torch.Tensor, rtols: Sequence[float]) -> tuple[list[float], list[int]]:
-    """One eigendecomposition, then ``Σ_{|λ| > rtol·max|λ|} (u·w)²/λ`` for every cutoff."""
-    evals, evecs = torch.linalg.eigh(0.5 * (H + H.T))
-    coeff2 = (evecs.T @ w) ** 2
-    top = float(evals.abs().max()) if evals.numel() else 0.0
-    values, ranks = [], []
-    for r in rtols:
-        keep = evals.abs() > r * top
-        values.append(float((coeff2[keep] / evals[keep]).sum()) if top > 0 and bool(keep.any()) else 0.0)
-        ranks.append(int(keep.sum()) if top > 0 else 0)
-    return values, ranks
+    """One spectrum (:func:`pinv.symmetric_spectrum`), then ``Σ_{|λ| > rtol·max|λ|} (u·w)²/λ``
+    (:func:`pinv.cutoff_sum`) for every cutoff."""
+    evals, coeff2 = symmetric_spectrum(H, w)
+    forms = [cutoff_sum(evals, coeff2, r) for r in rtols]
+    return [f.value for f in forms], [f.rank for f in forms]
 
 
 def _checked_rtols(rtols: object) -> list[float]:

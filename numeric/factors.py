@@ -19,7 +19,7 @@ from torch import nn
 from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
 from coupled_curvature.numeric._inputs import float64_copy
 from coupled_curvature.numeric.diagnostics import Diagnosis
-from coupled_curvature.numeric.pinv import symmetric_spectrum
+from coupled_curvature.numeric.pinv import cutoff_sum, symmetric_spectrum
 
 @dataclass(frozen=True)
 class LayerFactors:
@@ -111,16 +111,8 @@ class FactorForm:
 
 def _spectral_forms(lam: np.ndarray, c: np.ndarray, power: int, rtols: Sequence[float]) -> list[tuple]:
     """``Σ_{|λ_i| > rtol·max|λ|} c_i/λ_i^power`` with its rank and smallest kept ``|λ|/max|λ|``, per ``rtol``."""
-    top = float(np.abs(lam).max()) if lam.size else 0.0
-    out = []
-    for rtol in rtols:
-        keep = np.abs(lam) > rtol * top
-        if top == 0.0 or not keep.any():
-            out.append((0.0, 0, None))
-            continue
-        kept = lam[keep]
-        out.append((float((c[keep] / kept**power).sum()), int(keep.sum()), float(np.abs(kept).min()) / top))
-    return out
+    forms = [cutoff_sum(lam, c, rtol, power) for rtol in rtols]
+    return [(f.value, f.rank, f.min_kept_rel_eig) for f in forms]
 
 
 def _dense_forms(H: torch.Tensor, w: torch.Tensor, rtols: Sequence[float]) -> list[tuple]:

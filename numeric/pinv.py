@@ -11,7 +11,11 @@ on its eigenvector, then keep ``|λ_i| > τ``:
   conquer, ``stevd``; MRRR, ``stemr``, was faster but its eigenvectors lose ``O(10²ε)``
   orthogonality, which moved ``D⁺`` by 0.4% when eigenvalues sat within 1% of the cutoff).
   No eigenvector of ``H`` is formed and no transform is applied back: about ``4/3·n³`` flops,
-  nearly all in ``symm``/``syr2k``, against ``≈ 9n³`` for eigenvalues and eigenvectors.
+  nearly all in ``symm``/``syr2k``, against ``≈ 9n³`` for eigenvalues and eigenvectors. The BLAS/LAPACK
+  routines are bound from scipy's capsules (:mod:`.lapack_binding`); :func:`fast_route_status` says
+  whether they are, and a fallback to ``eigh`` warns once (:class:`FastRouteUnavailableWarning`).
+
+Every route ends in :func:`cutoff_sum`, the one relative-cutoff spectrum sum of the package.
 
 Both are backward stable (the values are exact for a matrix within ``O(nε‖H‖)`` of ``H``).
 Exactly zero rows (dead ReLU units) are dropped first: they carry exact zero eigenvalues, which
@@ -30,6 +34,12 @@ from scipy.linalg.lapack import dstevd
 from torch import Tensor
 
 from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.numeric import lapack_binding
+from coupled_curvature.numeric.lapack_binding import (
+    FastRouteStatus,
+    FastRouteUnavailableWarning,
+    fast_route_status,
+)
 
 #: blocks with at least this many non-zero rows take the tridiagonal route (measured crossover
 #: ≈ 300–400 on one core: ``python bench/bench_inverse.py --crossover``).
@@ -69,7 +79,7 @@ def pinv_quadratic_form(H: Tensor, w: Tensor, rtol: float) -> PinvForm:
     -0.25
     """
     S, v = _symmetric_nonzero_part(H, w, rtol)
-    return _form(*_spectrum_consuming(S, v), rtol)
+    return cutoff_sum(*_spectrum_consuming(S, v), rtol)
 
 
 def symmetric_spectrum(S: Tensor, v: Tensor) -> tuple[np.ndarray, np.ndarray]:
@@ -91,10 +101,12 @@ def symmetric_spectrum(S: Tensor, v: Tensor) -> tuple[np.ndarray, np.ndarray]:
 
 def _spectrum_consuming(S: Tensor, v: Tensor) -> tuple[np.ndarray, np.ndarray]:
     """``(λ, c)`` of symmetric ``S`` (our own copy: the tridiagonal route uses it as workspace)."""
-    if S.shape[0] >= FAST_MIN_SIZE and _LAPACK is not None:
-        d, e, w_sq = _tridiagonalize(S.numpy().T, v.numpy(), None)
-        del S  # freed before the tridiagonal eigenvectors are allocated
-        return _first_components(d, e, w_sq)
+    if S.shape[0] >= FAST_MIN_SIZE:
+        if lapack_binding.ROUTINES is not None:
+            d, e, w_sq = _tridiagonalize(S.numpy().T, v.numpy(), None)
+            del S  # freed before the tridiagonal eigenvectors are allocated
+            return _first_components(d, e, w_sq)
+        lapack_binding.warn_fallback()
     return eigh_spectrum(S, v)
 
 
@@ -123,8 +135,9 @@ def tridiagonal_spectrum(S: Tensor, w: Tensor, band: int | None = None) -> tuple
     >>> lam.round(12).tolist(), c.round(12).tolist()
     ([1.0, 3.0], [0.5, 0.5])
     """
-    if _LAPACK is None:
-        raise RuntimeError("scipy's BLAS/LAPACK capsules are unavailable; use eigh_spectrum")
+    if lapack_binding.ROUTINES is None:
+        raise RuntimeError(f"the two-stage LAPACK route is unavailable ({fast_route_status().reason}); "
+                           "use eigh_spectrum")
     A = np.array(S.detach().to(torch.float64).numpy(), order="F")  # only its lower part is used
     return _first_components(*_tridiagonalize(A, w.detach().to(torch.float64).numpy(), band))
 
@@ -153,15 +166,26 @@ def _first_components(d: np.ndarray, e: np.ndarray, w_sq: float) -> tuple[np.nda
     return evals, w_sq * Z[0] ** 2
 
 
-def _form(evals: np.ndarray, weights: np.ndarray, rtol: float) -> PinvForm:
-    """``Σ_{|λ_i| > τ} c_i / λ_i`` and the cutoff bookkeeping."""
+def cutoff_sum(evals: np.ndarray, weights: np.ndarray, rtol: float, power: int = 1) -> PinvForm:
+    """``Σ_{|λ_i| > τ} c_i / λ_i^power`` with ``τ = rtol·max_i|λ_i|`` (strict ``>``: an eigenvalue at the
+    cutoff is dropped; ``value = 0``, ``rank = 0`` and ``min_kept_rel_eig = None`` when none is kept).
+
+    The one relative-cutoff spectrum sum: ``power = 1`` gives ``wᵀH⁺_τ w`` from ``(λ, c)`` of ``H``,
+    ``power = 2`` gives ``wᵀ(BᵀB)⁺_τ w`` from the spectrum of ``K = BBᵀ`` with ``c`` taken on ``Bw``.
+
+    >>> f = cutoff_sum(np.array([4.0, -2.0, 1e-12]), np.array([1.0, 1.0, 1.0]), 1e-10)
+    >>> f.value, f.rank, f.min_kept_rel_eig
+    (-0.25, 2, 0.5)
+    >>> cutoff_sum(np.array([2.0, 1.0]), np.array([1.0, 1.0]), 0.5).rank   # 1.0 is at τ, not above
+    1
+    """
     max_abs = float(np.abs(evals).max()) if evals.size else 0.0
     cutoff = rtol * max_abs
     keep = np.abs(evals) > cutoff
     if max_abs == 0.0 or not keep.any():
         return PinvForm(0.0, 0, cutoff, max_abs, None)
     kept = evals[keep]
-    value = float((weights[keep] / kept).sum())
+    value = float((weights[keep] / kept**power).sum())
     noise = int((np.abs(kept) <= rounding_level(evals.size) * max_abs).sum())
     return PinvForm(value, int(keep.sum()), cutoff, max_abs, float(np.abs(kept).min()) / max_abs, noise)
 
@@ -205,52 +229,9 @@ def _live_part(H: Tensor, w: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     return S[idx][:, idx], w[idx].contiguous(), w[~live]
 
 
-# --- LAPACK/BLAS through scipy's Cython capsules (pointer-level access to whatever library
-# --- scipy links; the signatures are checked at import, the route is skipped if they differ).
-
-
-def _bind_all():
-    import scipy.linalg.cython_blas as cblas
-    import scipy.linalg.cython_lapack as clapack
-
-    get = ctypes.pythonapi.PyCapsule_GetPointer
-    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
-    name = ctypes.pythonapi.PyCapsule_GetName
-    name.restype, name.argtypes = ctypes.c_char_p, [ctypes.py_object]
-    c, i, p = ctypes.c_char_p, ctypes.POINTER(ctypes.c_int), ctypes.c_void_p
-    specs = {  # (module, argument kinds); 'c' char*, 'i' int*, 'd' double*
-        "dsymv": (cblas, "ciddididdi"),
-        "dsyr2": (cblas, "ciddididi"),
-        "dsymm": (cblas, "cciiddididdi"),
-        "dsyr2k": (cblas, "cciiddididdi"),
-        "dgemm": (cblas, "cciiiddididdi"),
-        "dtrmm": (cblas, "cccciiddidi"),
-        "dgeqrf": (clapack, "iididdii"),
-        "dlarft": (clapack, "cciididdi"),
-        "dsbtrd": (clapack, "cciididddidi"),
-    }
-    kinds = {"c": (c, "char *"), "i": (i, "int *"), "d": (p, "d *")}
-    bound = {}
-    for fn, (mod, sig) in specs.items():
-        cap = mod.__pyx_capi__[fn]
-        text = name(cap).decode()
-        args = text[text.index("(") + 1 : text.rindex(")")].split(", ")
-        want = [kinds[k][1] for k in sig]
-        normal = ["d *" if a.endswith("_d *") else a for a in args]
-        if not text.startswith("void (") or normal != want:
-            raise ImportError(f"unexpected signature for {fn}: {text}")
-        bound[fn] = ctypes.CFUNCTYPE(None, *(kinds[k][0] for k in sig))(get(cap, name(cap)))
-    return bound
-
-
-try:
-    _LAPACK = _bind_all()
-except Exception:  # pragma: no cover - depends on the scipy build
-    _LAPACK = None
-
-
 def _i(v: int):
-    return ctypes.byref(ctypes.c_int(v))
+    """A pointer to a 32-bit integer: the width :mod:`.lapack_binding` checked before binding."""
+    return ctypes.byref(ctypes.c_int32(v))
 
 
 def _f(v: float):
@@ -261,16 +242,16 @@ def _p(a: np.ndarray, offset: int = 0) -> int:
     return a.ctypes.data + a.itemsize * offset
 
 
-def _check(info: ctypes.c_int, routine: str) -> None:
+def _check(info: ctypes.c_int32, routine: str) -> None:
     if info.value != 0:
         raise RuntimeError(f"LAPACK {routine} failed with info={info.value}")
 
 
 def _reflect_to_e1(A: np.ndarray, w: np.ndarray) -> None:
     """``A ← PAP`` (lower part) with the Householder ``P = I − τvvᵀ``, ``Pw = βe₁``."""
-    n, L = A.shape[0], _LAPACK
+    n, L = A.shape[0], lapack_binding.ROUTINES
     v = np.array(w, dtype=np.float64, order="F")
-    tau, work, info = np.zeros(1), np.empty(max(n, 1)), ctypes.c_int(0)
+    tau, work, info = np.zeros(1), np.empty(max(n, 1)), ctypes.c_int32(0)
     L["dgeqrf"](_i(n), _i(1), _p(v), _i(n), _p(tau), _p(work), _i(work.size), ctypes.byref(info))
     _check(info, "dgeqrf")
     if tau[0] == 0.0:  # w already along e₁ (or zero)
@@ -288,14 +269,14 @@ def _full_to_band(A: np.ndarray, b: int) -> np.ndarray:
     Panel ``j``: ``A[j+b:, j:j+b] = V R`` (QR), ``Q_j = I − VTVᵀ``; the trailing block
     becomes ``A₂₂ − VWᵀ − WVᵀ`` with ``X = A₂₂VT`` and ``W = X − ½V(TᵀVᵀX)``.
     """
-    n, L = A.shape[0], _LAPACK
+    n, L = A.shape[0], lapack_binding.ROUTINES
     V = np.zeros((n, b), order="F")
     W = np.zeros((n, b), order="F")
     T = np.zeros((b, b), order="F")
     M = np.zeros((b, b), order="F")
     tau = np.zeros(b)
     work = np.empty(max(64 * b, n))
-    info = ctypes.c_int(0)
+    info = ctypes.c_int32(0)
     for j in range(0, n - b - 1, b):
         m, k = n - j - b, min(n - j - b, b)
         panel, trail = (j + b) + j * n, (j + b) + (j + b) * n
@@ -319,9 +300,14 @@ def _full_to_band(A: np.ndarray, b: int) -> np.ndarray:
 def _band_to_tridiagonal(ab: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(d, e)`` of the tridiagonal form of a lower band matrix (rotations never touch row 0)."""
     kd, n = ab.shape[0] - 1, ab.shape[1]
-    d, e, q, work, info = np.empty(n), np.empty(n), np.zeros(1), np.empty(n), ctypes.c_int(0)
-    _LAPACK["dsbtrd"](
+    d, e, q, work, info = np.empty(n), np.empty(n), np.zeros(1), np.empty(n), ctypes.c_int32(0)
+    lapack_binding.ROUTINES["dsbtrd"](
         b"N", b"L", _i(n), _i(kd), _p(ab), _i(kd + 1), _p(d), _p(e), _p(q), _i(1), _p(work), ctypes.byref(info)
     )
     _check(info, "dsbtrd")
     return d, e[: n - 1]
+
+
+__all__ = ["FAST_MIN_SIZE", "FastRouteStatus", "FastRouteUnavailableWarning", "PinvForm", "cutoff_sum",
+           "eigh_spectrum", "fast_route_status", "pinv_quadratic_form", "symmetric_spectrum",
+           "rounding_level", "tridiagonal_spectrum"]
