@@ -4,7 +4,7 @@ Prints medians of repeated runs, measured in one process, and two ratios:
   diagnose / one full-batch gradient            (target <= 10)
   naive per-block loop / diagnose               (target >= 2: the naive loop rebuilds the
                                                  model graph and its gradient graph per block)
-diagnose takes the tangent route here (numeric/tangents.py: every wᵀH_bb w from one forward pass);
+diagnose takes the tangent route here (numeric/core/tangents.py: every wᵀH_bb w from one forward pass);
 the Hessian-vector-product route, used for other architectures, is timed too.
 Run: python bench/bench_diagnose.py [--repeats 5]
 """
@@ -19,8 +19,8 @@ import torch
 from torch.func import functional_call
 
 from coupled_curvature.numeric.models.datasets import load
-from coupled_curvature.numeric import diagnostics
-from coupled_curvature.numeric.diagnostics import diagnose
+from coupled_curvature.numeric.core import diagnostics as diagnostics
+from coupled_curvature.numeric.core.diagnostics import diagnose
 from coupled_curvature.numeric.models.factory import make_mlp
 
 

@@ -20,9 +20,9 @@ import time
 
 import torch
 
-from coupled_curvature.numeric import highprec
+from coupled_curvature.numeric.highprec import engine as highprec
 from coupled_curvature.numeric.models.datasets import load
-from coupled_curvature.numeric.diagnostics import diagnose
+from coupled_curvature.numeric.core.diagnostics import diagnose
 from coupled_curvature.numeric.models.training import train_mlp
 
 TARGET_S = 60.0

@@ -4,7 +4,7 @@ Prints, measured in this run:
   * one block (default the first 95x95 weight, 9025 parameters, no exactly-zero rows):
     assembly by per-sample Kronecker factors vs column by column from Hessian-vector
     products (timed on --columns columns, scaled linearly to the block), and the
-    decomposition by the tridiagonal route (numeric/pinv.py) vs the full eigendecomposition
+    decomposition by the tridiagonal route (numeric/linalg/pinv.py) vs the full eigendecomposition
     it replaced; ratios for assembly and for assembly + decomposition (target >= 10);
   * diagnose(inverse=True, max_dense=10000) over every block: total time (target <= 600 s),
     the share of assembly (block_curvature) and a per-block decomposition table;
@@ -33,10 +33,10 @@ import numpy as np
 import torch
 
 from coupled_curvature.numeric import diagnostics, hvp, pinv
-from coupled_curvature.numeric._inputs import float64_copy, prepare_batches
+from coupled_curvature.numeric.core.inputs import float64_copy, prepare_batches
 from coupled_curvature.numeric.models.datasets import load
-from coupled_curvature.numeric.kron import linear_block_hessians
-from coupled_curvature.numeric.objective import Objective
+from coupled_curvature.numeric.factors.per_sample import linear_block_hessians
+from coupled_curvature.numeric.core.objective import Objective
 from coupled_curvature.numeric.models.factory import make_mlp
 from coupled_curvature.numeric.models.training import train_mlp
 

@@ -1,7 +1,7 @@
 """Benchmark: Krylov (Lanczos quadrature) against dense wᵀH⁺w on single Hessian blocks.
 
 For each block, in float64 on digits (all 1797 samples unless --samples):
-  * dense: per-sample Kronecker assembly of H_bb + one eigendecomposition (numeric/pinv.py);
+  * dense: per-sample Kronecker assembly of H_bb + one eigendecomposition (numeric/linalg/pinv.py);
   * Krylov: numeric/hvp.block_krylov on one retained graph (probe + Lanczos from w/‖w‖).
 Prints the median time of each over --repeats runs, their ratio, the Krylov step count,
 convergence flag and error estimate, and the relative difference of wᵀH⁺w and D⁺.
@@ -19,12 +19,12 @@ import time
 
 import torch
 
-from coupled_curvature.numeric._inputs import float64_copy, prepare_batches
+from coupled_curvature.numeric.core.inputs import float64_copy, prepare_batches
 from coupled_curvature.numeric.models.datasets import load
-from coupled_curvature.numeric.hvp import block_curvature, block_krylov
-from coupled_curvature.numeric.kron import linear_block_hessians
-from coupled_curvature.numeric.objective import Objective
-from coupled_curvature.numeric.pinv import pinv_quadratic_form
+from coupled_curvature.numeric.core.hvp import block_curvature, block_krylov
+from coupled_curvature.numeric.factors.per_sample import linear_block_hessians
+from coupled_curvature.numeric.core.objective import Objective
+from coupled_curvature.numeric.linalg.pinv import pinv_quadratic_form
 from coupled_curvature.numeric.models.factory import make_mlp
 
 SETTINGS = [  # (label, hidden widths, layer path, block)

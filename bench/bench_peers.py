@@ -80,14 +80,14 @@ def _train(name: str, path: Path) -> dict:
 
 
 def ours_D(model, X, y, ref, opts) -> dict:
-    from coupled_curvature.numeric.diagnostics import diagnose
+    from coupled_curvature.numeric.core.diagnostics import diagnose
 
     d = diagnose(model, torch.nn.CrossEntropyLoss(), (X, y), inverse=False)
     return {b.name: {"size": b.size, "w_sq": b.w_sq, "g_sq": b.g_sq, "wHw": b.wHw, "D": b.coupled} for b in d}
 
 
 def ours_Dplus(model, X, y, ref, opts) -> dict:
-    from coupled_curvature.numeric.diagnostics import diagnose
+    from coupled_curvature.numeric.core.diagnostics import diagnose
 
     d = diagnose(model, torch.nn.CrossEntropyLoss(), (X, y), inverse=True, pinv_rtol=PINV_RTOL, max_dense=10_000)
     return {b.name: {"size": b.size, "wHw": b.wHw, "wHpinvw": b.wHpinvw, "Dplus": b.inverse_coupled,

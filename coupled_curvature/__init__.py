@@ -60,13 +60,13 @@ if not _installed() and os.path.isfile(os.path.join(_checkout, "numeric", "diagn
         sys.meta_path.insert(0, _CheckoutFinder())
 
 _LAZY = {
-    "diagnose": "coupled_curvature.numeric.diagnostics",
-    "Diagnosis": "coupled_curvature.numeric.diagnostics",
-    "BlockDiagnosis": "coupled_curvature.numeric.diagnostics",
-    "layer_rescale": "coupled_curvature.numeric.symmetries",
-    "neuron_rescale": "coupled_curvature.numeric.symmetries",
-    "permute_neurons": "coupled_curvature.numeric.symmetries",
-    "function_gap": "coupled_curvature.numeric.symmetries",
+    "diagnose": "coupled_curvature.numeric.core.diagnostics",
+    "Diagnosis": "coupled_curvature.numeric.core.diagnostics",
+    "BlockDiagnosis": "coupled_curvature.numeric.core.diagnostics",
+    "layer_rescale": "coupled_curvature.numeric.symmetries.homogeneous",
+    "neuron_rescale": "coupled_curvature.numeric.symmetries.homogeneous",
+    "permute_neurons": "coupled_curvature.numeric.symmetries.homogeneous",
+    "function_gap": "coupled_curvature.numeric.symmetries.homogeneous",
     "train_mlp": "coupled_curvature.numeric.models.training",
     "derive_all": "coupled_curvature.symbolic",
     "witness": "coupled_curvature.symbolic",

@@ -18,7 +18,7 @@ costs nothing until one is used:
 
 >>> from coupled_curvature.numeric import diagnose
 >>> diagnose.__module__
-'coupled_curvature.numeric.diagnostics'
+'coupled_curvature.numeric.core.diagnostics'
 """
 
 from __future__ import annotations
@@ -27,19 +27,19 @@ import importlib
 from typing import Any
 
 _LAZY: dict[str, tuple[str, str]] = {
-    "diagnose": ("diagnostics", "diagnose"),
-    "Diagnosis": ("diagnostics", "Diagnosis"),
-    "BlockDiagnosis": ("diagnostics", "BlockDiagnosis"),
-    "layer_rescale": ("symmetries", "layer_rescale"),
-    "neuron_rescale": ("symmetries", "neuron_rescale"),
-    "permute_neurons": ("symmetries", "permute_neurons"),
-    "function_gap": ("symmetries", "function_gap"),
-    "evaluate": ("measures", "evaluate"),
-    "MEASURES": ("measures", "REGISTRY"),
-    "cutoff_sensitivity": ("cutoff", "cutoff_sensitivity"),
-    "pinv_quadratic_form": ("pinv", "pinv_quadratic_form"),
-    "highprec_diagnose": ("highprec", "diagnose"),
-    "invariance_error": ("highprec", "invariance_error"),
+    "diagnose": ("core.diagnostics", "diagnose"),
+    "Diagnosis": ("core.diagnostics", "Diagnosis"),
+    "BlockDiagnosis": ("core.diagnostics", "BlockDiagnosis"),
+    "layer_rescale": ("symmetries.homogeneous", "layer_rescale"),
+    "neuron_rescale": ("symmetries.homogeneous", "neuron_rescale"),
+    "permute_neurons": ("symmetries.homogeneous", "permute_neurons"),
+    "function_gap": ("symmetries.homogeneous", "function_gap"),
+    "evaluate": ("measures.registry", "evaluate"),
+    "MEASURES": ("measures.registry", "REGISTRY"),
+    "cutoff_sensitivity": ("studies.cutoff", "cutoff_sensitivity"),
+    "pinv_quadratic_form": ("linalg.pinv", "pinv_quadratic_form"),
+    "highprec_diagnose": ("highprec.engine", "diagnose"),
+    "invariance_error": ("highprec.engine", "invariance_error"),
     "make_mlp": ("models.factory", "make_mlp"),
     "train_mlp": ("models.training", "train_mlp"),
     "load_dataset": ("models.datasets", "load"),

@@ -1,7 +1,7 @@
 """Data-parallel diagnostics on ``torch.distributed``: shard the data, sum per-shard curvature.
 
 Rank ``r`` holds a shard ``S_r`` of the samples (the shards partition the data) and the same
-model. Every quantity :func:`~coupled_curvature.numeric.diagnostics.diagnose` accumulates is a
+model. Every quantity :func:`~coupled_curvature.numeric.core.diagnostics.diagnose` accumulates is a
 sum over samples, so with ``L = Σ_r L_r`` (``L_r`` the loss of shard ``r``, weighted as a part of
 the whole data set)::
 
@@ -13,7 +13,7 @@ losses: a batch of ``n_b`` samples must carry weight ``n_b/N`` with ``N`` the co
 ranks (:func:`global_batches`), not over this rank's shard. ``diagnose(..., process_group=group)``
 uses :func:`reduce_block_curvature` and :func:`all_reduce_sum`; :func:`shard` splits a data set,
 :func:`check_replicated` checks that every rank holds the same model. ``ccurv diagnose`` under
-``torchrun`` is the launcher (:mod:`coupled_curvature.numeric.launch`, ``docs/distributed.md``).
+``torchrun`` is the launcher (:mod:`coupled_curvature.numeric.studies.launch`, ``docs/distributed.md``).
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def _disagreement(layouts: Sequence[list[tuple]]) -> str | None:
 def reduce_block_curvature(curv: dict, group) -> None:
     """Sum every block's ``grad``, ``Hw`` and ``dense`` over the ranks of ``group``, in place.
 
-    ``curv`` maps block names to :class:`~coupled_curvature.numeric.hvp.BlockCurvature`; after
+    ``curv`` maps block names to :class:`~coupled_curvature.numeric.core.hvp.BlockCurvature`; after
     the call ``curv[b].grad = Σ_r g_b^(r)``, ``curv[b].Hw = Σ_r (H_bb w_b)^(r)`` and
     ``curv[b].dense = Σ_r H_bb^(r)`` on every rank, and ``curv[b].notes`` is the union of all
     ranks' notes (rank order). The ranks first exchange the block layout (names, shapes, which
@@ -128,7 +128,7 @@ def reduce_block_curvature(curv: dict, group) -> None:
     any tensor is summed, so a misconfigured run fails instead of hanging or mixing blocks.
 
     >>> import torch, torch.distributed as dist
-    >>> from coupled_curvature.numeric.hvp import BlockCurvature
+    >>> from coupled_curvature.numeric.core.hvp import BlockCurvature
     >>> dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     >>> one = torch.ones(2, dtype=torch.float64)
     >>> curv = {"w": BlockCurvature(one.clone(), 2 * one, torch.eye(2, dtype=torch.float64), ["x"])}
@@ -176,7 +176,7 @@ def global_batches(batches: Sequence, loss_fn, group, reduction: str | None = No
     ``loss_fn.reduction`` as in ``diagnose``.
 
     >>> import torch, torch.distributed as dist
-    >>> from coupled_curvature.numeric._inputs import prepare_batches
+    >>> from coupled_curvature.numeric.core.inputs import prepare_batches
     >>> dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     >>> ce = torch.nn.CrossEntropyLoss()
     >>> b = prepare_batches([(torch.zeros(3, 2), torch.zeros(3)), (torch.zeros(1, 2), torch.zeros(1))], ce)
@@ -184,7 +184,7 @@ def global_batches(batches: Sequence, loss_fn, group, reduction: str | None = No
     [0.75, 0.25]
     >>> dist.destroy_process_group()
     """
-    from coupled_curvature.numeric._inputs import Batch, loss_reduction
+    from coupled_curvature.numeric.core.inputs import Batch, loss_reduction
 
     reduction = loss_reduction(loss_fn, reduction)
     n_local = sum(int(b.X.shape[0]) for b in batches)

@@ -125,9 +125,9 @@ class Lab:
         return self._nets[key]
 
     def chain(self, key: str):
-        """:class:`~coupled_curvature.numeric.invariance.ChainResult` of a random rescaling chain + permutations."""
+        """:class:`~coupled_curvature.numeric.studies.invariance.ChainResult` of a random rescaling chain + permutations."""
         if key not in self._chains:
-            from coupled_curvature.numeric.invariance import chain_check
+            from coupled_curvature.numeric.studies.invariance import chain_check
 
             trained, ds = self.net(key)
             self.say(f"T3 chain on {key}" + (" (D⁺ on 4096-parameter blocks, the slow part)" if key == "digits-64x3" else ""))
@@ -145,8 +145,8 @@ class Lab:
     def neuron(self, key: str, draws: int = 4):
         """Non-uniform neuron scalings of layer 0: list of ``(gap, before, after)``; ``inverse=False``."""
         if key not in self._neuron or len(self._neuron[key]) < draws:
-            from coupled_curvature.numeric.diagnostics import diagnose
-            from coupled_curvature.numeric.symmetries import function_gap, neuron_rescale
+            from coupled_curvature.numeric.core.diagnostics import diagnose
+            from coupled_curvature.numeric.symmetries.homogeneous import function_gap, neuron_rescale
 
             trained, ds = self.net(key)
             self.say(f"T5 neuron scalings on {key} ({draws} draws)")
@@ -216,8 +216,8 @@ def _t3(lab: Lab) -> NumericCheck:
 
 @_checks("T5")
 def _t5(lab: Lab) -> NumericCheck:
-    from coupled_curvature.numeric.diagnostics import diagnose
-    from coupled_curvature.numeric.symmetries import layer_rescale
+    from coupled_curvature.numeric.core.diagnostics import diagnose
+    from coupled_curvature.numeric.symmetries.homogeneous import layer_rescale
 
     rows = []
     for key in ("bc-16x2", "digits-nobias-16x2"):
@@ -268,7 +268,7 @@ def _euler_PQ(model: nn.Module, X: torch.Tensor, y: torch.Tensor) -> tuple[float
 
 @_checks("T9")
 def _t9(lab: Lab) -> NumericCheck:
-    from coupled_curvature.numeric.diagnostics import diagnose
+    from coupled_curvature.numeric.core.diagnostics import diagnose
 
     rows = []
     for key in BIAS_FREE:
@@ -304,7 +304,7 @@ def _t11(lab: Lab) -> NumericCheck:
 
 @_checks("T12")
 def _t12(lab: Lab) -> NumericCheck:
-    from coupled_curvature.numeric.diagnostics import diagnose
+    from coupled_curvature.numeric.core.diagnostics import diagnose
 
     rows = []
     for key in ("bc-16x2", "bc-nobias-16x2"):
@@ -360,8 +360,8 @@ def rescaling_sweep(lab: Lab, key: str = "bc-16x2", layer: int = 0, exponents=ra
 
 
 def _sweep(lab: Lab, key: str, layer: int, exponents) -> dict[str, Any]:
-    from coupled_curvature.numeric.diagnostics import diagnose
-    from coupled_curvature.numeric.symmetries import layer_rescale
+    from coupled_curvature.numeric.core.diagnostics import diagnose
+    from coupled_curvature.numeric.symmetries.homogeneous import layer_rescale
 
     trained, ds = lab.net(key)
     block = f"{2 * layer}.weight"

@@ -53,7 +53,7 @@ def forbidden_modules(package: str, forbidden: str, *, extra_path=(), exercise: 
 
 def test_numeric_never_imports_sympy():
     run = (
-        "import torch; from coupled_curvature.numeric.diagnostics import diagnose\n"
+        "import torch; from coupled_curvature.numeric.core.diagnostics import diagnose\n"
         "net = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.ReLU(), torch.nn.Linear(3, 2))\n"
         "diagnose(net, torch.nn.CrossEntropyLoss(), (torch.randn(5, 2), torch.tensor([0, 1, 0, 1, 1])))"
     )

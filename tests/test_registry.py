@@ -96,7 +96,7 @@ def test_crosschecks_are_keyed_by_the_registry():
 
 
 def test_explorer_predictions_cite_registered_theorems():
-    from coupled_curvature.numeric.explore import PREDICTIONS
+    from coupled_curvature.numeric.studies.explorer import PREDICTIONS
 
     cited = {t for row in PREDICTIONS.values() for _, reason in row.values() for t in R.cited(reason)}
     assert cited and cited <= set(R.THEOREMS)

@@ -66,7 +66,7 @@ def check_precision(dps: int, seed: int = 0) -> tuple[bool, list[dict]]:
     import mpmath
     import torch
 
-    from coupled_curvature.numeric import highprec
+    from coupled_curvature.numeric.highprec import engine as highprec
     from coupled_curvature.numeric.models.datasets import load
     from coupled_curvature.numeric.models.training import train_mlp
 

@@ -16,7 +16,7 @@ from coupled_curvature.output import check_file, write_json
 
 
 def run(args: argparse.Namespace) -> int:
-    from coupled_curvature.numeric.launch import LaunchOptions, run_launch
+    from coupled_curvature.numeric.studies.launch import LaunchOptions, run_launch
 
     if args.json is not None:
         check_file(args.json)  # before any training

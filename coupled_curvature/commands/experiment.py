@@ -2,7 +2,7 @@
 
 ``width`` (the exploratory width sweep) writes ``DIR/width.json`` (``{"runs": [...], "kendall": [...]}``),
 ``width.md``, ``width.html`` and the figures ``width_gap_loss.png`` / ``width_gap_err.png``;
-see :mod:`coupled_curvature.numeric.width` and :mod:`coupled_curvature.reporting.width_page`.
+see :mod:`coupled_curvature.numeric.studies.width` and :mod:`coupled_curvature.reporting.width_page`.
 
 Writes ``DIR/invariance.json`` (``{"rows": [...], ...}``), ``invariance.md``, ``invariance.html`` and
 ``invariance.png`` (D and D⁺ changes against the Rayleigh-quotient change, one point per net), all
@@ -181,7 +181,7 @@ def _strict_json(value):
 
 def run(args: argparse.Namespace) -> int:
     from coupled_curvature.numeric.models.cache import ModelCache
-    from coupled_curvature.numeric.experiment import default_config, quick_config, run_invariance
+    from coupled_curvature.numeric.studies.invariance_experiment import default_config, quick_config, run_invariance
     from coupled_curvature.output import check_folder, write_folder
 
     check_folder(args.out, "experiment invariance")
@@ -215,7 +215,7 @@ def width_config(args: argparse.Namespace):
     from dataclasses import replace
 
     from coupled_curvature.errors import InvalidInputError
-    from coupled_curvature.numeric import width as W
+    from coupled_curvature.numeric.studies import width as W
 
     if args.seed < 0:
         raise InvalidInputError(f"--seed must be ≥ 0, got {args.seed}")
@@ -248,7 +248,7 @@ def width_config(args: argparse.Namespace):
 def run_width_command(args: argparse.Namespace) -> int:
     from coupled_curvature.reporting import width_page as R
     from coupled_curvature.numeric.models.cache import ModelCache
-    from coupled_curvature.numeric.width import run_width
+    from coupled_curvature.numeric.studies.width import run_width
     from coupled_curvature.output import check_folder, write_folder
 
     cfg = width_config(args)

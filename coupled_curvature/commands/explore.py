@@ -71,7 +71,7 @@ def sweep_options(model, base: dict | None = None) -> dict:
 
 
 def resolve_symmetries(text: str | None, kind: str) -> list[str]:
-    from coupled_curvature.numeric.explore import SYMMETRIES
+    from coupled_curvature.numeric.studies.explorer import SYMMETRIES
 
     ok = APPLICABLE[kind]
     if not text or text == "all":
@@ -92,9 +92,9 @@ def resolve_symmetries(text: str | None, kind: str) -> list[str]:
 
 def bn_evidence(mx, target, *, seed: int, quick: bool) -> None:
     """Re-run the ``bn`` cells predicted invariant that disagree at eps ×1e4, ×1e2, ×1, ×1e-2 and
-    annotate them with the log–log slope of deviation against eps (:func:`numeric.explore.eps_sweep`)."""
-    from coupled_curvature.numeric.explore import batchnorm_eps, eps_sweep
-    from coupled_curvature.numeric.symmetries import weight_layers
+    annotate them with the log–log slope of deviation against eps (:func:`numeric.studies.explorer.eps_sweep`)."""
+    from coupled_curvature.numeric.studies.explorer import batchnorm_eps, eps_sweep
+    from coupled_curvature.numeric.symmetries.homogeneous import weight_layers
 
     bad = [c for c in mx.cells if c.symmetry == "bn" and c.predicted == "invariant" and not c.agrees]
     model, loss_fn, data, _ = target
@@ -134,9 +134,9 @@ def explore(args: argparse.Namespace):
     """Build, train and sweep; returns the Matrix and the text report."""
     import torch
 
-    from coupled_curvature.numeric import measures as M
+    from coupled_curvature.numeric.measures import registry as M
     from coupled_curvature.numeric.models.datasets import load
-    from coupled_curvature.numeric.explore import invariance_matrix
+    from coupled_curvature.numeric.studies.explorer import invariance_matrix
     from coupled_curvature.numeric.models.factory import build_for, parse_arch
     from coupled_curvature.numeric.models.training import fit
 

@@ -3,7 +3,7 @@
 ``D⁺_b(τ) = (wᵀH⁺_τ w / wᵀw)·‖g‖²`` with ``τ = pinv_rtol·max|λ|`` keeps exactly the
 eigenvalues ``|λ| > τ`` of the block, so it is piecewise constant in the cutoff and jumps
 where an eigenvalue (with weight of ``w`` on its eigenvector) crosses it. The curve comes
-from :func:`coupled_curvature.numeric.cutoff.cutoff_sensitivity` on a 1-2-5 grid of
+from :func:`coupled_curvature.numeric.studies.cutoff.cutoff_sensitivity` on a 1-2-5 grid of
 ``pinv_rtol`` from 1e-14 to 1e-2, on the net of the "Arbitrary precision" section (wine, ReLU
 13-6-5-3, report seed, 24 samples) trained for 300 epochs instead of 30: near zero training
 loss the softmax saturates and the block spectra spread over ten and more decades, so the
@@ -93,7 +93,7 @@ def jumps(values: list, rel: float = JUMP) -> list[int]:
 def _compute(seed: int) -> CutoffData:
     import torch
 
-    from coupled_curvature.numeric.cutoff import cutoff_sensitivity
+    from coupled_curvature.numeric.studies.cutoff import cutoff_sensitivity
 
     net, X, y, label = cutoff_net(seed)
     loss = torch.nn.CrossEntropyLoss()

@@ -1,6 +1,6 @@
 """The explorer's invariance matrix as text, Markdown, HTML and figures (plain data in, pages out).
 
-``mx`` is the :class:`coupled_curvature.numeric.explore.Matrix` of one ``ccurv explore`` run:
+``mx`` is the :class:`coupled_curvature.numeric.studies.explorer.Matrix` of one ``ccurv explore`` run:
 cells (measure × symmetry) with the maximum relative deviation over the sweep, the prediction
 and whether they agree, the swept values for the figures, and the BatchNorm eps evidence.
 """
@@ -93,7 +93,7 @@ def _fmt_slope(x: float | None) -> str:
 
 
 def _slope_of(xs: Any, ys: Any) -> float | None:
-    from coupled_curvature.numeric.explore import _slope
+    from coupled_curvature.numeric.studies.explorer import _slope
 
     return _slope(xs, ys)
 

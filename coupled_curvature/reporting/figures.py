@@ -113,8 +113,8 @@ def precision_figure(p: Any) -> Figure:
 def cutoff_section_figure(c: Any) -> Figure:
     """``|D⁺|`` against ``pinv_rtol`` (log-log), dense and Krylov on the same axes, drawn as steps
     (constant from one grid point to the next), with the default ``pinv_rtol`` marked
-    (data from ``reporting.cutoff_section``; the curves from ``numeric.cutoff.cutoff_figure``)."""
-    from coupled_curvature.numeric.cutoff import cutoff_figure
+    (data from ``reporting.cutoff_section``; the curves from ``numeric.studies.cutoff.cutoff_figure``)."""
+    from coupled_curvature.numeric.studies.cutoff import cutoff_figure
     from coupled_curvature.reporting.cutoff_section import DEFAULT_RTOL
 
     fig = cutoff_figure(c.dense, c.krylov)

@@ -73,8 +73,8 @@ def _sweep(seed: int, heavy: bool) -> PrecisionData:
     import mpmath
     import torch
 
-    from coupled_curvature.numeric import highprec
-    from coupled_curvature.numeric.symmetries import neuron_rescale
+    from coupled_curvature.numeric.highprec import engine as highprec
+    from coupled_curvature.numeric.symmetries.homogeneous import neuron_rescale
 
     net, X, y, label = _nets(seed, heavy)
     loss = torch.nn.CrossEntropyLoss()
@@ -116,7 +116,7 @@ def precision_text(p: PrecisionData) -> list[str]:
     """The section's paragraphs (plain text)."""
     scales = ", ".join(f"{s:g}" for s in p.scales)
     return [
-        f"Invariance error of D and D⁺ in arbitrary precision (coupled_curvature.numeric.highprec) on {p.net}. "
+        f"Invariance error of D and D⁺ in arbitrary precision (coupled_curvature.numeric.highprec.engine) on {p.net}. "
         f"Layer 0 is rescaled, W0 -> cW0, b0 -> cb0, W1 -> W1/c, with c = {p.c}: not a power of two, so the "
         "rescaled weights are rounded to dps digits and the error cannot be exactly 0. ΔD and ΔD⁺ are the maxima "
         "over the tensor blocks of the relative change |X' − X|/|X| for X = D, D⁺; T3 predicts that they fall "

@@ -11,7 +11,7 @@ from torch import nn
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.numeric.models.datasets import Dataset
 from coupled_curvature.numeric.models.factory import make_mlp
-from coupled_curvature.numeric.progress import Progress
+from coupled_curvature.numeric.core.progress import Progress
 
 def fit(model: nn.Module, X: torch.Tensor, y: torch.Tensor, *, epochs: int, seed: int, lr: float = 3e-3,
         batch_size: int = 128, weight_decay: float = 0.0,

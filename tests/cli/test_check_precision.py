@@ -5,7 +5,7 @@ import json
 import mpmath
 
 from coupled_curvature.cli import main
-from coupled_curvature.numeric import highprec
+from coupled_curvature.numeric.highprec import engine as highprec
 
 
 def test_precision_check_passes_and_reports_errors(tmp_path, capsys):

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from coupled_curvature.cli import main
-from coupled_curvature.numeric import experiment as E
+from coupled_curvature.numeric.studies import invariance_experiment as E
 
 SCHEMA = {"dataset", "arch", "seed", "params", "blocks", "train_acc", "test_acc", "max_rel_change_D",
           "max_rel_change_Dplus", "neuron_control_median", "rq_change"}

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from coupled_curvature.cli import main
-from coupled_curvature.numeric.width import MEASURES, quick_config, reported_measures, strip_timing
+from coupled_curvature.numeric.studies.width import MEASURES, quick_config, reported_measures, strip_timing
 
 REPORTED = list(reported_measures(quick_config()))
 
@@ -62,7 +62,7 @@ def _synthetic(n_seeds: int) -> dict:
     """A report payload without training: a planted copy of the gap and an unrelated measure."""
     import numpy as np
 
-    from coupled_curvature.numeric.width import GAPS, kendall_table, quick_config
+    from coupled_curvature.numeric.studies.width import GAPS, kendall_table, quick_config
 
     rng = np.random.default_rng(1)
     runs = []

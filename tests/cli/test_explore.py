@@ -51,8 +51,8 @@ def test_conv_diagonals_are_exact_and_permutation_invariant():
     import copy
 
     from coupled_curvature.commands.explore import sweep_options
-    from coupled_curvature.numeric import measures as M
-    from coupled_curvature.numeric.symmetries import function_gap
+    from coupled_curvature.numeric.measures import registry as M
+    from coupled_curvature.numeric.symmetries.homogeneous import function_gap
 
     X, y = torch.randn(12, 1, 4, 4, dtype=torch.float64), torch.randint(0, 3, (12,))
     loss_fn = nn.CrossEntropyLoss()

@@ -11,7 +11,7 @@ import coupled_curvature
 def test_public_api_resolves():
     for name in coupled_curvature.__all__:
         assert getattr(coupled_curvature, name) is not None, name
-    from coupled_curvature.numeric.diagnostics import diagnose
+    from coupled_curvature.numeric.core.diagnostics import diagnose
 
     assert coupled_curvature.diagnose is diagnose
     with pytest.raises(AttributeError):

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from coupled_curvature.errors import CoupledCurvatureError, InvalidInputError, TrainModeError
-from coupled_curvature.numeric.diagnostics import diagnose
+from coupled_curvature.numeric.core.diagnostics import diagnose
 from tests.numeric._nets import data, mlp, reference_block, rel
 
 CE = nn.CrossEntropyLoss()

@@ -1,4 +1,4 @@
-"""D⁺ against the pseudo-inverse cutoff (numeric/cutoff.py), dense and Krylov, and its figure."""
+"""D⁺ against the pseudo-inverse cutoff (numeric/studies/cutoff.py), dense and Krylov, and its figure."""
 
 import io
 
@@ -9,7 +9,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from torch.func import functional_call, grad, hessian
 
 from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.numeric.cutoff import DEFAULT_RTOLS, cutoff_figure, cutoff_sensitivity
+from coupled_curvature.numeric.studies.cutoff import DEFAULT_RTOLS, cutoff_figure, cutoff_sensitivity
 from tests.numeric._nets import data, mlp, rel
 
 CE = torch.nn.CrossEntropyLoss()

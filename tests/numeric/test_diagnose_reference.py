@@ -5,7 +5,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coupled_curvature.numeric.diagnostics import diagnose
+from coupled_curvature.numeric.core.diagnostics import diagnose
 from tests.numeric._nets import cnn, data, mlp, reference_block, rel
 
 CE = torch.nn.CrossEntropyLoss()

@@ -52,7 +52,7 @@ def launcher_args(json_path: str | None = None, epochs: int = 0) -> list[str]:
 def has_hook() -> bool:
     import inspect
 
-    from coupled_curvature.numeric.diagnostics import diagnose
+    from coupled_curvature.numeric.core.diagnostics import diagnose
 
     return "process_group" in inspect.signature(diagnose).parameters
 
@@ -60,7 +60,7 @@ def has_hook() -> bool:
 def has_krylov() -> bool:
     import inspect
 
-    from coupled_curvature.numeric.diagnostics import diagnose
+    from coupled_curvature.numeric.core.diagnostics import diagnose
 
     return "method" in inspect.signature(diagnose).parameters
 
@@ -74,7 +74,7 @@ def _scenarios(rank: int, out_dir: Path) -> dict:
     from torch import nn
 
     from coupled_curvature.numeric import distributed as D
-    from coupled_curvature.numeric.hvp import BlockCurvature
+    from coupled_curvature.numeric.core.hvp import BlockCurvature
 
     group = dist.group.WORLD
     res: dict = {}
@@ -122,7 +122,7 @@ def _scenarios(rank: int, out_dir: Path) -> dict:
         return True
 
     def weights():
-        from coupled_curvature.numeric._inputs import prepare_batches
+        from coupled_curvature.numeric.core.inputs import prepare_batches
 
         ce = nn.CrossEntropyLoss()
         X, y = torch.zeros(5 + rank, 2), torch.zeros(5 + rank, dtype=torch.long)
@@ -148,7 +148,7 @@ def _scenarios(rank: int, out_dir: Path) -> dict:
     if not has_hook():
         return res
     from coupled_curvature.cli import main as ccurv
-    from coupled_curvature.numeric.diagnostics import diagnose
+    from coupled_curvature.numeric.core.diagnostics import diagnose
 
     model, (X, y) = make_problem()
     ce = {r: nn.CrossEntropyLoss(reduction=r) for r in ("mean", "sum")}
@@ -210,7 +210,7 @@ from torch import nn  # noqa: E402
 from coupled_curvature.cli import main as ccurv  # noqa: E402
 from coupled_curvature.errors import InvalidInputError  # noqa: E402
 from coupled_curvature.numeric import distributed as D  # noqa: E402
-from coupled_curvature.numeric.diagnostics import diagnose  # noqa: E402
+from coupled_curvature.numeric.core.diagnostics import diagnose  # noqa: E402
 from tests.numeric._nets import reference_block, rel  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

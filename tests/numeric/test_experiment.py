@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from coupled_curvature.numeric.models.cache import ModelCache, config_key
-from coupled_curvature.numeric.diagnostics import diagnose
-from coupled_curvature.numeric.experiment import (
+from coupled_curvature.numeric.core.diagnostics import diagnose
+from coupled_curvature.numeric.studies.invariance_experiment import (
     DEFAULT_QUANTITIES,
     NetSpec,
     default_config,
@@ -141,7 +141,7 @@ def test_measured_rows_are_cached_and_an_interrupted_run_resumes(tmp_path):
 
 
 def test_long_nets_report_their_stages(monkeypatch):
-    from coupled_curvature.numeric import experiment as E
+    from coupled_curvature.numeric.studies import invariance_experiment as E
 
     said: list[str] = []
     run_invariance(_cfg(NetSpec("wine", "mlp", (4,), 0)), progress=said.append)

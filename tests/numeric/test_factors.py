@@ -1,4 +1,4 @@
-"""numeric/factors.py: D⁺ from exact per-sample factors against a brute-force torch.func Hessian."""
+"""numeric/factors/relu_mlp.py: D⁺ from exact per-sample factors against a brute-force torch.func Hessian."""
 
 import copy
 
@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 from torch import nn
 
 from coupled_curvature.errors import UnsupportedModelError
-from coupled_curvature.numeric.diagnostics import diagnose
-from coupled_curvature.numeric.factors import factor_pinv_forms, relu_ce_factors, with_factor_dplus
-from coupled_curvature.numeric.pinv import FAST_MIN_SIZE, symmetric_spectrum
-from coupled_curvature.numeric.symmetries import neuron_rescale
+from coupled_curvature.numeric.core.diagnostics import diagnose
+from coupled_curvature.numeric.factors.relu_mlp import factor_pinv_forms, relu_ce_factors, with_factor_dplus
+from coupled_curvature.numeric.linalg.pinv import FAST_MIN_SIZE, symmetric_spectrum
+from coupled_curvature.numeric.symmetries.homogeneous import neuron_rescale
 
 from tests.numeric._nets import data, mlp, reference_block, rel
 

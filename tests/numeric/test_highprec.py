@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
-from coupled_curvature.numeric import highprec
-from coupled_curvature.numeric.diagnostics import diagnose
-from coupled_curvature.numeric.symmetries import neuron_rescale
+from coupled_curvature.numeric.highprec import engine as highprec
+from coupled_curvature.numeric.core.diagnostics import diagnose
+from coupled_curvature.numeric.symmetries.homogeneous import neuron_rescale
 from tests.numeric._nets import data, mlp
 
 CE = nn.CrossEntropyLoss()

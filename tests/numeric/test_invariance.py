@@ -6,9 +6,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coupled_curvature.numeric.diagnostics import diagnose
-from coupled_curvature.numeric.invariance import chain_check, relative_change
-from coupled_curvature.numeric.symmetries import layer_rescale, neuron_rescale, permute_neurons
+from coupled_curvature.numeric.core.diagnostics import diagnose
+from coupled_curvature.numeric.studies.invariance import chain_check, relative_change
+from coupled_curvature.numeric.symmetries.homogeneous import layer_rescale, neuron_rescale, permute_neurons
 from tests.numeric._nets import cnn, data, mlp
 
 CE = torch.nn.CrossEntropyLoss()
@@ -114,7 +114,7 @@ def test_chain_check_passes_and_reports_moving_rq():
 
 def test_chain_check_detects_a_broken_symmetry(monkeypatch):
     """If the compensation were wrong, the check must fail (it can fail)."""
-    import coupled_curvature.numeric.invariance as inv
+    import coupled_curvature.numeric.studies.invariance as inv
 
     def broken(model, *, seed, n_rescalings, permute, **_):
         return neuron_rescale(model, 0, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]), ["neuron_rescale(0)"]

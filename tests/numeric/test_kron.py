@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 from torch import nn
 from torch.func import functional_call, grad, hessian
 
-from coupled_curvature.numeric import kron
-from coupled_curvature.numeric import measures as M
-from coupled_curvature.numeric._inputs import prepare_batches
-from coupled_curvature.numeric.hvp import block_curvature
-from coupled_curvature.numeric.objective import Objective
+from coupled_curvature.numeric.factors import per_sample as kron
+from coupled_curvature.numeric.measures import registry as M
+from coupled_curvature.numeric.core.inputs import prepare_batches
+from coupled_curvature.numeric.core.hvp import block_curvature
+from coupled_curvature.numeric.core.objective import Objective
 
 CE = nn.CrossEntropyLoss()
 ACT = {"relu": nn.ReLU, "leaky": lambda: nn.LeakyReLU(0.1), "tanh": nn.Tanh}

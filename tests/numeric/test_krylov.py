@@ -1,8 +1,8 @@
-"""Lanczos quadrature for wᵀH⁺w (numeric/krylov.py) and diagnose(method="krylov"|"auto").
+"""Lanczos quadrature for wᵀH⁺w (numeric/linalg/krylov_quadrature.py) and diagnose(method="krylov"|"auto").
 
 References are independent of the code under test: matrices built as Q·diag(λ)·Qᵀ from a
 chosen spectrum (the exact value is Σ_{|λ_i| > rtol·max|λ|} (q_iᵀw)²/λ_i), numpy's pinv,
-numeric/pinv.py's dense eigendecomposition, and diagnose(method="dense").
+numeric/linalg/pinv.py's dense eigendecomposition, and diagnose(method="dense").
 """
 
 import math
@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from torch.func import functional_call, hessian
 
 from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.numeric.diagnostics import diagnose
-from coupled_curvature.numeric.krylov import KrylovForm, LanczosRun, krylov_pinv_form, rethreshold
-from coupled_curvature.numeric.pinv import pinv_quadratic_form
-from coupled_curvature.numeric.symmetries import layer_rescale
+from coupled_curvature.numeric.core.diagnostics import diagnose
+from coupled_curvature.numeric.linalg.krylov_quadrature import KrylovForm, LanczosRun, krylov_pinv_form, rethreshold
+from coupled_curvature.numeric.linalg.pinv import pinv_quadratic_form
+from coupled_curvature.numeric.symmetries.homogeneous import layer_rescale
 from tests.numeric._nets import data, mlp, rel
 
 CE = torch.nn.CrossEntropyLoss()

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from coupled_curvature.numeric import lapack_binding, pinv
-from coupled_curvature.numeric.pinv import (
+from coupled_curvature.numeric.linalg.pinv import (
     FastRouteUnavailableWarning,
     fast_route_status,
     pinv_quadratic_form,

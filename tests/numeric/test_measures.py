@@ -11,11 +11,11 @@ from torch import nn
 from torch.func import functional_call, hessian
 
 from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.numeric import measures as M
-from coupled_curvature.numeric.curvature_rate import directional_derivatives
-from coupled_curvature.numeric.lanczos import lanczos_top
-from coupled_curvature.numeric.sharpness import adaptive_average, adaptive_worst, sam_sharpness
-from coupled_curvature.numeric.symmetries import layer_rescale, neuron_rescale, permute_neurons
+from coupled_curvature.numeric.measures import registry as M
+from coupled_curvature.numeric.measures.curvature_rate import directional_derivatives
+from coupled_curvature.numeric.linalg.lanczos import lanczos_top
+from coupled_curvature.numeric.measures.sharpness import adaptive_average, adaptive_worst, sam_sharpness
+from coupled_curvature.numeric.symmetries.homogeneous import layer_rescale, neuron_rescale, permute_neurons
 
 
 def _net(widths=(3, 4, 3), seed=0, act=nn.ReLU):
@@ -212,7 +212,7 @@ def test_newton_is_degenerate_on_a_scale_invariant_block():
 
 
 def test_conditioning_aware_tolerance_is_per_block_and_can_fail():
-    from coupled_curvature.numeric.explore import EPS64, block_tolerances, entries, relative_deviation
+    from coupled_curvature.numeric.studies.explorer import EPS64, block_tolerances, entries, relative_deviation
 
     results = [{"blocks": {"a": 1.0, "b": 1.0}, "conditioning": {"a": 1e2, "b": 1e9}},
                {"blocks": {"a": 1.0, "b": 1.0}, "conditioning": {"a": 1e3, "b": 1e8}}]
@@ -227,7 +227,7 @@ def test_conditioning_aware_tolerance_is_per_block_and_can_fail():
 def test_pinv_form_needs_g_in_range_under_non_conformal_maps():
     """T11 witness, exact in binary floating point: for singular H, gᵀH⁺g survives w -> Aw
     (g -> A⁻ᵀg, H -> A⁻ᵀHA⁻¹) when g ∈ range(H), and not otherwise."""
-    from coupled_curvature.numeric.pinv import pinv_quadratic_form
+    from coupled_curvature.numeric.linalg.pinv import pinv_quadratic_form
 
     H = torch.tensor([[1.0, 1.0], [1.0, 1.0]], dtype=torch.float64)  # range = span(1, 1)
     Ainv = torch.diag(torch.tensor([0.5, 1.0], dtype=torch.float64))  # A = diag(2, 1), not conformal

@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.numeric import pinv
-from coupled_curvature.numeric.pinv import (
+from coupled_curvature.numeric.linalg import pinv as pinv
+from coupled_curvature.numeric.linalg.pinv import (
     FAST_MIN_SIZE,
     eigh_spectrum,
     pinv_quadratic_form,

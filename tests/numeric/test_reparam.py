@@ -7,8 +7,8 @@ import torch
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
-from coupled_curvature.numeric import explore as E
-from coupled_curvature.numeric.symmetries import (
+from coupled_curvature.numeric.studies import explorer as E
+from coupled_curvature.numeric.symmetries.homogeneous import (
     bn_rescale, linear_mix, orthogonal_mix, random_invertible, random_orthogonal, reparametrize, scale_loss,
 )
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from scipy.stats import kendalltau
 
 from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.numeric.stats import cluster_bootstrap_tau, cluster_draws, kendall_tau
+from coupled_curvature.numeric.studies.stats import cluster_bootstrap_tau, cluster_draws, kendall_tau
 
 
 def _brute_tau_b(x, y):

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
-from coupled_curvature.numeric.symmetries import (
+from coupled_curvature.numeric.symmetries.homogeneous import (
     function_gap,
     layer_rescale,
     neuron_rescale,

@@ -1,4 +1,4 @@
-"""The tangent route of diagnose (numeric/tangents.py) against the Hessian-vector-product route and brute force."""
+"""The tangent route of diagnose (numeric/core/tangents.py) against the Hessian-vector-product route and brute force."""
 
 import pytest
 import torch
@@ -6,10 +6,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from coupled_curvature.numeric import diagnostics
-from coupled_curvature.numeric._inputs import prepare_batches
-from coupled_curvature.numeric.diagnostics import diagnose
-from coupled_curvature.numeric.tangents import block_quadratic_forms, single_layer_blocks
+from coupled_curvature.numeric.core import diagnostics as diagnostics
+from coupled_curvature.numeric.core.inputs import prepare_batches
+from coupled_curvature.numeric.core.diagnostics import diagnose
+from coupled_curvature.numeric.core.tangents import block_quadratic_forms, single_layer_blocks
 from tests.numeric._nets import data, mlp, reference_block, rel
 
 CE, MSE = nn.CrossEntropyLoss(), nn.MSELoss()

@@ -16,9 +16,9 @@ from torch import nn
 from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
 from coupled_curvature.numeric.models.cache import ModelCache
 from coupled_curvature.numeric.models.datasets import load
-from coupled_curvature.numeric.diagnostics import diagnose
+from coupled_curvature.numeric.core.diagnostics import diagnose
 from coupled_curvature.numeric.models.factory import make_mlp
-from coupled_curvature.numeric.width import (
+from coupled_curvature.numeric.studies.width import (
     MEASURES,
     _dplus_records,
     antithetic_adaptive_average,

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
-from coupled_curvature.numeric import diagnostics
-from coupled_curvature.numeric.diagnostics import diagnose
+from coupled_curvature.numeric.core import diagnostics as diagnostics
+from coupled_curvature.numeric.core.diagnostics import diagnose
 from tests.reliability._common import assert_finite, assert_names_fix, assert_unchanged, batch, net, snapshot
 
 CE = nn.CrossEntropyLoss()

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.numeric.diagnostics import diagnose
-from coupled_curvature.numeric.symmetries import function_gap, layer_rescale, neuron_rescale, permute_neurons
+from coupled_curvature.numeric.core.diagnostics import diagnose
+from coupled_curvature.numeric.symmetries.homogeneous import function_gap, layer_rescale, neuron_rescale, permute_neurons
 from tests.reliability._common import assert_finite, assert_names_fix, assert_unchanged, batch, net, snapshot
 
 CE = torch.nn.CrossEntropyLoss()

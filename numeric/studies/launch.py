@@ -1,7 +1,7 @@
 """One data-parallel ``diagnose`` run as ``ccurv diagnose`` starts it, alone or under ``torchrun``.
 
 Every rank builds (and trains) the same model from the seed, takes a contiguous shard of the
-data and calls :func:`~coupled_curvature.numeric.diagnostics.diagnose` with the process group,
+data and calls :func:`~coupled_curvature.numeric.core.diagnostics.diagnose` with the process group,
 which sums gradients and curvature over ranks (:mod:`coupled_curvature.numeric.distributed`).
 Under ``torchrun`` (``RANK``, ``WORLD_SIZE`` set) the process group is joined here (gloo, or nccl
 when CUDA is available); without it the run is a single process and gives the reference answer.
@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.numeric.diagnostics import Diagnosis, diagnose
+from coupled_curvature.numeric.core.diagnostics import Diagnosis, diagnose
 from coupled_curvature.numeric.distributed import broadcast_model, check_replicated, shard, shard_sizes
 from coupled_curvature.numeric.models.datasets import load
 from coupled_curvature.numeric.models.factory import build_for, parse_arch

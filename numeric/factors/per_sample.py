@@ -28,8 +28,8 @@ from torch import Tensor, nn
 from torch.func import functional_call
 from torch.nn import functional as F
 
-from coupled_curvature.numeric._inputs import checked_loss
-from coupled_curvature.numeric.objective import Objective
+from coupled_curvature.numeric.core.inputs import checked_loss
+from coupled_curvature.numeric.core.objective import Objective
 
 _MAX_OUTPUTS = 256  # network outputs per sample (one backward pass each)
 _CHUNK_ELEMENTS = 1 << 22  # per-sample Jacobian chunk: samples·outputs·block size
@@ -74,7 +74,7 @@ def per_sample_factors(
 
     >>> net = nn.Sequential(nn.Linear(2, 1)).double()
     >>> data = [(torch.eye(2, dtype=torch.float64), torch.zeros(2, 1, dtype=torch.float64))]
-    >>> from coupled_curvature.numeric._inputs import prepare_batches
+    >>> from coupled_curvature.numeric.core.inputs import prepare_batches
     >>> G, A = per_sample_factors(Objective(net, nn.MSELoss(), prepare_batches(data, nn.MSELoss())), 0, ["0"])["0"]
     >>> G.reshape(-1).tolist()  # L = mean_n z_n²: ∂²L/∂z_n² = 2/2
     [1.0, 1.0]
@@ -216,7 +216,7 @@ def sample_jacobians(
     their output are left out; ``None`` when the output has more than 256 entries per sample.
 
     >>> net = nn.Sequential(nn.Conv2d(1, 1, 2, bias=False), nn.Flatten(), nn.Linear(4, 2)).double()
-    >>> from coupled_curvature.numeric._inputs import prepare_batches
+    >>> from coupled_curvature.numeric.core.inputs import prepare_batches
     >>> X, y = torch.randn(3, 1, 3, 3, dtype=torch.float64), torch.tensor([0, 1, 0])
     >>> obj = Objective(net, nn.CrossEntropyLoss(), prepare_batches((X, y), nn.CrossEntropyLoss()))
     >>> sj = sample_jacobians(obj, 0, ["0", "2"])
@@ -393,7 +393,7 @@ def gauss_newton(
     Hessian-vector products). Work is chunked over samples.
 
     >>> net = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 2)).double()
-    >>> from coupled_curvature.numeric._inputs import prepare_batches
+    >>> from coupled_curvature.numeric.core.inputs import prepare_batches
     >>> X, y = torch.randn(5, 2, dtype=torch.float64), torch.tensor([0, 1, 0, 1, 1])
     >>> obj = Objective(net, nn.CrossEntropyLoss(), prepare_batches((X, y), nn.CrossEntropyLoss()))
     >>> gn = gauss_newton(obj, {"2.weight": ["2.weight"]}, factor=True)["2.weight"]

@@ -9,8 +9,8 @@ import torch
 from torch import Tensor, nn
 
 from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.numeric._inputs import float64_copy, prepare_batches
-from coupled_curvature.numeric.objective import Objective
+from coupled_curvature.numeric.core.inputs import float64_copy, prepare_batches
+from coupled_curvature.numeric.core.objective import Objective
 
 
 def per_sample_loss_fn(loss_fn: Callable) -> Callable:

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
-from coupled_curvature.numeric._inputs import float64_copy, forward_checked, prepare_inputs
+from coupled_curvature.numeric.core.inputs import float64_copy, forward_checked, prepare_inputs
 
 _WEIGHT_LAYERS = (nn.Linear, nn.Conv1d, nn.Conv2d)
 # Positively homogeneous of degree 1 (σ(cz) = cσ(z), c > 0), or commuting with a positive
@@ -255,7 +255,7 @@ def function_gap(a: nn.Module, b: nn.Module, X: Tensor) -> float:
     return float((ya - yb).abs().max()) if ya.numel() else 0.0
 
 
-from coupled_curvature.numeric.reparam import (  # noqa: E402,F401  (the symmetries of reparam.py, re-exported)
+from coupled_curvature.numeric.symmetries.reparam import (  # noqa: E402,F401  (the symmetries of reparam.py, re-exported)
     ScaledLoss, SymmetryResult, bn_rescale, linear_mix, orthogonal_mix, random_invertible,
     random_orthogonal, reparametrize, scale_loss,
 )

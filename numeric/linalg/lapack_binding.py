@@ -82,7 +82,7 @@ def warn_fallback() -> None:
         warnings.warn(
             f"coupled_curvature: the two-stage LAPACK route is unavailable ({STATUS.reason}); blocks of "
             "at least pinv.FAST_MIN_SIZE rows fall back to a full torch.linalg.eigh, about 7x the flops "
-            "(values unchanged). See coupled_curvature.numeric.pinv.fast_route_status().",
+            "(values unchanged). See coupled_curvature.numeric.linalg.pinv.fast_route_status().",
             FastRouteUnavailableWarning, stacklevel=3)
 
 

@@ -17,9 +17,9 @@ import torch
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
-from coupled_curvature.numeric._inputs import float64_copy
-from coupled_curvature.numeric.diagnostics import Diagnosis
-from coupled_curvature.numeric.pinv import cutoff_sum, symmetric_spectrum
+from coupled_curvature.numeric.core.inputs import float64_copy
+from coupled_curvature.numeric.core.diagnostics import Diagnosis
+from coupled_curvature.numeric.linalg.pinv import cutoff_sum, symmetric_spectrum
 
 @dataclass(frozen=True)
 class LayerFactors:
@@ -184,7 +184,7 @@ def with_factor_dplus(d: Diagnosis, model: nn.Module, X: torch.Tensor, rtol: flo
     to ``1e-8`` relative; otherwise it keeps ``D⁺ = None`` and a note says why. ``rank`` and
     ``min_kept_rel_eig`` follow the relative cutoff ``τ = rtol·max λ``.
 
-    >>> from coupled_curvature.numeric.diagnostics import diagnose
+    >>> from coupled_curvature.numeric.core.diagnostics import diagnose
     >>> torch.manual_seed(0); net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 3)).double()
     <torch._C.Generator object at ...>
     >>> X, y = torch.randn(8, 3, dtype=torch.float64), torch.arange(8) % 3

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from coupled_curvature.numeric.flat import FlatLoss
-from coupled_curvature.numeric.kron import per_sample_factors
+from coupled_curvature.numeric.core.flat import FlatLoss
+from coupled_curvature.numeric.factors.per_sample import per_sample_factors
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call
 
-from coupled_curvature.numeric._inputs import Batch, checked_loss
+from coupled_curvature.numeric.core.inputs import Batch, checked_loss
 
 
 class Objective:

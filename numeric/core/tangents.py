@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 import torch
 from torch import Tensor, nn
 
-from coupled_curvature.numeric._inputs import Batch, checked_loss
+from coupled_curvature.numeric.core.inputs import Batch, checked_loss
 
 _ACTIVATIONS = (nn.ReLU, nn.LeakyReLU, nn.Identity)
 

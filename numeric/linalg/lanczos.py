@@ -5,7 +5,7 @@ For a symmetric ``H`` given by products and a start vector ``q₁``, :class:`Lan
 ``H V_k = V_k T_k + β_k q_{k+1} e_kᵀ`` with ``T_k`` tridiagonal (diagonal ``α``, off-diagonal
 ``β``), reorthogonalising every new vector twice against all earlier ones (classical
 Gram–Schmidt), so ``V_k`` stays orthonormal to rounding. :func:`lanczos_top` drives it from a
-random start for the largest eigenvalue; :mod:`coupled_curvature.numeric.krylov` drives it from
+random start for the largest eigenvalue; :mod:`coupled_curvature.numeric.linalg.krylov_quadrature` drives it from
 ``w/‖w‖`` for the quadrature.
 
 >>> A = torch.diag(torch.arange(1.0, 11.0, dtype=torch.float64))

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from torch.nn.utils import parametrize
 
 from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
-from coupled_curvature.numeric.symmetries import _leaves, function_gap, weight_layers
+from coupled_curvature.numeric.symmetries.homogeneous import _leaves, function_gap, weight_layers
 
 
 @dataclass

@@ -9,8 +9,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from coupled_curvature.numeric.diagnostics import Diagnosis, diagnose
-from coupled_curvature.numeric.symmetries import (
+from coupled_curvature.numeric.core.diagnostics import Diagnosis, diagnose
+from coupled_curvature.numeric.symmetries.homogeneous import (
     function_gap,
     layer_rescale,
     permute_neurons,

@@ -38,11 +38,11 @@ from torch import nn
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.numeric.models.cache import ModelCache, config_key
 from coupled_curvature.numeric.models.datasets import Dataset, load
-from coupled_curvature.numeric.diagnostics import BlockDiagnosis, Diagnosis, diagnose
-from coupled_curvature.numeric.factors import with_factor_dplus
-from coupled_curvature.numeric.invariance import random_symmetry_chain, relative_change
-from coupled_curvature.numeric.measures import top_eigenvalue
-from coupled_curvature.numeric.symmetries import function_gap, neuron_rescale, weight_layers
+from coupled_curvature.numeric.core.diagnostics import BlockDiagnosis, Diagnosis, diagnose
+from coupled_curvature.numeric.factors.relu_mlp import with_factor_dplus
+from coupled_curvature.numeric.studies.invariance import random_symmetry_chain, relative_change
+from coupled_curvature.numeric.measures.registry import top_eigenvalue
+from coupled_curvature.numeric.symmetries.homogeneous import function_gap, neuron_rescale, weight_layers
 from coupled_curvature.numeric.models.factory import build_for
 from coupled_curvature.numeric.models.training import accuracy, fit
 

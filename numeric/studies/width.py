@@ -39,8 +39,8 @@ from torch import nn
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.numeric.models.cache import ModelCache, config_key
 from coupled_curvature.numeric.models.datasets import Dataset, load
-from coupled_curvature.numeric.diagnostics import Diagnosis, diagnose
-from coupled_curvature.numeric.factors import (  # re-exported: the width sweep's exact D⁺ route
+from coupled_curvature.numeric.core.diagnostics import Diagnosis, diagnose
+from coupled_curvature.numeric.factors.relu_mlp import (  # re-exported: the width sweep's exact D⁺ route
     FactorForm,
     _trace_from_factors,
     agree,
@@ -48,10 +48,10 @@ from coupled_curvature.numeric.factors import (  # re-exported: the width sweep'
     relu_ce_factors,
     relu_ce_trace,
 )
-from coupled_curvature.numeric.flat import FlatLoss
-from coupled_curvature.numeric.measures import evaluate
-from coupled_curvature.numeric.sharpness import SharpnessResult, adaptive_average
-from coupled_curvature.numeric.stats import cluster_bootstrap_tau
+from coupled_curvature.numeric.core.flat import FlatLoss
+from coupled_curvature.numeric.measures.registry import evaluate
+from coupled_curvature.numeric.measures.sharpness import SharpnessResult, adaptive_average
+from coupled_curvature.numeric.studies.stats import cluster_bootstrap_tau
 from coupled_curvature.numeric.models.factory import make_mlp
 from coupled_curvature.numeric.models.training import fit
 from coupled_curvature.numeric.vocabulary import WIDTH_GAPS, WIDTH_MEASURES

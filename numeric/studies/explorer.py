@@ -24,12 +24,12 @@ import torch
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.numeric import measures as M
-from coupled_curvature.numeric.reparam import (
+from coupled_curvature.numeric.measures import registry as M
+from coupled_curvature.numeric.symmetries.reparam import (
     SymmetryResult, bn_rescale, orthogonal_mix, linear_mix, random_invertible, random_orthogonal,
     reparametrize, scale_loss,
 )
-from coupled_curvature.numeric.symmetries import function_gap, layer_rescale, neuron_rescale, permute_neurons, weight_layers
+from coupled_curvature.numeric.symmetries.homogeneous import function_gap, layer_rescale, neuron_rescale, permute_neurons, weight_layers
 from coupled_curvature.theorems import check_citations
 
 SYMMETRIES = ("layer", "neuron", "perm", "bn", "orthogonal", "gl", "nonlinear", "loss")

@@ -18,12 +18,12 @@ from matplotlib.figure import Figure
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.numeric._inputs import float64_copy, prepare_batches
-from coupled_curvature.numeric.blocks import resolve_blocks
-from coupled_curvature.numeric.hvp import block_curvature, block_krylov
-from coupled_curvature.numeric.krylov import rethreshold
-from coupled_curvature.numeric.objective import Objective
-from coupled_curvature.numeric.pinv import cutoff_sum, symmetric_spectrum
+from coupled_curvature.numeric.core.inputs import float64_copy, prepare_batches
+from coupled_curvature.numeric.core.blocks import resolve_blocks
+from coupled_curvature.numeric.core.hvp import block_curvature, block_krylov
+from coupled_curvature.numeric.linalg.krylov_quadrature import rethreshold
+from coupled_curvature.numeric.core.objective import Objective
+from coupled_curvature.numeric.linalg.pinv import cutoff_sum, symmetric_spectrum
 
 DEFAULT_RTOLS = tuple(float(10.0**e) for e in range(-14, -1))
 

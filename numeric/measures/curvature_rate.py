@@ -9,8 +9,8 @@ import torch
 from torch import Tensor, nn
 
 from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.numeric._inputs import float64_copy, prepare_batches
-from coupled_curvature.numeric.flat import per_sample_loss_fn
+from coupled_curvature.numeric.core.inputs import float64_copy, prepare_batches
+from coupled_curvature.numeric.core.flat import per_sample_loss_fn
 
 
 @dataclass(frozen=True)

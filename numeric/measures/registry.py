@@ -22,16 +22,16 @@ from torch import Tensor, nn
 from torch.nn.utils import parametrize
 
 from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.numeric.curvature_rate import curvature_rate as _curvature_rate
-from coupled_curvature.numeric.diagnostics import Diagnosis, diagnose
-from coupled_curvature.numeric.flat import FlatLoss
-from coupled_curvature.numeric.hvp import BlockCurvature, block_curvature
-from coupled_curvature.numeric.kron import GaussNewton, agrees, gauss_newton, linear_module_of
-from coupled_curvature.numeric.lanczos import lanczos_top
-from coupled_curvature.numeric.linear_factors import LinearFactors, linear_factors
-from coupled_curvature.numeric.pinv import pinv_quadratic_form
-from coupled_curvature.numeric.sharpness import adaptive_average, adaptive_worst, sam_sharpness
-from coupled_curvature.numeric.symmetries import weight_layers
+from coupled_curvature.numeric.measures.curvature_rate import curvature_rate as _curvature_rate
+from coupled_curvature.numeric.core.diagnostics import Diagnosis, diagnose
+from coupled_curvature.numeric.core.flat import FlatLoss
+from coupled_curvature.numeric.core.hvp import BlockCurvature, block_curvature
+from coupled_curvature.numeric.factors.per_sample import GaussNewton, agrees, gauss_newton, linear_module_of
+from coupled_curvature.numeric.linalg.lanczos import lanczos_top
+from coupled_curvature.numeric.factors.linear_diagonal import LinearFactors, linear_factors
+from coupled_curvature.numeric.linalg.pinv import pinv_quadratic_form
+from coupled_curvature.numeric.measures.sharpness import adaptive_average, adaptive_worst, sam_sharpness
+from coupled_curvature.numeric.symmetries.homogeneous import weight_layers
 
 # ---------------------------------------------------------------------------- shared context
 

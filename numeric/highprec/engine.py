@@ -11,7 +11,7 @@ block ``H = Σ_n (J_nᵀΛ_nJ_n) ⊗ ã_nã_nᵀ`` (the Hessian of a Linear tens
 net away from kinks: the output is affine in that tensor) is assembled in ``F``-bit block
 floating point. Results are rounded to ``dps`` digits at the end.
 
-Pseudo-inverse: the semantics of the float64 path (``numeric/pinv.py``), keep the eigenvalues
+Pseudo-inverse: the semantics of the float64 path (``numeric/linalg/pinv.py``), keep the eigenvalues
 ``|λ| > τ = rtol·max|λ|``. A blocked pivoted Cholesky in ``F``-bit fixed point runs until the
 remaining diagonal is rounding noise, ``Σ|S_ii| ≤ min(rtol/2, 2^-(F-24))·max H_ii``, so
 ``H = LLᵀ + S`` with ``λ_{r+1}(H) ≤ tr S ≤ τ/2``. It is used when also
@@ -36,9 +36,9 @@ import torch
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
-from coupled_curvature.numeric._inputs import check_loss_fn, check_targets, prepare_batches
-from coupled_curvature.numeric.blocks import resolve_blocks
-from coupled_curvature.numeric.diagnostics import BlockDiagnosis, Diagnosis, derived_quantities
+from coupled_curvature.numeric.core.inputs import check_loss_fn, check_targets, prepare_batches
+from coupled_curvature.numeric.core.blocks import resolve_blocks
+from coupled_curvature.numeric.core.diagnostics import BlockDiagnosis, Diagnosis, derived_quantities
 from coupled_curvature.numeric.vocabulary import MAX_DPS, MIN_DPS
 
 _ACTS = (nn.ReLU, nn.LeakyReLU, nn.Identity)

@@ -10,15 +10,15 @@ import torch
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.numeric._inputs import (
+from coupled_curvature.numeric.core.inputs import (
     check_count, check_flag, check_loss_fn, float64_copy, loss_reduction, prepare_batches, probe_batches,
 )
-from coupled_curvature.numeric.blocks import resolve_blocks
-from coupled_curvature.numeric.hvp import BlockCurvature, block_curvature, block_krylov
-from coupled_curvature.numeric.krylov import KrylovForm
-from coupled_curvature.numeric.objective import Objective
-from coupled_curvature.numeric.pinv import pinv_quadratic_form, rounding_level
-from coupled_curvature.numeric.tangents import block_quadratic_forms, single_layer_blocks
+from coupled_curvature.numeric.core.blocks import resolve_blocks
+from coupled_curvature.numeric.core.hvp import BlockCurvature, block_curvature, block_krylov
+from coupled_curvature.numeric.linalg.krylov_quadrature import KrylovForm
+from coupled_curvature.numeric.core.objective import Objective
+from coupled_curvature.numeric.linalg.pinv import pinv_quadratic_form, rounding_level
+from coupled_curvature.numeric.core.tangents import block_quadratic_forms, single_layer_blocks
 
 
 @dataclass(frozen=True)

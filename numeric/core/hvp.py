@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from coupled_curvature.numeric.kron import linear_block_hessians, linear_module_of
-from coupled_curvature.numeric.krylov import KrylovForm, LanczosRun
-from coupled_curvature.numeric.objective import Objective
+from coupled_curvature.numeric.factors.per_sample import linear_block_hessians, linear_module_of
+from coupled_curvature.numeric.linalg.krylov_quadrature import KrylovForm, LanczosRun
+from coupled_curvature.numeric.core.objective import Objective
 
 _COLUMN_CHUNK = 256
 

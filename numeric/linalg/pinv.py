@@ -34,8 +34,8 @@ from scipy.linalg.lapack import dstevd
 from torch import Tensor
 
 from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.numeric import lapack_binding
-from coupled_curvature.numeric.lapack_binding import (
+from coupled_curvature.numeric.linalg import lapack_binding as lapack_binding
+from coupled_curvature.numeric.linalg.lapack_binding import (
     FastRouteStatus,
     FastRouteUnavailableWarning,
     fast_route_status,

@@ -44,7 +44,7 @@ import torch
 from torch import Tensor
 
 from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.numeric.lanczos import Lanczos, ritz, tridiagonal_eig
+from coupled_curvature.numeric.linalg.lanczos import Lanczos, ritz, tridiagonal_eig
 
 STABLE_CHECKS = 4
 CUTOFF_MARGIN = 0.01

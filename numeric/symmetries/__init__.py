@@ -1,0 +1,2 @@
+"""Reparameterizations that keep the function: homogeneous rescalings and permutations of ReLU
+networks, BatchNorm scale, linear mixing, nonlinear parametrizations, loss scaling."""
