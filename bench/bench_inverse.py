@@ -32,7 +32,8 @@ import time
 import numpy as np
 import torch
 
-from coupled_curvature.numeric import diagnostics, hvp, pinv
+from coupled_curvature.numeric.core import diagnostics, hvp
+from coupled_curvature.numeric.linalg import pinv
 from coupled_curvature.numeric.core.inputs import float64_copy, prepare_batches
 from coupled_curvature.numeric.models.datasets import load
 from coupled_curvature.numeric.factors.per_sample import linear_block_hessians

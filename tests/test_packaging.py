@@ -40,7 +40,7 @@ def test_the_three_subpackages_resolve(sub):
 
 
 def test_one_copy_of_every_error_class():
-    from coupled_curvature.numeric import _inputs  # noqa: F401  (raises the package's errors)
+    from coupled_curvature.numeric.core import inputs  # noqa: F401  (raises the package's errors)
     from coupled_curvature.symbolic import exact
 
     assert exact.InvalidInputError is errors.InvalidInputError is coupled_curvature.InvalidInputError

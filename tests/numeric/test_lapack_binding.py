@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from coupled_curvature.numeric import lapack_binding, pinv
+from coupled_curvature.numeric.linalg import lapack_binding, pinv
 from coupled_curvature.numeric.linalg.pinv import (
     FastRouteUnavailableWarning,
     fast_route_status,
