@@ -36,10 +36,13 @@ def _on_sigterm(signum: int, frame: object) -> NoReturn:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from coupled_curvature import __version__
+
     parser = _Parser(
         prog="ccurv",
         description="Reparameterization-invariant curvature diagnostics: checks, reports, explorers.",
     )
+    parser.add_argument("--version", action="version", version=f"ccurv (coupled-curvature) {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"coupled_curvature.commands.{name}").register(sub)

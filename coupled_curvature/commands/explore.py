@@ -237,7 +237,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("explore", help="invariance matrix of sharpness measures under reparameterizations")
+    p = sub.add_parser(
+        "explore", help="invariance matrix of sharpness measures under reparameterizations",
+        description="Train a net, sweep every symmetry (layer, neuron, permutation, BatchNorm scale, linear "
+        "mixing, nonlinear reparameterizations, loss scaling) and tabulate which sharpness measures stay "
+        "invariant, against the prediction of the theorems.")
     p.add_argument("--dataset", default="digits", choices=("digits", "breast_cancer", "wine"))
     p.add_argument("--arch", default="mlp:64x3",
                    help=f"KIND:WIDTHxDEPTH with KIND one of {', '.join(APPLICABLE)}, e.g. {', '.join(ARCHS)}")

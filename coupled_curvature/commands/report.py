@@ -21,7 +21,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    rep = sub.add_parser("report", help="write the proof catalogue as md/html/tex with figures")
+    rep = sub.add_parser(
+        "report", help="write the proof catalogue as md/html/tex with figures",
+        description="Write the theorem catalogue as a document: statements, every derivation step with its "
+        "trust label and checking method, witnesses, numeric cross-checks and figures, as Markdown, "
+        "self-contained HTML and LaTeX, into a folder written atomically.")
     rep.add_argument("--format", default=None, metavar="FMT",
                      help="md, html, tex or a comma-separated list (default: all three)")
     rep.add_argument("--out", default="report", metavar="DIR", help="output folder (default: ./report)")
