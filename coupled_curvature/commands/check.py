@@ -123,17 +123,14 @@ def formal_section(only: list[str], checked: bool) -> tuple[bool, dict[str, Any]
 
 def run(args: argparse.Namespace) -> int:
     from coupled_curvature.proofs import check_all, parse_only
-    from coupled_curvature.proofs.formal import CoqUnavailableError, coq_available
+    from coupled_curvature.proofs.formal import INSTALL_HINT, CoqUnavailableError, coq_available
 
     start = time.perf_counter()
     only = parse_only(args.only)  # bad ids fail before any work
     if args.json is not None:
         check_file(args.json)  # fail before any work
     if args.formal and not coq_available():
-        raise CoqUnavailableError(
-            "--formal needs Coq 8.16 and MathComp 1.15: apt-get install coq libcoq-mathcomp-ssreflect "
-            "libcoq-mathcomp-algebra libcoq-mathcomp-field libcoq-mathcomp-real-closed "
-            "libcoq-mathcomp-algebra-tactics libcoq-mathcomp-analysis libcoq-coquelicot make")
+        raise CoqUnavailableError(f"--formal needs Coq 8.16 and MathComp 1.15 (coqc is not on the PATH): {INSTALL_HINT}")
     symbolic = args.symbolic or not args.numeric
     numeric = args.numeric or not args.symbolic
     report = check_all(only=only, symbolic=symbolic, numeric=numeric, seed=args.seed, progress=_say,
