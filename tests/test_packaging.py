@@ -35,8 +35,11 @@ def test_nothing_else_of_the_checkout_is_importable_as_a_subpackage(name):
 
 @pytest.mark.parametrize("sub", SUBPACKAGES)
 def test_the_three_subpackages_resolve(sub):
+    """...from the same tree as coupled_curvature itself (a checkout's own folders, or the install)."""
     mod = importlib.import_module(f"coupled_curvature.{sub}")
-    assert Path(mod.__file__).name == "__init__.py"
+    path = Path(mod.__file__).resolve()
+    assert path.name == "__init__.py"
+    assert path.parent in (CHECKOUT / sub, PACKAGE / sub), (path, PACKAGE)
 
 
 def test_one_copy_of_every_error_class():
