@@ -1,0 +1,157 @@
+(* T1, analytic part, with mathcomp-analysis' directional derivative
+     'D_v f x = lim_{h -> 0} (f (x + h v) - f x) / h       (derive f x v).
+   For a linear map θ |-> M θ on R^n (n >= 1: mathcomp-analysis 0.6.0 puts its norm on
+   'M_(m.+1, n.+1) only) and any L : R^n -> R:
+   - the first and second directional derivatives of L∘M at θ along v (and u) are those of
+     L at Mθ along Mv (and Mu) (no differentiability needed: the difference quotients agree);
+   - with grad f x := (∂_i f x)_i and hess f x := (∂_i ∂_j f x)_ij (coordinate directional
+     derivatives), if L is differentiable (and its partials differentiable for the Hessian)
+     then grad (L∘M) θ = Mᵀ grad L (Mθ) and hess (L∘M) θ = Mᵀ hess L (Mθ) M;
+   - so for a linear symmetry (L∘M = L, M invertible): grad L (Mθ) = M⁻ᵀ grad L θ and
+     hess L (Mθ) = M⁻ᵀ hess L θ M⁻¹, the T1 law, whose block version is T01_transformation_law. *)
+From mathcomp Require Import all_ssreflect all_algebra.
+From mathcomp Require Import boolp classical_sets functions reals topology normedtype derive.
+
+Set Implicit Arguments.
+Unset Strict Implicit.
+Unset Printing Implicit Defensive.
+
+Import GRing.Theory Num.Theory.
+Local Open Scope ring_scope.
+Local Open Scope classical_set_scope.
+
+Section T1Analytic.
+Variable R : realType.
+Variable n : nat.
+(* column vectors of size n.+1 with mathcomp-analysis' normed-module structure *)
+Local Notation V := (matrix_normedModType R n 0).
+
+(* the first and second directional derivatives as real numbers (wrapping them in
+   definitions of type R keeps elaboration fast in mathcomp-analysis 0.6.0) *)
+Definition d1 (f : V -> R^o) (v x : V) : R := derive f x v.
+Definition d2 (f : V -> R^o) (u v x : V) : R := derive (fun y : V => (d1 f v y : R^o)) x u.
+
+(* the linear map θ |-> M θ, typed as a map of V *)
+Definition mulV (M : 'M[R]_n.+1) (x : V) : V := M *m x.
+
+Definition e (i : 'I_n.+1) : V := delta_mx i 0.
+Definition grad (f : V -> R^o) (x : V) : 'cV[R]_n.+1 := \col_i d1 f (e i) x.
+Definition hess (f : V -> R^o) (x : V) : 'M[R]_n.+1 := \matrix_(i, j) d2 f (e i) (e j) x.
+
+(* first directional derivative of L∘M *)
+Theorem derive_comp_linear (M : 'M[R]_n.+1) (L : V -> R^o) (th v : V) :
+  d1 (L \o mulV M) v th = d1 L (mulV M v) (mulV M th).
+Proof.
+rewrite /d1 /derive /=.
+have -> : (fun h : R => h^-1 *: ((L \o mulV M) (h *: v + th) - (L \o mulV M) th))
+        = (fun h : R => h^-1 *: (L (h *: (mulV M v) + M *m th) - L (mulV M th))).
+  by apply/funext => h /=; rewrite /mulV mulmxDr scalemxAr.
+by [].
+Qed.
+
+(* second directional derivative of L∘M *)
+Theorem derive2_comp_linear (M : 'M[R]_n.+1) (L : V -> R^o) (th u v : V) :
+  d2 (L \o mulV M) u v th = d2 L (mulV M u) (mulV M v) (mulV M th).
+Proof.
+rewrite /d2.
+have -> : (fun y : V => (d1 (L \o mulV M) v y : R^o))
+        = (fun y : V => (d1 L (mulV M v) y : R^o)) \o mulV M.
+  by apply/funext => y /=; rewrite derive_comp_linear.
+exact: derive_comp_linear.
+Qed.
+
+Lemma cV_sum_delta (v : V) : v = \sum_j v j 0 *: e j.
+Proof.
+apply/matrixP => a b; rewrite ord1 summxE (bigD1 a) //= big1 => [|j ja].
+  by rewrite !mxE !eqxx mulr1 addr0.
+by rewrite !mxE (eq_sym a) (negbTE ja) mulr0.
+Qed.
+
+(* for a differentiable f, the directional derivative is linear in the direction *)
+Lemma derive_grad (f : V -> R^o) (x v : V) :
+  differentiable f x -> d1 f v x = (v^T *m grad f x) 0 0.
+Proof.
+move=> df; rewrite /d1 deriveE // {1}[v]cV_sum_delta linear_sum /= mxE.
+apply: eq_bigr => j _; rewrite linearZ /= -deriveE // !mxE /d1.
+by [].
+Qed.
+
+Lemma row_delta_mul (A : 'M[R]_n.+1) (i : 'I_n.+1) (B : V) :
+  ((e i)^T *m (A *m B)) 0 0 = (A *m B) i 0.
+Proof. by rewrite /e trmx_delta -rowE mxE. Qed.
+
+(* the gradient law of L∘M *)
+Theorem grad_comp_linear (M : 'M[R]_n.+1) (L : V -> R^o) (th : V) :
+  differentiable L (mulV M th) ->
+  grad (L \o mulV M) th = M^T *m grad L (mulV M th).
+Proof.
+move=> dL; apply/matrixP => i b; rewrite ord1 [LHS]mxE derive_comp_linear.
+by rewrite derive_grad // trmx_mul -mulmxA row_delta_mul.
+Qed.
+
+Lemma mulV_e_entry (M : 'M[R]_n.+1) (j k : 'I_n.+1) : (mulV M (e j)) k 0 = M k j.
+Proof. by rewrite /mulV /e -colE mxE. Qed.
+
+Lemma mulV_e_entryT (M : 'M[R]_n.+1) (j k : 'I_n.+1) : (mulV M (e j))^T 0 k = M k j.
+Proof. by rewrite mxE mulV_e_entry. Qed.
+
+(* the Hessian law of L∘M *)
+Theorem hess_comp_linear (M : 'M[R]_n.+1) (L : V -> R^o) (th : V) :
+  (forall y, differentiable L y) ->
+  (forall j, differentiable (fun y : V => (d1 L (e j) y : R^o)) (mulV M th)) ->
+  hess (L \o mulV M) th = M^T *m hess L (mulV M th) *m M.
+Proof.
+move=> dL dD; apply/matrixP => i j; rewrite [LHS]mxE derive2_comp_linear /d2.
+pose F k : V -> R^o := fun y => (d1 L (e k) y : R^o).
+pose G k : V -> R^o := M k j \*: F k.
+have -> : (fun y : V => (d1 L (mulV M (e j)) y : R^o)) = \sum_k G k.
+  apply/funext => y; rewrite derive_grad // fct_sumE mxE.
+  by apply: eq_bigr => k _; rewrite mulV_e_entryT mxE.
+rewrite derive_sum; last by move=> k; apply/derivableZ/diff_derivable/dD.
+have -> : \sum_k derive (G k) (mulV M th) (mulV M (e i))
+        = \sum_k M k j * ((mulV M (e i))^T *m grad (F k) (mulV M th)) 0 0.
+  apply: eq_bigr => k _; rewrite deriveZ; last exact/diff_derivable/dD.
+  by congr (_ * _); apply: derive_grad; apply: dD.
+rewrite mxE; apply: eq_bigr => k _; rewrite mulrC; congr (_ * _).
+rewrite /mulV trmx_mul -mulmxA row_delta_mul !mxE; apply: eq_bigr => l _.
+by rewrite !mxE.
+Qed.
+
+(* T1 for a linear symmetry L∘M = L with M invertible *)
+Theorem grad_symmetry (M : 'M[R]_n.+1) (L : V -> R^o) (th : V) :
+  M \in unitmx -> L \o mulV M = L -> differentiable L (mulV M th) ->
+  grad L (mulV M th) = (invmx M)^T *m grad L th.
+Proof.
+move=> Mu LM dL; rewrite -{2}LM grad_comp_linear // mulmxA -trmx_mul.
+by rewrite mulmxV // trmx1 mul1mx.
+Qed.
+
+Theorem hess_symmetry (M : 'M[R]_n.+1) (L : V -> R^o) (th : V) :
+  M \in unitmx -> L \o mulV M = L ->
+  (forall y, differentiable L y) ->
+  (forall j, differentiable (fun y : V => (d1 L (e j) y : R^o)) (mulV M th)) ->
+  hess L (mulV M th) = (invmx M)^T *m hess L th *m invmx M.
+Proof.
+move=> Mu LM dL dD; rewrite -{2}LM hess_comp_linear // !mulmxA -trmx_mul.
+by rewrite mulmxV // trmx1 mul1mx mulmxK.
+Qed.
+
+End T1Analytic.
+
+(* non-vacuity: a constant loss and M = 2 I satisfy every hypothesis of hess_symmetry *)
+Lemma T1_analytic_instance (R : realType) (n : nat) :
+  let L : matrix_normedModType R n 0 -> R^o := cst 0 in
+  let M : 'M[R]_n.+1 := 2%:M in
+  [/\ M \in unitmx, L \o mulV M = L, (forall y, differentiable L y) &
+      (forall j th, differentiable (fun y => (d1 L (e R j) y : R^o)) (mulV M th))].
+Proof.
+move=> L M; split.
+- rewrite unitmxE det_scalar unitfE expf_neq0 //.
+  by rewrite (_ : 2 = 1 + 1 :> R) // paddr_eq0 ?ler01 // oner_eq0.
+- by apply/funext.
+- by move=> y; exact: differentiable_cst.
+- move=> j th.
+  have -> : (fun y => (d1 L (e R j) y : R^o)) = cst 0.
+    by apply/funext => y; rewrite /d1 derive_val.
+  exact: differentiable_cst.
+Qed.
