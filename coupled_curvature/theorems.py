@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from coupled_curvature.errors import InvalidInputError
 
-__all__ = ["Theorem", "THEOREMS", "get", "cited", "check_citations", "formal_names"]
+__all__ = ["Theorem", "THEOREMS", "FORMAL_SCOPE", "get", "cited", "check_citations", "formal_names"]
 
 
 @dataclass(frozen=True)
@@ -206,3 +206,30 @@ def formal_names(theorem_id: str) -> tuple[str, ...]:
     from coupled_curvature.proofs.formal import formal_theorems  # read at call time: no import cycle
 
     return tuple(formal_theorems().get(tid, ()))
+
+
+#: what the Coq development (``proofs/coq``) proves of each theorem, for every n, depth and width;
+#: the parts not named here are checked symbolically and numerically only
+FORMAL_SCOPE: dict[str, str] = {
+    "T1": "the block action keeps wᵀHw and wᵀg for every invertible A and every block-diagonal T; "
+          "the gradient and Hessian laws of L∘T (directional derivatives, mathcomp-analysis; vectors of "
+          "dimension ≥ 1)",
+    "T2": "layer-wise, positive neuron-wise and permutation maps preserve the output of a network of any "
+          "depth and widths with a positively homogeneous activation (induction over the layers)",
+    "T3": "the algebra: for a block map αI, ‖g‖² and RQ scale by α⁻², wᵀHw, wᵀg, D and D⁺ are unchanged "
+          "(the network side is T2)",
+    "T4": "(i) ⇔ (ii) ⇔ (iii) for every n over a real closed field, and the basis-vector witness with a "
+          "factor in (0, 1); not the κ(A)⁻² form, which needs a spectral theorem",
+    "T5": "the vec action of a positive neuron-wise scaling is conformal iff the scales are uniform; "
+          "permutations are orthogonal; the layer partition's diag(c⁻ᵏI, I) is not conformal for cᵏ ≠ 1",
+    "T6": "the pointwise core for every n (conformal Jacobian, Jw′ ∥ φ(w′), w′ᵀ∇²φ_k w′ = 0) and the "
+          "n = 1 classification (exactly the affine maps); not the global statement for C² diffeomorphisms",
+    "T7": "the Moore–Penrose inverse constructed and unique, (A⁻ᵀHA⁻¹)⁺ = AH⁺Aᵀ for A ∈ CO(n), D⁺ "
+          "invariant, the converse, and an exact singular witness; not the relative-cutoff H⁺_τ",
+    "T8": "D → tD and D⁺ → D⁺/t under H → tH, with strict monotonicity; not the Laplace reading",
+    "T10": "L(sw) = L(w) gives wᵀg = 0, Hw = −g, wᵀHw = 0 and D = 0",
+    "T11": "ρ invariant under every invertible block action; the Newton decrement gᵀH⁻¹g invariant under "
+           "every invertible linear map (also with H⁺)",
+    "T12": "D → D/s, D⁺ → sD⁺, ρ → ρ/s and D·D⁺ unchanged under L → sL",
+}
+

@@ -102,3 +102,12 @@ def test_explorer_predictions_cite_registered_theorems():
     assert cited and cited <= set(R.THEOREMS)
     with pytest.raises(InvalidInputError, match="T13"):
         R.check_citations(["T3", "T13: not a theorem"])
+
+
+def test_every_formally_proved_theorem_states_its_scope():
+    """A 'formal' label names what Coq proves of the theorem: the scope text exists exactly for the
+    theorems with pinned Coq statements."""
+    from coupled_curvature.proofs import formal
+
+    assert set(R.FORMAL_SCOPE) == set(formal.formal_theorems())
+    assert all(R.FORMAL_SCOPE[t].strip() for t in R.FORMAL_SCOPE)

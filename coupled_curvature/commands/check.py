@@ -96,6 +96,7 @@ def formal_section(only: list[str], checked: bool) -> tuple[bool, dict[str, Any]
     axioms of the real-number libraries.
     """
     from coupled_curvature.proofs import formal
+    from coupled_curvature.theorems import FORMAL_SCOPE
 
     pinned = {t: names for t, names in formal.formal_theorems().items() if t in only}
     if not checked:
@@ -109,7 +110,7 @@ def formal_section(only: list[str], checked: bool) -> tuple[bool, dict[str, Any]
     print(f"Formal (Coq): development built in {built.seconds:.1f}s; {len(results) - len(bad)}/{len(results)} "
           "pinned statements match Coq and use no axiom beyond the real-number libraries'")
     for t, names in pinned.items():
-        print(f"  {t}: {'formal' if per[t] else 'FAILED'} ({len(names)} Coq theorems)")
+        print(f"  {t}: {'formal' if per[t] else 'FAILED'} ({len(names)} Coq theorems): {FORMAL_SCOPE.get(t, '')}")
     for r in bad:
         why = "statement differs from its pin" if not r.matches else f"axioms {', '.join(r.axioms)}"
         print(f"  {r.name}: {why}")
@@ -117,7 +118,8 @@ def formal_section(only: list[str], checked: bool) -> tuple[bool, dict[str, Any]
     if missing:
         print(f"  no Coq theorem yet for {', '.join(missing)}")
     return not bad, {"checked": True, "build_seconds": built.seconds,
-                     "theorems": {t: {"names": pinned[t], "ok": per[t]} for t in pinned}}, \
+                     "theorems": {t: {"names": pinned[t], "ok": per[t], "scope": FORMAL_SCOPE.get(t)}
+                                  for t in pinned}}, \
         {t: "formal" if ok else "FAILED" for t, ok in per.items()}
 
 
