@@ -35,7 +35,7 @@ import sympy as sp
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.symbolic import check_certificate, check_pinv_witness, check_witness
 from coupled_curvature.symbolic.derivation import Derivation, Step, Witness, exact_equal
-from coupled_curvature.theorems import THEOREMS
+from coupled_curvature.theorems import FORMAL_SCOPE, THEOREMS, formal_names
 
 __all__ = [
     "TRUST_LABELS", "PROOF_LABELS", "trust_label", "CheckedStep", "WitnessRecord", "Entry", "Status",
@@ -105,6 +105,8 @@ class Entry:
     numeric: Any = None  # crosschecks.NumericCheck | None
     symbolic: bool = True
     seconds: float = 0.0
+    formal: tuple[str, ...] = ()  # pinned Coq theorems (label "formal" once ccurv check --formal checks them)
+    formal_scope: str | None = None  # what those Coq theorems prove of this theorem
 
     @property
     def rules(self) -> list[str]:
@@ -201,6 +203,8 @@ def make_entry(theorem: str, title: str, derivation: Derivation | None, numeric:
             [_witness_record(w) for w in derivation.witnesses] + list(extra_witnesses or []),
             numeric, True, float(derivation.elapsed),
         )
+    if theorem in THEOREMS:
+        entry.formal, entry.formal_scope = formal_names(theorem), FORMAL_SCOPE.get(theorem)
     entry.seconds += time.perf_counter() - t0 + (numeric.seconds if numeric is not None else 0.0)
     return entry
 

@@ -102,3 +102,11 @@ def test_numeric_disagreement_fails_and_evidence_only():
     good = NumericCheck("T12", "p", "fig", 0.0, True, [])
     assert evaluate(make_entry("T0", "demo", None, numeric=good)).status == "evidence"
     assert evaluate(make_entry("T0", "demo", None)).status == "failed"
+
+
+def test_entries_name_their_coq_theorems_and_scope():
+    from coupled_curvature.proofs import entry, formal
+
+    e4, e9 = entry("T4", symbolic=False), entry("T9", symbolic=False)
+    assert list(e4.formal) == formal.formal_theorems()["T4"] and "every n" in e4.formal_scope
+    assert e9.formal == () and e9.formal_scope is None
