@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.numeric.core.compare import relative_change
 from coupled_curvature.theorems import THEOREMS
 from coupled_curvature.theorems import get as get_theorem
 
@@ -73,11 +74,9 @@ def threads(n: int) -> Iterator[None]:
 
 
 def _rel(a: float | None, b: float | None) -> float:
-    if a is None or b is None:
-        return float("nan")
-    if a == 0.0:
-        return 0.0 if b == 0.0 else float("inf")
-    return abs(b - a) / abs(a)
+    """:func:`relative_change` with ``nan`` where undefined (the rows and figures hold floats)."""
+    r = relative_change(a, b)
+    return float("nan") if r is None else r
 
 
 def _row(net: str, quantity: str, measured: float, bound: str, agrees: bool) -> dict[str, Any]:

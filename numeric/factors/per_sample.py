@@ -441,17 +441,3 @@ def gauss_newton(
         s = torch.cat(a["s"]) if factor and a["s"] else None
         out[b] = GaussNewton(a["diag"], a["prod"], a["grad"], B, s)
     return out
-
-
-def agrees(a: Tensor, b: Tensor, rtol: float = 1e-9) -> bool:
-    """``max|a − b| ≤ rtol·max(max|a|, max|b|)`` (the acceptance test of every factored result).
-
-    >>> agrees(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0 + 1e-12]))
-    True
-    """
-    if a.shape != b.shape:
-        return False
-    if a.numel() == 0:
-        return True
-    scale = max(float(a.abs().max()), float(b.abs().max()), 1e-300)
-    return float((a - b).abs().max()) <= rtol * scale

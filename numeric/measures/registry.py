@@ -26,7 +26,8 @@ from coupled_curvature.numeric.measures.curvature_rate import curvature_rate as 
 from coupled_curvature.numeric.core.diagnostics import Diagnosis, diagnose
 from coupled_curvature.numeric.core.flat import FlatLoss
 from coupled_curvature.numeric.core.hvp import BlockCurvature, block_curvature
-from coupled_curvature.numeric.factors.per_sample import GaussNewton, agrees, gauss_newton, linear_module_of
+from coupled_curvature.numeric.core.compare import agrees
+from coupled_curvature.numeric.factors.per_sample import GaussNewton, gauss_newton, linear_module_of
 from coupled_curvature.numeric.linalg.lanczos import lanczos_top
 from coupled_curvature.numeric.factors.linear_diagonal import LinearFactors, linear_factors
 from coupled_curvature.numeric.linalg.pinv import pinv_quadratic_form
@@ -92,12 +93,12 @@ class _Context:
                 continue
             exact = [self._block_hvp(n, probes[n][:, j]) for j in range(2)]
             g = self.grad[self.flat.block(n)]
-            if not (all(agrees(gn.products[:, j], exact[j]) for j in range(2)) and agrees(gn.grad, g)):
+            if not (all(agrees(gn.products[:, j], exact[j], rtol=1e-9) for j in range(2)) and agrees(gn.grad, g, rtol=1e-9)):
                 rejected[n] = ("Σ J_nᵀΛ_nJ_n differs from exact Hessian-vector products: the network is not "
                                "piecewise linear above the layer, or samples interact")
             elif factor and gn.B is None:
                 rejected[n] = "no per-sample factor Λ_n = C_nᵀC_n with e_n ∈ range(Λ_n)"
-            elif factor and not (agrees(gn.B.T @ (gn.B @ probes[n][:, 0]), exact[0]) and agrees(gn.B.T @ gn.s, g)):
+            elif factor and not (agrees(gn.B.T @ (gn.B @ probes[n][:, 0]), exact[0], rtol=1e-9) and agrees(gn.B.T @ gn.s, g, rtol=1e-9)):
                 rejected[n] = "BᵀB w ≠ H w or Bᵀs ≠ g"
             else:
                 accepted[n] = gn

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from coupled_curvature.numeric.core.compare import EPS64, relative_change
 from coupled_curvature.numeric.core.diagnostics import Diagnosis, diagnose
 from coupled_curvature.numeric.symmetries.homogeneous import (
     function_gap,
@@ -17,16 +18,6 @@ from coupled_curvature.numeric.symmetries.homogeneous import (
     weight_layers,
 )
 
-EPS64 = float(np.finfo(np.float64).eps)
-
-
-def relative_change(before: float | None, after: float | None) -> float | None:
-    """``|after − before| / |before|`` (``None`` if either is undefined; ``inf`` if only ``before`` is 0)."""
-    if before is None or after is None:
-        return None
-    if before == 0.0:
-        return 0.0 if after == 0.0 else float("inf")
-    return abs(after - before) / abs(before)
 
 
 @dataclass

@@ -38,9 +38,10 @@ from torch import nn
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.numeric.models.cache import ModelCache, config_key
 from coupled_curvature.numeric.models.datasets import Dataset, load
+from coupled_curvature.numeric.core.compare import EPS64, relative_change
 from coupled_curvature.numeric.core.diagnostics import BlockDiagnosis, Diagnosis, diagnose
 from coupled_curvature.numeric.factors.relu_mlp import with_factor_dplus
-from coupled_curvature.numeric.studies.invariance import random_symmetry_chain, relative_change
+from coupled_curvature.numeric.studies.invariance import random_symmetry_chain
 from coupled_curvature.numeric.measures.registry import top_eigenvalue
 from coupled_curvature.numeric.symmetries.homogeneous import function_gap, neuron_rescale, weight_layers
 from coupled_curvature.numeric.models.factory import build_for
@@ -311,7 +312,7 @@ def measure_net(
             control.append(_max_change(before, d, DEFAULT_QUANTITIES["D"], set(degenerate)))
     control = [c for c in control if c is not None]
 
-    bounds = [1.1102230246251565e-16 / b.min_kept_rel_eig for b in before if b.min_kept_rel_eig]
+    bounds = [EPS64 / b.min_kept_rel_eig for b in before if b.min_kept_rel_eig]
     row = {
         "dataset": spec.dataset,
         "arch": spec.arch,

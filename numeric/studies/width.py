@@ -39,11 +39,12 @@ from torch import nn
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.numeric.models.cache import ModelCache, config_key
 from coupled_curvature.numeric.models.datasets import Dataset, load
+from coupled_curvature.numeric.core.compare import agrees
 from coupled_curvature.numeric.core.diagnostics import Diagnosis, diagnose
 from coupled_curvature.numeric.factors.relu_mlp import (  # re-exported: the width sweep's exact D⁺ route
     FactorForm,
     _trace_from_factors,
-    agree,
+    FACTOR_CHECK_RTOL,
     factor_pinv_forms,
     relu_ce_factors,
     relu_ce_trace,
@@ -275,7 +276,7 @@ def _dplus_records(d: Diagnosis, forms: Mapping[str, FactorForm] | None) -> list
         rec = {"block": b.name, "size": b.size, "D": b.coupled, "wHw": b.wHw}
         if forms is not None:
             f = forms.get(b.name)
-            ok = f is not None and b.w_sq > 0.0 and agree(f.wHw, b.wHw)
+            ok = f is not None and b.w_sq > 0.0 and agrees(f.wHw, b.wHw, rtol=FACTOR_CHECK_RTOL)
             dplus = None if f is None or b.w_sq == 0.0 else f.value / b.w_sq * b.g_sq
             alt = None if f is None or f.value_alt is None or b.w_sq == 0.0 else f.value_alt / b.w_sq * b.g_sq
             rec.update(Dplus=dplus, Dplus_alt=alt, Dplus_rank_alt=None if f is None else f.rank_alt,
