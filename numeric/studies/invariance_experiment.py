@@ -42,7 +42,7 @@ from coupled_curvature.numeric.core.compare import EPS64, relative_change
 from coupled_curvature.numeric.core.diagnostics import BlockDiagnosis, Diagnosis, diagnose
 from coupled_curvature.numeric.factors.relu_mlp import with_factor_dplus
 from coupled_curvature.numeric.studies.invariance import random_symmetry_chain
-from coupled_curvature.numeric.measures.registry import top_eigenvalue
+from coupled_curvature.numeric.measures.hessian import top_eigenvalue
 from coupled_curvature.numeric.symmetries.homogeneous import function_gap, neuron_rescale, weight_layers
 from coupled_curvature.numeric.models.factory import build_for
 from coupled_curvature.numeric.models.training import accuracy, fit
