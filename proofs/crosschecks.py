@@ -253,26 +253,15 @@ def _t7(lab: Lab) -> NumericCheck:
                         all(r["agrees"] for r in rows), rows)
 
 
-def _euler_PQ(model: nn.Module, X: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
-    """``P = E⟨∇_fℓ, f⟩``, ``Q = E[fᵀ∇²_fℓ f]`` for cross-entropy: ``∇_fℓ = p − e_y``, ``∇²_fℓ = diag(p) − ppᵀ``."""
-    with torch.no_grad():
-        f = model(X)
-        p = torch.softmax(f, dim=1)
-        onehot = torch.nn.functional.one_hot(y, f.shape[1]).to(f.dtype)
-        P = ((p - onehot) * f).sum(1).mean()
-        pf = (p * f).sum(1)
-        Q = ((p * f * f).sum(1) - pf**2).mean()
-    return float(P), float(Q)
-
-
 @_checks("T9")
 def _t9(lab: Lab) -> NumericCheck:
     from coupled_curvature.numeric.core.diagnostics import diagnose
+    from coupled_curvature.numeric.studies.invariance import euler_PQ
 
     rows = []
     for key in BIAS_FREE:
         trained, ds = lab.net(key)
-        P, Q = _euler_PQ(trained.model, *ds.train)
+        P, Q = euler_PQ(trained.model, lab.loss, *ds.train)
         diag = diagnose(trained.model, lab.loss, ds.train, inverse=False)
         for b in diag:
             e1, e2 = _rel(P, b.w_dot_g), _rel(Q, b.wHw)

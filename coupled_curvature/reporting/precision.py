@@ -14,6 +14,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from coupled_curvature.numeric.studies.precision import within_precision
+
 __all__ = ["DPS", "C", "PrecisionRow", "PrecisionData", "precision_sweep", "precision_table", "precision_text",
            "POWER", "CAPTION"]
 
@@ -36,7 +38,7 @@ class PrecisionRow:
     @property
     def agrees(self) -> bool:
         """``ΔD ≤ 10^-(dps−4)`` (as ``ccurv check --precision``) and the control moves D by > 1e-3."""
-        return self.values[0] <= 10.0 ** -(self.dps - 4) and self.values[2] > 1e-3
+        return within_precision(self.values[0], self.dps) and self.values[2] > 1e-3
 
 
 @dataclass(frozen=True)

@@ -41,9 +41,10 @@ from coupled_curvature.numeric.models.datasets import Dataset, load
 from coupled_curvature.numeric.core.compare import EPS64, relative_change
 from coupled_curvature.numeric.core.diagnostics import BlockDiagnosis, Diagnosis, diagnose
 from coupled_curvature.numeric.factors.relu_mlp import with_factor_dplus
-from coupled_curvature.numeric.studies.invariance import random_symmetry_chain
+from coupled_curvature.numeric.studies.invariance import euler_residual, random_symmetry_chain
 from coupled_curvature.numeric.measures.hessian import top_eigenvalue
 from coupled_curvature.numeric.symmetries.homogeneous import function_gap, neuron_rescale, weight_layers
+from coupled_curvature.numeric.symmetries.reparam import bn_rescale
 from coupled_curvature.numeric.models.factory import build_for
 from coupled_curvature.numeric.models.training import accuracy, fit
 
@@ -202,35 +203,18 @@ def scale_invariant_blocks(model: nn.Module, data: tuple, train_mode: bool) -> l
     return out
 
 
-def _bn_chain(model: nn.Module, rng: np.random.Generator) -> tuple[nn.Module, list[str]]:
-    """Rescale each weight feeding a batch-statistics BatchNorm by ``c = 10^U(−3, 3)`` (T10's symmetry)."""
-    new = copy.deepcopy(model)
-    mods = list(new)
+def _bn_chain(model: nn.Module, rng: np.random.Generator, X: torch.Tensor) -> tuple[nn.Module, list[str]]:
+    """Rescale each weight layer feeding a batch-statistics BatchNorm by ``c = 10^U(−3, 3)`` (T10's
+    symmetry, :func:`~coupled_curvature.numeric.symmetries.reparam.bn_rescale`)."""
+    mods = list(model)
+    at = [next(j for j, mod in enumerate(mods) if mod is m) for m in weight_layers(model)]  # module index per layer
     steps = []
-    for i, m in enumerate(mods[:-1]):
-        if isinstance(m, nn.Linear) and isinstance(mods[i + 1], nn.BatchNorm1d):
+    for layer, i in enumerate(at):
+        if i + 1 < len(mods) and isinstance(mods[i + 1], nn.BatchNorm1d):
             c = float(10.0 ** rng.uniform(-3, 3))
-            with torch.no_grad():
-                m.weight.mul_(c)
+            model = bn_rescale(model, layer, c, X).model
             steps.append(f"bn_rescale(module={i}, c={c:.6g})")
-    return new, steps
-
-
-def euler_residual(model: nn.Module, data: tuple, diagnosis: Diagnosis) -> float:
-    """T9 (bias-free, degree 1): ``max_l`` relative gaps of ``w_lᵀg_l`` to ``P`` and ``w_lᵀH_ll w_l`` to ``Q``."""
-    X, y = data
-    with torch.no_grad():
-        f = model(X)
-    t = torch.ones((), dtype=torch.float64, requires_grad=True)
-    L = nn.CrossEntropyLoss()(t * f, y)
-    (dP,) = torch.autograd.grad(L, t, create_graph=True)
-    (dQ,) = torch.autograd.grad(dP, t)
-    P, Q = float(dP.detach()), float(dQ.detach())
-    res = 0.0
-    for b in diagnosis:
-        if b.name.endswith("weight"):
-            res = max(res, abs(b.w_dot_g - P) / abs(P), abs(b.wHw - Q) / abs(Q))
-    return res
+    return model, steps
 
 
 def _verdict(change: float | None, tol: float, moves: float) -> str:
@@ -280,7 +264,7 @@ def measure_net(
     before = diagnosis(net)
     stage("D and D⁺ of the trained net done; now the symmetry chain")
     if bn:
-        moved, steps = _bn_chain(net, rng)
+        moved, steps = _bn_chain(net, rng, sample[0])
     else:
         n_hidden = len(weight_layers(net)) - 1
         moved, steps = random_symmetry_chain(net, seed=int(rng.integers(2**31)),
