@@ -9,7 +9,8 @@ import torch
 from torch import Tensor
 
 from coupled_curvature.numeric.core.compare import agrees
-from coupled_curvature.numeric.factors.per_sample import linear_block_hessians, linear_module_of
+from coupled_curvature.numeric.factors.per_sample import linear_block_hessians
+from coupled_curvature.numeric.factors.sample_jacobians import linear_module_of
 from coupled_curvature.numeric.linalg.krylov_quadrature import KrylovForm, LanczosRun
 from coupled_curvature.numeric.core.objective import Objective
 

@@ -88,10 +88,17 @@ def relu_ce_trace(model: nn.Module, X: torch.Tensor) -> float:
     >>> relu_ce_trace(net, torch.randn(5, 3)) > 0
     True
     """
-    return _trace_from_factors(relu_ce_factors(model, X))
+    return trace_from_factors(relu_ce_factors(model, X))
 
 
-def _trace_from_factors(factors: Sequence[LayerFactors]) -> float:
+def trace_from_factors(factors: Sequence[LayerFactors]) -> float:
+    """``Σ_layers Σ_n ‖P_n‖²_F (‖a_n‖² + [bias])`` from :func:`relu_ce_factors` (their trace, computed once).
+
+    >>> net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    >>> X = torch.randn(5, 3)
+    >>> abs(trace_from_factors(relu_ce_factors(net, X)) - relu_ce_trace(net, X)) == 0.0
+    True
+    """
     total = 0.0
     for f in factors:
         tr_g = (f.P * f.P).sum(dim=(1, 2))
@@ -202,5 +209,5 @@ def with_factor_dplus(d: Diagnosis, model: nn.Module, X: torch.Tensor, rtol: flo
     return Diagnosis(blocks, {**d.meta, "dplus_route": "factor"}, notes=d.notes, frozen=d.frozen, skipped=d.skipped)
 
 
-__all__ = ["FactorForm", "FACTOR_CHECK_RTOL", "LayerFactors", "factor_pinv_forms", "relu_ce_factors", "relu_ce_trace",
+__all__ = ["FactorForm", "FACTOR_CHECK_RTOL", "LayerFactors", "factor_pinv_forms", "relu_ce_factors", "relu_ce_trace", "trace_from_factors",
            "with_factor_dplus"]

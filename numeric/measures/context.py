@@ -18,7 +18,8 @@ from coupled_curvature.numeric.core.diagnostics import Diagnosis, diagnose
 from coupled_curvature.numeric.core.flat import FlatLoss
 from coupled_curvature.numeric.core.hvp import BlockCurvature, block_curvature
 from coupled_curvature.numeric.factors.linear_diagonal import LinearFactors, linear_factors
-from coupled_curvature.numeric.factors.per_sample import GaussNewton, gauss_newton, linear_module_of
+from coupled_curvature.numeric.factors.per_sample import GaussNewton, gauss_newton
+from coupled_curvature.numeric.factors.sample_jacobians import linear_module_of
 
 __all__ = ["MeasureContext", "measure_context", "refuse_unknown_options"]
 
