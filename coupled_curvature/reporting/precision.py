@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from coupled_curvature.numeric.studies.precision import within_precision
+from coupled_curvature.numeric.studies.precision import precision_net, within_precision
 
 __all__ = ["DPS", "C", "PrecisionRow", "PrecisionData", "precision_sweep", "precision_table", "precision_text",
            "POWER", "CAPTION"]
@@ -50,16 +50,7 @@ class PrecisionData:
 
 
 def _nets(seed: int, heavy: bool):
-    from coupled_curvature.numeric.models.datasets import load
-    from coupled_curvature.numeric.models.training import train_mlp
-
-    if heavy:
-        data = load("digits", seed=seed)
-        net = train_mlp(data, (6, 6), seed=seed, epochs=30).model
-        return net, data.X_train[:200], data.y_train[:200], "digits, ReLU MLP 64-6-6-10 (502 parameters), 200 samples"
-    data = load("wine", seed=seed)
-    net = train_mlp(data, (6, 5), seed=seed, epochs=30).model
-    return net, data.X_train[:24], data.y_train[:24], "wine, ReLU MLP 13-6-5-3 (137 parameters), 24 samples"
+    return precision_net(seed, heavy=heavy)
 
 
 def _max_change(a, b, field: str):

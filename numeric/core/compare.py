@@ -6,16 +6,19 @@ invariance studies, the cross-checks and the reports:
 * :func:`agrees`: ``max|a − b| ≤ rtol·max(max|a|, max|b|)`` for floats or tensors, the tolerance
   explicit at every call site;
 * :func:`relative_change`: ``|after − before| / |before|``;
+* :func:`looks_scale_invariant`: T10's test ``|wᵀg| ≤ 1e-12·‖w‖·‖g‖`` (both non-zero);
 * :data:`EPS64`: float64 machine epsilon ``2⁻⁵²`` (the spacing of floats at 1), the ``ε`` of
   every float64 conditioning bound quoted beside a measurement (``ε/λ_min_rel`` for ``D⁺``).
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
-__all__ = ["EPS64", "agrees", "relative_change"]
+__all__ = ["EPS64", "agrees", "looks_scale_invariant", "relative_change"]
 
 #: float64 machine epsilon ``2⁻⁵²`` (``numpy.finfo(float64).eps``), not the unit roundoff ``2⁻⁵³``
 EPS64 = 2.0**-52
@@ -54,3 +57,13 @@ def relative_change(before: float | None, after: float | None) -> float | None:
     if before == 0.0:
         return 0.0 if after == 0.0 else float("inf")
     return abs(after - before) / abs(before)
+
+
+def looks_scale_invariant(w_dot_g: float, w_sq: float, g_sq: float) -> bool:
+    """T10: ``|wᵀg| ≤ 1e-12·‖w‖·‖g‖`` with ``w ≠ 0`` and ``g ≠ 0`` (the loss looks unchanged along ``w``,
+    so ``wᵀg = wᵀHw = D = 0`` up to rounding).
+
+    >>> looks_scale_invariant(1e-20, 1.0, 1.0), looks_scale_invariant(0.5, 1.0, 1.0), looks_scale_invariant(0.0, 0.0, 1.0)
+    (True, False, False)
+    """
+    return w_sq != 0.0 and g_sq != 0.0 and abs(w_dot_g) <= 1e-12 * math.sqrt(w_sq * g_sq)

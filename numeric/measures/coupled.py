@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.numeric.core.compare import looks_scale_invariant
 from coupled_curvature.numeric.factors.per_sample import GaussNewton
 from coupled_curvature.numeric.linalg.pinv import pinv_quadratic_form
 from coupled_curvature.numeric.measures.context import measure_context, refuse_unknown_options
@@ -163,7 +164,7 @@ def newton_decrement(model: nn.Module, loss_fn: Callable, data: object, **option
     for n in small:
         w, g = ctx.flat.theta0[ctx.flat.block(n)], ctx.grad[ctx.flat.block(n)]
         w_sq, g_sq = float(w @ w), float(g @ g)
-        if w_sq > 0.0 and g_sq > 0.0 and abs(float(w @ g)) <= 1e-12 * math.sqrt(w_sq * g_sq):
+        if looks_scale_invariant(float(w @ g), w_sq, g_sq):
             degenerate.append(n)
         else:
             live.append(n)

@@ -39,6 +39,7 @@ from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.numeric.models.cache import ModelCache, config_key
 from coupled_curvature.numeric.models.datasets import Dataset, load
 from coupled_curvature.numeric.core.compare import EPS64, relative_change
+from coupled_curvature.numeric.core.threads import torch_threads
 from coupled_curvature.numeric.core.diagnostics import BlockDiagnosis, Diagnosis, diagnose
 from coupled_curvature.numeric.factors.relu_mlp import with_factor_dplus
 from coupled_curvature.numeric.studies.invariance import euler_residual, random_symmetry_chain
@@ -372,12 +373,8 @@ def run_invariance(
     say = progress or (lambda s: None)
     t0 = time.perf_counter()
     result = ExperimentResult(cfg)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(cfg.threads)
-    try:
+    with torch_threads(cfg.threads):
         _run_all(cfg, cache, quantities, say, t0, result, remeasure)
-    finally:
-        torch.set_num_threads(threads)
     result.seconds = time.perf_counter() - t0
     return result
 

@@ -44,6 +44,7 @@ from coupled_curvature.numeric.factors.relu_mlp import (  # re-exported: the wid
     relu_ce_factors,
     relu_ce_trace,
 )
+from coupled_curvature.numeric.core.threads import torch_threads
 from coupled_curvature.numeric.studies.stats import cluster_bootstrap_tau
 from coupled_curvature.numeric.studies.width_measures import (  # re-exported: one net's measurements
     antithetic_adaptive_average,
@@ -201,12 +202,8 @@ def trained_net(cfg: WidthConfig, data: Dataset, depth: int, width: int, seed: i
             entry = None  # a stale entry with other shapes is rebuilt, never trusted
         else:
             return model.eval(), dict(entry["meta"]), True
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # the same bits on every machine with this torch build
-    try:
+    with torch_threads(1):  # the same bits on every machine with this torch build
         model, meta = train_net(data, depth, width, seed, cfg)
-    finally:
-        torch.set_num_threads(threads)
     cache.store(key, model.state_dict(), meta)
     return model, meta, False
 
@@ -331,9 +328,7 @@ def run_width(
     data = load(cfg.dataset)
     result = WidthResult(cfg, measures={**reported_measures(cfg), **{k: "planted (extra) measure" for k in extra}})
     t0 = time.perf_counter()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(cfg.threads)
-    try:
+    with torch_threads(cfg.threads):
         nets = cfg.nets()
         for i, (depth, width, seed) in enumerate(nets, 1):
             row = _one_net(cfg, data, depth, width, seed, cache, extra, remeasure)
@@ -342,8 +337,6 @@ def run_width(
                 f"{'cached' if row['cached_model'] else 'trained'} ({row['epochs']} epochs), "
                 f"{'cached' if row['cached_measure'] else 'measured in %.1fs' % row['measure_seconds']}; "
                 f"gap {row['gap_loss']:.3f}; {time.perf_counter() - t0:.0f}s so far")
-    finally:
-        torch.set_num_threads(threads)
     names = [*result.measures]
     result.kendall = kendall_table(result.runs, names, n_boot=cfg.n_boot, seed=cfg.boot_seed)
     result.seconds = time.perf_counter() - t0
