@@ -12,9 +12,8 @@ True
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +22,8 @@ import torch
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.numeric.core.compare import relative_change
+from coupled_curvature.numeric.core.threads import torch_threads as threads
 from coupled_curvature.theorems import THEOREMS
 from coupled_curvature.theorems import get as get_theorem
 
@@ -60,28 +61,22 @@ class NumericCheck:
         return {"agrees": bool(self.agrees), "figure": float(self.figure)}
 
 
-@contextlib.contextmanager
-def threads(n: int) -> Iterator[None]:
-    """Run a block with ``n`` torch intra-op threads (restored after). Small nets run on one thread:
-    on a busy 2-core machine, two threads per tiny op cost far more in synchronisation than they gain."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(max(1, int(n)))
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
-
-
 def _rel(a: float | None, b: float | None) -> float:
-    if a is None or b is None:
-        return float("nan")
-    if a == 0.0:
-        return 0.0 if b == 0.0 else float("inf")
-    return abs(b - a) / abs(a)
+    """:func:`relative_change` with ``nan`` where undefined (the rows and figures hold floats)."""
+    r = relative_change(a, b)
+    return float("nan") if r is None else r
 
 
 def _row(net: str, quantity: str, measured: float, bound: str, agrees: bool) -> dict[str, Any]:
     return {"net": net, "quantity": quantity, "measured": float(measured), "bound": bound, "agrees": bool(agrees)}
+
+
+def _result(theorem: str, prediction: str, figure_name: str, rows: list[dict[str, Any]], *, among: str = "",
+            figure: Callable = max) -> NumericCheck:
+    """The check of ``rows``: it agrees when every row does; its figure is ``figure`` (max or min) of the
+    measured values of the rows whose quantity contains ``among``."""
+    fig = figure(r["measured"] for r in rows if among in r["quantity"])
+    return NumericCheck(theorem, prediction, figure_name, fig, all(r["agrees"] for r in rows), rows)
 
 
 class Lab:
@@ -196,9 +191,7 @@ def _t2(lab: Lab) -> NumericCheck:
             scale = float(trained.model(ds.X_train).abs().max())
         gap = max(g for g, _, _ in lab.neuron(key)) / scale
         rows.append(_row(key, "max|f'−f|/max|f| after neuron-wise scaling", gap, "≤ 1e-10", gap <= 1e-10))
-    fig = max(r["measured"] for r in rows)
-    return NumericCheck("T2", "the output is unchanged (up to rounding)", "max relative function gap", fig,
-                        all(r["agrees"] for r in rows), rows)
+    return _result("T2", "the output is unchanged (up to rounding)", "max relative function gap", rows)
 
 
 @_checks("T3")
@@ -209,9 +202,7 @@ def _t3(lab: Lab) -> NumericCheck:
         rows.append(_row(key, "max rel ΔD (all blocks)", ch.max_dD, f"≤ {TOL_D:g}", ch.max_dD <= TOL_D))
         rows.append(_row(key, "max rel ΔD⁺ (all blocks)", ch.max_dDplus, f"≤ {TOL_DPLUS:g}", ch.max_dDplus <= TOL_DPLUS))
         rows.append(_row(key, "max rel ΔRQ (raw curvature moves)", ch.max_drq, f"> {MOVE:g}", ch.max_drq > MOVE))
-    fig = max(r["measured"] for r in rows if "ΔD " in r["quantity"])
-    return NumericCheck("T3", "D and D⁺ unchanged; the raw Rayleigh quotient moves", "max rel ΔD", fig,
-                        all(r["agrees"] for r in rows), rows)
+    return _result("T3", "D and D⁺ unchanged; the raw Rayleigh quotient moves", "max rel ΔD", rows, among="ΔD ")
 
 
 @_checks("T5")
@@ -236,9 +227,8 @@ def _t5(lab: Lab) -> NumericCheck:
                      d_this <= TOL_D))
     rows.append(_row("bc-16x2", "'layer' partition, uniform c=8 on layer 0: rel ΔD[layer 1]", d_next, f"> {MOVE:g}",
                      d_next > MOVE))
-    fig = min(r["measured"] for r in rows if "non-uniform" in r["quantity"])
-    return NumericCheck("T5", "non-uniform neuron scaling moves D; layer-uniform keeps it (per-tensor blocks)",
-                        "min rel ΔD under non-uniform scaling", fig, all(r["agrees"] for r in rows), rows)
+    return _result("T5", "non-uniform neuron scaling moves D; layer-uniform keeps it (per-tensor blocks)",
+                   "min rel ΔD under non-uniform scaling", rows, among="non-uniform", figure=min)
 
 
 @_checks("T7")
@@ -249,31 +239,18 @@ def _t7(lab: Lab) -> NumericCheck:
         bound = max((b.dplus_bound for b in ch.blocks if b.dplus_bound is not None), default=float("nan"))
         rows.append(_row(key, f"max rel ΔD⁺ (float64 conditioning limit {bound:.1e})", ch.max_dDplus,
                          f"≤ {TOL_DPLUS:g}", ch.max_dDplus <= TOL_DPLUS))
-    fig = max(r["measured"] for r in rows)
-    return NumericCheck("T7", "D⁺ (relative cutoff) unchanged under conformal block maps", "max rel ΔD⁺", fig,
-                        all(r["agrees"] for r in rows), rows)
-
-
-def _euler_PQ(model: nn.Module, X: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
-    """``P = E⟨∇_fℓ, f⟩``, ``Q = E[fᵀ∇²_fℓ f]`` for cross-entropy: ``∇_fℓ = p − e_y``, ``∇²_fℓ = diag(p) − ppᵀ``."""
-    with torch.no_grad():
-        f = model(X)
-        p = torch.softmax(f, dim=1)
-        onehot = torch.nn.functional.one_hot(y, f.shape[1]).to(f.dtype)
-        P = ((p - onehot) * f).sum(1).mean()
-        pf = (p * f).sum(1)
-        Q = ((p * f * f).sum(1) - pf**2).mean()
-    return float(P), float(Q)
+    return _result("T7", "D⁺ (relative cutoff) unchanged under conformal block maps", "max rel ΔD⁺", rows)
 
 
 @_checks("T9")
 def _t9(lab: Lab) -> NumericCheck:
     from coupled_curvature.numeric.core.diagnostics import diagnose
+    from coupled_curvature.numeric.studies.invariance import euler_PQ
 
     rows = []
     for key in BIAS_FREE:
         trained, ds = lab.net(key)
-        P, Q = _euler_PQ(trained.model, *ds.train)
+        P, Q = euler_PQ(trained.model, lab.loss, *ds.train)
         diag = diagnose(trained.model, lab.loss, ds.train, inverse=False)
         for b in diag:
             e1, e2 = _rel(P, b.w_dot_g), _rel(Q, b.wHw)
@@ -282,9 +259,8 @@ def _t9(lab: Lab) -> NumericCheck:
             bound = Q / P**2
             ratio = b.coupled / bound
             rows.append(_row(key, f"{b.name}: D / (Q/P²) (= cos²∠(w, g))", ratio, "≤ 1", ratio <= 1.0 + 1e-12))
-    fig = max(r["measured"] for r in rows if "rel |" in r["quantity"])
-    return NumericCheck("T9", "bias-free, k=1: wᵀg = P and wᵀHw = Q for every layer; D ≤ Q/P²",
-                        "max rel Euler-identity error", fig, all(r["agrees"] for r in rows), rows)
+    return _result("T9", "bias-free, k=1: wᵀg = P and wᵀHw = Q for every layer; D ≤ Q/P²",
+                   "max rel Euler-identity error", rows, among="rel |")
 
 
 @_checks("T11")
@@ -297,9 +273,7 @@ def _t11(lab: Lab) -> NumericCheck:
                 worst = max(worst, _rel(blk.radial_ratio, a[blk.name].radial_ratio))
         rows.append(_row(key, "max rel Δρ under non-uniform neuron scaling (all blocks)", worst, f"≤ {TOL_D:g}",
                          worst <= TOL_D))
-    fig = max(r["measured"] for r in rows)
-    return NumericCheck("T11", "ρ = wᵀHw/(wᵀg)² unchanged even under non-uniform neuron scaling", "max rel Δρ", fig,
-                        all(r["agrees"] for r in rows), rows)
+    return _result("T11", "ρ = wᵀHw/(wᵀg)² unchanged even under non-uniform neuron scaling", "max rel Δρ", rows)
 
 
 @_checks("T12")
@@ -320,9 +294,8 @@ def _t12(lab: Lab) -> NumericCheck:
         rows.append(_row(key, "rel |D⁺_sum − N·D⁺_mean|", eP, f"≤ {TOL_DPLUS:g}", eP <= TOL_DPLUS))
         rows.append(_row(key, "rel |ρ_sum − ρ_mean/N|", eR, f"≤ {TOL_D:g}", eR <= TOL_D))
         rows.append(_row(key, "rel Δ(D·D⁺)", eDD, f"≤ {TOL_DPLUS:g}", eDD <= TOL_DPLUS))
-    fig = max(r["measured"] for r in rows if "D_sum" in r["quantity"])
-    return NumericCheck("T12", "L -> sL: D -> D/s, D⁺ -> sD⁺, ρ -> ρ/s, D·D⁺ unchanged", "max rel error of D/s", fig,
-                        all(r["agrees"] for r in rows), rows)
+    return _result("T12", "L -> sL: D -> D/s, D⁺ -> sD⁺, ρ -> ρ/s, D·D⁺ unchanged",
+                   "max rel error of D/s", rows, among="D_sum")
 
 
 #: theorem id -> cross-check, in registry order, for exactly the theorems whose registry entry

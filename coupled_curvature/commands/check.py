@@ -14,7 +14,6 @@ from coupled_curvature.commands._common import bounded_int, seed
 from coupled_curvature.numeric.vocabulary import MAX_DPS, MIN_DPS
 from coupled_curvature.commands._common import say as _say
 from coupled_curvature.output import check_file, write_json
-from coupled_curvature.errors import InvalidInputError
 
 
 def _fmt(x: float | None) -> str:
@@ -62,27 +61,11 @@ def _print_chain(result: Any) -> None:
 def check_precision(dps: int, seed: int = 0) -> tuple[bool, list[dict]]:
     """Invariance error of ``D`` and ``D⁺`` under a layer rescaling by ``c = 0.3`` (not a power of
     two), in mpmath at 15 digits and at ``dps`` digits, on a small trained net (wine, ReLU 6-5,
-    24 samples). Passes when the ``D`` error at ``dps`` digits is below ``10^-(dps-4)``."""
-    import mpmath
-    import torch
+    24 samples). Passes when the ``D`` error at ``dps`` digits is at most ``10^-(dps-4)``
+    (:func:`~coupled_curvature.numeric.studies.precision.precision_check`)."""
+    from coupled_curvature.numeric.studies.precision import precision_check
 
-    from coupled_curvature.numeric.highprec import engine as highprec
-    from coupled_curvature.numeric.models.datasets import load
-    from coupled_curvature.numeric.models.training import train_mlp
-
-    if dps < 15:
-        raise InvalidInputError(f"--precision must be at least 15 digits, got {dps}")
-    data = load("wine", seed=seed)
-    net = train_mlp(data, (6, 5), seed=seed, epochs=30).model
-    X, y = data.X_train[:24], data.y_train[:24]
-    rows = []
-    for digits in sorted({15, dps}):
-        _say(f"  mpmath at {digits} digits")
-        err = highprec.invariance_error(net, torch.nn.CrossEntropyLoss(), (X, y), layer=0, c="0.3", dps=digits)
-        rows.append({"dps": digits, "D": float(err["D"]), "Dplus": float(err["Dplus"]),
-                     "D_str": mpmath.nstr(err["D"], 3), "Dplus_str": mpmath.nstr(err["Dplus"], 3)})
-    ok = rows[-1]["D"] < 10.0 ** -(dps - 4)
-    return ok, rows
+    return precision_check(dps, c="0.3", seed=seed, progress=_say)
 
 
 def formal_section(only: list[str], checked: bool) -> tuple[bool, dict[str, Any], dict[str, str]]:
@@ -161,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
         print("Arbitrary precision (wine ReLU 6-5, 24 samples, layer 0 rescaled by c = 0.3 at each precision):")
         for r in precision_rows:
             print(f"  dps {r['dps']:>4}: max rel ΔD {r['D_str']:>10}   max rel ΔD⁺ {r['Dplus_str']:>10}")
-        print("precision check: " + ("PASS" if precision_ok else f"FAIL (ΔD not below 1e-{args.precision - 4})"))
+        print("precision check: " + ("PASS" if precision_ok else f"FAIL (ΔD above 1e-{args.precision - 4})"))
         total = time.perf_counter() - start
     total = time.perf_counter() - start
     print(f"{verdict}; total {total:.1f}s")

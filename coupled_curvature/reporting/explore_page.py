@@ -93,9 +93,9 @@ def _fmt_slope(x: float | None) -> str:
 
 
 def _slope_of(xs: Any, ys: Any) -> float | None:
-    from coupled_curvature.numeric.studies.explorer import _slope
+    from coupled_curvature.numeric.studies.stats import loglog_slope
 
-    return _slope(xs, ys)
+    return loglog_slope(xs, ys)
 
 
 def render_dinh(mx: Any) -> str:

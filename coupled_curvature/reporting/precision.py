@@ -14,6 +14,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from coupled_curvature.numeric.studies.precision import precision_net, within_precision
+
 __all__ = ["DPS", "C", "PrecisionRow", "PrecisionData", "precision_sweep", "precision_table", "precision_text",
            "POWER", "CAPTION"]
 
@@ -36,7 +38,7 @@ class PrecisionRow:
     @property
     def agrees(self) -> bool:
         """``ΔD ≤ 10^-(dps−4)`` (as ``ccurv check --precision``) and the control moves D by > 1e-3."""
-        return self.values[0] <= 10.0 ** -(self.dps - 4) and self.values[2] > 1e-3
+        return within_precision(self.values[0], self.dps) and self.values[2] > 1e-3
 
 
 @dataclass(frozen=True)
@@ -48,16 +50,7 @@ class PrecisionData:
 
 
 def _nets(seed: int, heavy: bool):
-    from coupled_curvature.numeric.models.datasets import load
-    from coupled_curvature.numeric.models.training import train_mlp
-
-    if heavy:
-        data = load("digits", seed=seed)
-        net = train_mlp(data, (6, 6), seed=seed, epochs=30).model
-        return net, data.X_train[:200], data.y_train[:200], "digits, ReLU MLP 64-6-6-10 (502 parameters), 200 samples"
-    data = load("wine", seed=seed)
-    net = train_mlp(data, (6, 5), seed=seed, epochs=30).model
-    return net, data.X_train[:24], data.y_train[:24], "wine, ReLU MLP 13-6-5-3 (137 parameters), 24 samples"
+    return precision_net(seed, heavy=heavy)
 
 
 def _max_change(a, b, field: str):

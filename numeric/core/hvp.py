@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from coupled_curvature.numeric.factors.per_sample import linear_block_hessians, linear_module_of
+from coupled_curvature.numeric.core.compare import agrees
+from coupled_curvature.numeric.factors.per_sample import linear_block_hessians
+from coupled_curvature.numeric.factors.sample_jacobians import linear_module_of
 from coupled_curvature.numeric.linalg.krylov_quadrature import KrylovForm, LanczosRun
 from coupled_curvature.numeric.core.objective import Objective
 
@@ -87,7 +89,7 @@ def block_curvature(
             if block not in dense_blocks:
                 continue
             dense = kron.get(block)
-            if dense is not None and not _agrees(dense @ torch.cat([t.reshape(-1) for t in w]), Hw):
+            if dense is not None and not agrees(dense @ torch.cat([t.reshape(-1) for t in w]), Hw, rtol=1e-9):
                 _note(entry, "per-sample factored block disagreed with the Hessian-vector product (samples "
                       "coupled, or a Conv/sequence layer with a network not piecewise linear above it); "
                       "assembled from Hessian-vector products instead")
@@ -143,11 +145,6 @@ def block_krylov(
         for b in active:
             runs[b].feed(sums[b] if reduce is None else reduce(sums[b]))
     return {b: r.result() for b, r in runs.items()}
-
-
-def _agrees(a: Tensor, b: Tensor, rtol: float = 1e-9) -> bool:
-    scale = max(float(a.abs().max()), float(b.abs().max()), 1e-300)
-    return float((a - b).abs().max()) <= rtol * scale
 
 
 def _note(entry: BlockCurvature, text: str) -> None:

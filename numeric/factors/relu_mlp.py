@@ -17,9 +17,13 @@ import torch
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
+from coupled_curvature.numeric.core.compare import agrees
 from coupled_curvature.numeric.core.inputs import float64_copy
 from coupled_curvature.numeric.core.diagnostics import Diagnosis
 from coupled_curvature.numeric.linalg.pinv import cutoff_sum, symmetric_spectrum
+
+#: relative tolerance of the factor check ``‖Bw‖² = wᵀHw`` (the factor against autograd)
+FACTOR_CHECK_RTOL = 1e-8
 
 @dataclass(frozen=True)
 class LayerFactors:
@@ -84,10 +88,17 @@ def relu_ce_trace(model: nn.Module, X: torch.Tensor) -> float:
     >>> relu_ce_trace(net, torch.randn(5, 3)) > 0
     True
     """
-    return _trace_from_factors(relu_ce_factors(model, X))
+    return trace_from_factors(relu_ce_factors(model, X))
 
 
-def _trace_from_factors(factors: Sequence[LayerFactors]) -> float:
+def trace_from_factors(factors: Sequence[LayerFactors]) -> float:
+    """``Σ_layers Σ_n ‖P_n‖²_F (‖a_n‖² + [bias])`` from :func:`relu_ce_factors` (their trace, computed once).
+
+    >>> net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    >>> X = torch.randn(5, 3)
+    >>> abs(trace_from_factors(relu_ce_factors(net, X)) - relu_ce_trace(net, X)) == 0.0
+    True
+    """
     total = 0.0
     for f in factors:
         tr_g = (f.P * f.P).sum(dim=(1, 2))
@@ -167,15 +178,6 @@ def factor_pinv_forms(factors: Sequence[LayerFactors], values: Mapping[str, torc
     return out
 
 
-def agree(a: float, b: float, rtol: float = 1e-8) -> bool:
-    """``|a − b| ≤ rtol·max(|a|, |b|)`` (the factorisation check ``‖Bw‖² = wᵀHw``).
-
-    >>> agree(1.0, 1.0 + 1e-12), agree(1.0, 1.001)
-    (True, False)
-    """
-    return abs(a - b) <= rtol * max(abs(a), abs(b), 1e-300)
-
-
 def with_factor_dplus(d: Diagnosis, model: nn.Module, X: torch.Tensor, rtol: float = 1e-10) -> Diagnosis:
     """``d`` with ``wᵀH_bb⁺w`` and ``D⁺_b = (wᵀH⁺w/wᵀw)·‖g‖²`` of every block from :func:`factor_pinv_forms`.
 
@@ -190,14 +192,14 @@ def with_factor_dplus(d: Diagnosis, model: nn.Module, X: torch.Tensor, rtol: flo
     >>> X, y = torch.randn(8, 3, dtype=torch.float64), torch.arange(8) % 3
     >>> dense = diagnose(net, nn.CrossEntropyLoss(), (X, y))
     >>> fac = with_factor_dplus(diagnose(net, nn.CrossEntropyLoss(), (X, y), inverse=False), net, X)
-    >>> all(agree(fac[b.name].inverse_coupled, b.inverse_coupled, 1e-6) for b in dense)
+    >>> all(agrees(fac[b.name].inverse_coupled, b.inverse_coupled, rtol=1e-6) for b in dense)
     True
     """
     forms = factor_pinv_forms(relu_ce_factors(model, X), dict(model.named_parameters()), rtol)
     blocks = []
     for b in d:
         f = forms.get(b.name)
-        if f is None or b.w_sq == 0.0 or not agree(f.wHw, b.wHw):
+        if f is None or b.w_sq == 0.0 or not agrees(f.wHw, b.wHw, rtol=FACTOR_CHECK_RTOL):
             why = ("not a Linear weight or bias" if f is None else "w = 0" if b.w_sq == 0.0
                    else f"‖Bw‖² = {f.wHw:.6g} does not reproduce wᵀHw = {b.wHw:.6g}")
             blocks.append(b.without_dplus(f"the factor route does not apply: {why}"))
@@ -207,5 +209,5 @@ def with_factor_dplus(d: Diagnosis, model: nn.Module, X: torch.Tensor, rtol: flo
     return Diagnosis(blocks, {**d.meta, "dplus_route": "factor"}, notes=d.notes, frozen=d.frozen, skipped=d.skipped)
 
 
-__all__ = ["FactorForm", "LayerFactors", "agree", "factor_pinv_forms", "relu_ce_factors", "relu_ce_trace",
+__all__ = ["FactorForm", "FACTOR_CHECK_RTOL", "LayerFactors", "factor_pinv_forms", "relu_ce_factors", "relu_ce_trace", "trace_from_factors",
            "with_factor_dplus"]

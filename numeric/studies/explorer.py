@@ -24,7 +24,9 @@ import torch
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.numeric.core.compare import EPS64, relative_change
 from coupled_curvature.numeric.measures import registry as M
+from coupled_curvature.numeric.studies.stats import loglog_slope
 from coupled_curvature.numeric.symmetries.reparam import (
     SymmetryResult, bn_rescale, orthogonal_mix, linear_mix, random_invertible, random_orthogonal,
     reparametrize, scale_loss,
@@ -165,9 +167,6 @@ def summary(result: dict) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
-EPS64 = 2.0**-52
-
-
 def block_deviations(base: dict, new: dict) -> dict[str, float]:
     """``|new_k − base_k| / |base_k|`` per entry defined in both."""
     a, b = entries(base), entries(new)
@@ -176,7 +175,7 @@ def block_deviations(base: dict, new: dict) -> dict[str, float]:
         w = b.get(k)
         if v is None or w is None or not (math.isfinite(v) and math.isfinite(w)):
             continue
-        devs[k] = 0.0 if v == w else (abs(w - v) / abs(v) if v != 0 else math.inf)
+        devs[k] = relative_change(v, w)
     return devs
 
 
@@ -369,16 +368,6 @@ class EpsSweep:
     slopes: dict[str, float | None]
 
 
-def _slope(xs: Sequence[float], ys: Sequence[float | None]) -> float | None:
-    pts = [(math.log10(x), math.log10(y)) for x, y in zip(xs, ys) if y is not None and y > 0.0]
-    if len(pts) < 2:
-        return None
-    mx = sum(p[0] for p in pts) / len(pts)
-    my = sum(p[1] for p in pts) / len(pts)
-    den = sum((p[0] - mx) ** 2 for p in pts)
-    return sum((p[0] - mx) * (p[1] - my) for p in pts) / den if den > 0 else None
-
-
 def batchnorm_eps(model: nn.Module) -> float | None:
     """The largest ``eps`` of the model's BatchNorm layers (``None`` without any)."""
     eps = [m.eps for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
@@ -413,4 +402,4 @@ def eps_sweep(model: nn.Module, loss_fn: Callable, data, measures: Sequence[str]
         gaps.append(max((g for _, g in mx.gaps["bn"]), default=0.0))
         for m in measures:
             devs[m].append(mx.cell(m, "bn").deviation)
-    return EpsSweep(list(eps_values), gaps, devs, {m: _slope(eps_values, d) for m, d in devs.items()})
+    return EpsSweep(list(eps_values), gaps, devs, {m: loglog_slope(eps_values, d) for m, d in devs.items()})

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from coupled_curvature.numeric.core.compare import EPS64, relative_change
 from coupled_curvature.numeric.core.diagnostics import Diagnosis, diagnose
 from coupled_curvature.numeric.symmetries.homogeneous import (
     function_gap,
@@ -17,16 +18,6 @@ from coupled_curvature.numeric.symmetries.homogeneous import (
     weight_layers,
 )
 
-EPS64 = float(np.finfo(np.float64).eps)
-
-
-def relative_change(before: float | None, after: float | None) -> float | None:
-    """``|after − before| / |before|`` (``None`` if either is undefined; ``inf`` if only ``before`` is 0)."""
-    if before is None or after is None:
-        return None
-    if before == 0.0:
-        return 0.0 if after == 0.0 else float("inf")
-    return abs(after - before) / abs(before)
 
 
 @dataclass
@@ -146,3 +137,40 @@ def chain_check(
             )
         )
     return ChainResult(steps, gap, blocks, before, after, tol_D, tol_Dplus)
+
+
+def euler_PQ(model: nn.Module, loss_fn: Callable, X: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
+    """T9's ``P = d/dt L(t f)|₁`` and ``Q = d²/dt² L(t f)|₁`` from the outputs ``f = model(X)`` alone
+    (for cross-entropy ``P = E⟨p − e_y, f⟩``, ``Q = E[fᵀ(diag p − ppᵀ)f]``). For a bias-free net of
+    degree 1 every layer has ``w_lᵀg_l = P`` and ``w_lᵀH_ll w_l = Q``.
+
+    >>> net = nn.Sequential(nn.Linear(2, 2, bias=False))
+    >>> with torch.no_grad(): _ = net[0].weight.copy_(torch.eye(2))
+    >>> P, Q = euler_PQ(net, nn.MSELoss(reduction="sum"), torch.eye(2), torch.zeros(2, 2))
+    >>> P, Q  # L(t) = t²·‖f‖² = 2t²
+    (4.0, 4.0)
+    """
+    with torch.no_grad():
+        f = model(X)
+    t = torch.ones((), dtype=f.dtype, requires_grad=True)
+    (dP,) = torch.autograd.grad(loss_fn(t * f, y), t, create_graph=True)
+    (dQ,) = torch.autograd.grad(dP, t)
+    return float(dP.detach()), float(dQ.detach())
+
+
+def euler_residual(model: nn.Module, data: tuple, diagnosis: Diagnosis, loss_fn: Callable | None = None) -> float:
+    """T9 (bias-free, degree 1): ``max_l max(|w_lᵀg_l − P|/|P|, |w_lᵀH_ll w_l − Q|/|Q|)`` over the
+    weight blocks, ``P``, ``Q`` from :func:`euler_PQ` (``loss_fn`` defaults to mean cross-entropy).
+
+    >>> torch.manual_seed(0) and None
+    >>> net = nn.Sequential(nn.Linear(3, 4, bias=False), nn.ReLU(), nn.Linear(4, 2, bias=False)).double()
+    >>> X, y = torch.randn(8, 3, dtype=torch.float64), torch.arange(8) % 2
+    >>> euler_residual(net, (X, y), diagnose(net, nn.CrossEntropyLoss(), (X, y), inverse=False)) < 1e-12
+    True
+    """
+    P, Q = euler_PQ(model, loss_fn or nn.CrossEntropyLoss(), *data)
+    res = 0.0
+    for b in diagnosis:
+        if b.name.endswith("weight"):
+            res = max(res, relative_change(P, b.w_dot_g), relative_change(Q, b.wHw))
+    return res

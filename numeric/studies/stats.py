@@ -15,7 +15,7 @@ import numpy as np
 
 from coupled_curvature.errors import InvalidInputError
 
-__all__ = ["TauInterval", "cluster_bootstrap_tau", "cluster_draws", "kendall_tau"]
+__all__ = ["TauInterval", "cluster_bootstrap_tau", "cluster_draws", "kendall_tau", "loglog_slope"]
 
 
 def _vector(v: Sequence[float], what: str) -> np.ndarray:
@@ -158,3 +158,22 @@ def cluster_bootstrap_tau(
         alpha = (1.0 - level) / 2.0
         low, high = (float(q) for q in np.quantile(reps, [alpha, 1.0 - alpha]))
     return TauInterval(full, low, high, level, n_boot, int(reps.size), n_c, int(a.size), tuple(map(float, reps)))
+
+
+def loglog_slope(xs: Sequence[float], ys: Sequence[float | None]) -> float | None:
+    """Least-squares slope of ``log₁₀ y`` against ``log₁₀ x``: ``Σ(u − ū)(v − v̄) / Σ(u − ū)²`` with
+    ``u = log₁₀ x``, ``v = log₁₀ y``, over the points with ``y > 0`` (``None`` if fewer than two, or if
+    every ``x`` is the same).
+
+    >>> loglog_slope([1e-4, 1e-6, 1e-8], [2e-3, 2e-5, 2e-7])
+    1.0
+    >>> loglog_slope([1.0, 2.0], [None, 3.0]) is None
+    True
+    """
+    pts = [(math.log10(x), math.log10(y)) for x, y in zip(xs, ys) if y is not None and y > 0.0]
+    if len(pts) < 2:
+        return None
+    mx = sum(p[0] for p in pts) / len(pts)
+    my = sum(p[1] for p in pts) / len(pts)
+    den = sum((p[0] - mx) ** 2 for p in pts)
+    return sum((p[0] - mx) * (p[1] - my) for p in pts) / den if den > 0 else None

@@ -44,10 +44,15 @@ def weight_layers(model: nn.Module) -> list[nn.Module]:
             f"symmetries act on nn.Sequential chains; got {type(model).__name__}. Build the "
             "network as nn.Sequential(Linear/Conv, ReLU, ...) to use them"
         )
-    return [m for _, m in _leaves(model) if isinstance(m, _WEIGHT_LAYERS)]
+    return [m for _, m in leaf_modules(model) if isinstance(m, _WEIGHT_LAYERS)]
 
 
-def _leaves(model: nn.Module) -> list[tuple[str, nn.Module]]:
+def leaf_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """``(path, module)`` of every module without children, in definition order.
+
+    >>> [n for n, _ in leaf_modules(nn.Sequential(nn.Linear(2, 2), nn.Sequential(nn.ReLU(), nn.Linear(2, 1))))]
+    ['0', '1.0', '1.1']
+    """
     return [(n, m) for n, m in model.named_modules() if not list(m.children())]
 
 
@@ -58,7 +63,7 @@ def _pair(model: nn.Module, layer: int) -> _Pair:
             f"layer={layer!r}: this model has weight layers 0..{len(layers) - 1}, and layer must "
             f"have a next weight layer to carry the compensation: pass an int in 0..{len(layers) - 2}"
         )
-    leaves = _leaves(model)
+    leaves = leaf_modules(model)
     start = next(i for i, (_, m) in enumerate(leaves) if m is layers[layer])
     stop = next(i for i, (_, m) in enumerate(leaves) if m is layers[layer + 1])
     for name, m in leaves[start + 1 : stop]:

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from torch.nn.utils import parametrize
 
 from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
-from coupled_curvature.numeric.symmetries.homogeneous import _leaves, function_gap, weight_layers
+from coupled_curvature.numeric.symmetries.homogeneous import function_gap, leaf_modules, weight_layers
 
 
 @dataclass
@@ -34,7 +34,7 @@ def _module_after(model: nn.Module, layer: int) -> tuple[nn.Module, nn.Module | 
     layers = weight_layers(model)
     if not isinstance(layer, int) or not 0 <= layer < len(layers):
         raise InvalidInputError(f"layer={layer!r}: the model has weight layers 0..{len(layers) - 1}")
-    leaves = [m for _, m in _leaves(model)]
+    leaves = [m for _, m in leaf_modules(model)]
     start = next(i for i, m in enumerate(leaves) if m is layers[layer])
     following = leaves[start + 1:]
     return layers[layer], (following[0] if following else None), following
@@ -200,7 +200,7 @@ def reparametrize(model: nn.Module, kind: str, X: Tensor, *, scale: float = 1.0)
     if not (float(scale) > 0 and math.isfinite(float(scale))):
         raise InvalidInputError(f"scale must be finite and positive, got {scale!r}")
     new = copy.deepcopy(model)
-    for _, module in _leaves(new):
+    for _, module in leaf_modules(new):
         for pname in [n for n, _ in module.named_parameters(recurse=False)]:
             parametrize.register_parametrization(module, pname, NONLINEAR[kind](scale))
     gap = function_gap(model, new, X)

@@ -141,7 +141,7 @@ def test_measured_rows_are_cached_and_an_interrupted_run_resumes(tmp_path):
 
 
 def test_long_nets_report_their_stages(monkeypatch):
-    from coupled_curvature.numeric.studies import invariance_experiment as E
+    from coupled_curvature.numeric.studies import invariance_measures as E
 
     said: list[str] = []
     run_invariance(_cfg(NetSpec("wine", "mlp", (4,), 0)), progress=said.append)

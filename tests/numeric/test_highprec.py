@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
+from coupled_curvature.numeric.highprec import arithmetic, pinv
 from coupled_curvature.numeric.highprec import engine as highprec
 from coupled_curvature.numeric.core.diagnostics import diagnose
 from coupled_curvature.numeric.symmetries.homogeneous import neuron_rescale
@@ -112,31 +113,31 @@ def test_exact_integer_matmul(m, k, n, draw):
     A, B = A.reshape(m, k), B.reshape(k, n)
     ref = [[sum(int(A[i, t]) * int(B[t, j]) for t in range(k)) for j in range(n)] for i in range(m)]
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(highprec, "_SMALL_PRODUCT", 0)  # the BLAS digit-slice route, however small the product
-        assert highprec._imatmul(A, B).tolist() == ref
+        mp.setattr(arithmetic, "_SMALL_PRODUCT", 0)  # the BLAS digit-slice route, however small the product
+        assert arithmetic.int_matmul(A, B).tolist() == ref
 
 
 def test_exact_integer_matmul_large_inner_dimension(monkeypatch):
     """Long sums of near-maximal digits: the carries and the int64 group sums must not overflow."""
-    monkeypatch.setattr(highprec, "_SMALL_PRODUCT", 0)
+    monkeypatch.setattr(arithmetic, "_SMALL_PRODUCT", 0)
     k = 3000
     A = np.array([[(1 << 400) - 1] * k, [-(1 << 399)] * k], dtype=object)
     B = np.array([[(1 << 333) - 1, -((1 << 16) - 1), 0]] * k, dtype=object)
-    assert (highprec._imatmul(A, B) == A.dot(B)).all()
+    assert (arithmetic.int_matmul(A, B) == A.dot(B)).all()
 
 
 def test_float_and_mpf_conversion_is_exact():
     vals = np.array([0.1, -3.5, 0.0, 1e-300, 2.0**70, -5e-324])
-    d = highprec._from_floats(vals)
+    d = arithmetic.from_floats(vals)
     from fractions import Fraction
 
     for v, m in zip(vals.tolist(), d.M.tolist()):
         assert Fraction(m) * Fraction(2) ** d.e == Fraction(v)
     with mpmath.workdps(40):
         x = [mpmath.mpf(1) / 3, -mpmath.mpf(2) / 7]
-    d = highprec._from_mpfs(x, (2,))  # at the default 15 digits: the 133-bit values must survive
+    d = arithmetic.from_mpfs(x, (2,))  # at the default 15 digits: the 133-bit values must survive
     with mpmath.workdps(40):
-        assert [highprec._to_mpf(int(m), d.e) for m in d.M.tolist()] == x
+        assert [arithmetic.to_mpf(int(m), d.e) for m in d.M.tolist()] == x
 
 
 # ---------------------------------------------------------------- pseudo-inverse semantics
@@ -150,9 +151,9 @@ def _psd(eigs, seed):
         Qm = mpmath.matrix(Q.tolist())
         H = Qm * mpmath.diag([mpmath.mpf(e) for e in eigs]) * Qm.T
         flat = [H[i, j] for i in range(n) for j in range(n)]
-    H = highprec._from_mpfs(flat, (n, n))
+    H = arithmetic.from_mpfs(flat, (n, n))
     H.M = (H.M + H.M.T) // 2  # exactly symmetric (the 2^e factor absorbs the halving error)
-    return H, highprec._from_floats(rng.standard_normal(n))
+    return H, arithmetic.from_floats(rng.standard_normal(n))
 
 
 @pytest.mark.parametrize("n,zeros,near", [(5, 0, 0), (6, 2, 0), (2, 5, 0), (6, 3, 1), (6, 3, 2), (3, 0, 2)])
@@ -167,9 +168,9 @@ def test_cholesky_route_equals_eigen_cutoff(n, zeros, near, seed):
         eigs.append(float(rtol) * (1.5 if near == 1 else 0.7))
     H, w = _psd(eigs, seed)
     with mpmath.workdps(40):
-        F = highprec._working_bits()
-        chol = highprec._pinv_form(H, w, rtol, F)
-        eig = highprec._pinv_eigsy(H, w, rtol, F, "")
+        F = highprec.working_bits()
+        chol = pinv.pinv_form(H, w, rtol, F)
+        eig = pinv.eigsy_pinv_form(H, w, rtol, F, "")
         assert chol.rank == eig.rank == n + (near == 1)
         assert abs(chol.value - eig.value) <= abs(eig.value) * mpmath.mpf(10) ** -30
         assert ("eigsy" if near else "Cholesky") in chol.note
@@ -178,7 +179,7 @@ def test_cholesky_route_equals_eigen_cutoff(n, zeros, near, seed):
 def test_routes_agree_on_a_trained_net(small, monkeypatch):
     model, (X, y) = small
     chol = highprec.diagnose(model, CE, (X, y), dps=30)
-    monkeypatch.setattr(highprec, "_EIG_MAX", 10**9)
+    monkeypatch.setattr(pinv, "_EIG_MAX", 10**9)
     eig = highprec.diagnose(model, CE, (X, y), dps=30)
     for b in eig:
         c = chol[b.name]

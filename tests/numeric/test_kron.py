@@ -14,6 +14,7 @@ from torch import nn
 from torch.func import functional_call, grad, hessian
 
 from coupled_curvature.numeric.factors import per_sample as kron
+from coupled_curvature.numeric.factors import sample_jacobians
 from coupled_curvature.numeric.measures import registry as M
 from coupled_curvature.numeric.core.inputs import prepare_batches
 from coupled_curvature.numeric.core.hvp import block_curvature
@@ -124,7 +125,7 @@ def test_grouped_conv_is_not_factored_and_still_exact():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(2, 4, 3, groups=2), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 7 * 7, 3)).double()
     X, y = _data()
-    assert kron.linear_module_of(model, ["0.weight"]) is None
+    assert sample_jacobians.linear_module_of(model, ["0.weight"]) is None
     got = block_curvature(_objective(model, X, y), {"0.weight": ["0.weight"]}, {"0.weight"})["0.weight"]
     assert _rel(got.dense, _reference(model, X, y, ["0.weight"])[0]) <= 1e-10
 

@@ -80,7 +80,7 @@ def test_hutchinson_path_is_unbiased_within_its_error():
     net = nn.Sequential(*[m for m in net])
     theta, Hn, _, _ = _dense(net, CE, X, Y)
     cache = {}
-    ctx = M._context(net, CE, (X, Y), {"cache": cache})
+    ctx = M.measure_context(net, CE, (X, Y), {"cache": cache})
     ctx._factors = {}  # disable the exact path
     r = M.hessian_trace(net, CE, (X, Y), cache=cache, max_dense=0, probes=30)
     assert r["stderr"] > 0 and abs(r["value"] - float(torch.trace(Hn))) < 5 * r["stderr"]

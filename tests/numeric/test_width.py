@@ -18,9 +18,9 @@ from coupled_curvature.numeric.models.cache import ModelCache
 from coupled_curvature.numeric.models.datasets import load
 from coupled_curvature.numeric.core.diagnostics import diagnose
 from coupled_curvature.numeric.models.factory import make_mlp
+from coupled_curvature.numeric.studies.width_measures import dplus_records
 from coupled_curvature.numeric.studies.width import (
     MEASURES,
-    _dplus_records,
     antithetic_adaptive_average,
     check_config,
     default_config,
@@ -92,12 +92,12 @@ def test_factor_route_refuses_smooth_activations_and_untrusted_blocks_are_flagge
     X, y = torch.randn(6, 3, dtype=torch.float64), torch.tensor([0, 1, 0, 1, 1, 0])
     d = diagnose(model, nn.CrossEntropyLoss(), (X, y), inverse=False)
     forms = factor_pinv_forms(relu_ce_factors(model, X), dict(model.named_parameters()), 1e-10)
-    good = _dplus_records(d, forms)
+    good = dplus_records(d, forms)
     assert all(r["Dplus_trusted"] for r in good)
     bad = dict(forms)
     f = forms["0.weight"]
     bad["0.weight"] = replace(f, wHw=f.wHw * (1 + 1e-6))
-    flagged = {r["block"]: r["Dplus_trusted"] for r in _dplus_records(d, bad)}
+    flagged = {r["block"]: r["Dplus_trusted"] for r in dplus_records(d, bad)}
     assert flagged == {"0.weight": False, "0.bias": True, "2.weight": True, "2.bias": True}
 
 

@@ -4,7 +4,8 @@ import pytest
 import torch
 from torch.func import functional_call, grad, hessian
 
-from coupled_curvature.proofs.crosschecks import Lab, _euler_PQ, crosscheck, neuron_scaling_changes
+from coupled_curvature.numeric.studies.invariance import euler_PQ
+from coupled_curvature.proofs.crosschecks import Lab, crosscheck, neuron_scaling_changes
 from coupled_curvature.theorems import THEOREMS
 
 
@@ -18,7 +19,7 @@ def test_euler_PQ_matches_bruteforce():
     net = torch.nn.Sequential(torch.nn.Linear(3, 4, bias=False, dtype=torch.float64), torch.nn.ReLU(),
                               torch.nn.Linear(4, 3, bias=False, dtype=torch.float64))
     X, y = torch.randn(20, 3, dtype=torch.float64), torch.randint(0, 3, (20,))
-    P, Q = _euler_PQ(net, X, y)
+    P, Q = euler_PQ(net, torch.nn.CrossEntropyLoss(), X, y)
     params = {k: v.detach() for k, v in net.named_parameters()}
     for name, w in params.items():
         def L(v):

@@ -1,0 +1,167 @@
+"""What the measures share for one (model, loss, data): the float64 flat view, the gradient, dense
+Hessian blocks, :func:`diagnose` runs and verified per-sample factors, each built once.
+
+A measure pops ``cache`` and ``allow_train_mode`` with :func:`measure_context`, its own options,
+then calls :func:`refuse_unknown_options` for the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import torch
+from torch import Tensor, nn
+
+from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.numeric.core.compare import agrees
+from coupled_curvature.numeric.core.diagnostics import Diagnosis, diagnose
+from coupled_curvature.numeric.core.flat import FlatLoss
+from coupled_curvature.numeric.core.hvp import BlockCurvature, block_curvature
+from coupled_curvature.numeric.factors.linear_diagonal import LinearFactors, linear_factors
+from coupled_curvature.numeric.factors.per_sample import GaussNewton, gauss_newton
+from coupled_curvature.numeric.factors.sample_jacobians import linear_module_of
+
+__all__ = ["MeasureContext", "measure_context", "refuse_unknown_options"]
+
+
+class MeasureContext:
+    """Everything the measures share for one (model, loss, data): built lazily, once."""
+
+    def __init__(self, model: nn.Module, loss_fn: Callable, data: object, allow_train_mode: bool):
+        self.model, self.loss_fn, self.data = model, loss_fn, data
+        self.allow_train_mode = allow_train_mode
+        self.flat = FlatLoss(model, loss_fn, data, allow_train_mode=allow_train_mode)
+        self._dense: dict[frozenset, dict[str, BlockCurvature]] = {}
+        self._diag: dict[tuple, Diagnosis] = {}
+        self._factors: dict[str, LinearFactors] | None = None
+        self._gn: dict[tuple, tuple[dict[str, GaussNewton], dict[str, str]]] = {}
+        self._grad: Tensor | None = None
+
+    @property
+    def grad(self) -> Tensor:
+        """``∇L(θ₀)`` (flat, cached)."""
+        if self._grad is None:
+            self._grad = self.flat.grad()
+        return self._grad
+
+    def _block_hvp(self, name: str, v: Tensor) -> Tensor:
+        full = torch.zeros(self.flat.n, dtype=torch.float64)
+        full[self.flat.block(name)] = v
+        return self.flat.hvp(full)[self.flat.block(name)]
+
+    def gauss_newton(self, names: Iterable[str], factor: bool = False) -> tuple[dict[str, GaussNewton], dict[str, str]]:
+        """Verified per-sample Gauss–Newton sums (:func:`~coupled_curvature.numeric.factors.per_sample.gauss_newton`) of Linear/Conv tensors.
+
+        A tensor is accepted only if ``Σ_n J_nᵀΛ_nJ_n`` times ``w_b`` and times a seeded Rademacher
+        vector, and ``Σ_n J_nᵀe_n``, match exact Hessian-vector products and the gradient to
+        ``1e-9`` relative (with ``factor``, also ``Bᵀ(Bw_b)`` and ``Bᵀs``). Returns the accepted sums
+        and ``{name: reason}`` for the tensors that were tried and rejected.
+        """
+        names = [n for n in names if linear_module_of(self.flat.net, [n]) is not None]
+        key = (frozenset(names), factor)
+        for (have, fac), result in self._gn.items():
+            if key[0] <= have and (fac or not factor):
+                return ({n: g for n, g in result[0].items() if n in key[0]},
+                        {n: r for n, r in result[1].items() if n in key[0]})
+        if not names:
+            return {}, {}
+        gen = torch.Generator().manual_seed(0)
+        probes = {}
+        for n in names:
+            size = self.flat.block(n).stop - self.flat.block(n).start
+            z = torch.randint(0, 2, (size,), generator=gen).to(torch.float64) * 2 - 1
+            probes[n] = torch.stack([self.flat.theta0[self.flat.block(n)], z], dim=1)
+        sums = gauss_newton(self.flat.objective, {n: [n] for n in names}, probes=probes, factor=factor)
+        accepted, rejected = {}, {}
+        for n in names:
+            gn = sums.get(n)
+            if gn is None:
+                rejected[n] = "the layer could not be factored (it runs twice, its input layout is unsupported or samples interact)"
+                continue
+            exact = [self._block_hvp(n, probes[n][:, j]) for j in range(2)]
+            g = self.grad[self.flat.block(n)]
+            if not (all(agrees(gn.products[:, j], exact[j], rtol=1e-9) for j in range(2)) and agrees(gn.grad, g, rtol=1e-9)):
+                rejected[n] = ("Σ J_nᵀΛ_nJ_n differs from exact Hessian-vector products: the network is not "
+                               "piecewise linear above the layer, or samples interact")
+            elif factor and gn.B is None:
+                rejected[n] = "no per-sample factor Λ_n = C_nᵀC_n with e_n ∈ range(Λ_n)"
+            elif factor and not (agrees(gn.B.T @ (gn.B @ probes[n][:, 0]), exact[0], rtol=1e-9) and agrees(gn.B.T @ gn.s, g, rtol=1e-9)):
+                rejected[n] = "BᵀB w ≠ H w or Bᵀs ≠ g"
+            else:
+                accepted[n] = gn
+        self._gn[key] = (accepted, rejected)
+        return accepted, rejected
+
+    def factors(self) -> dict[str, LinearFactors]:
+        """Verified per-sample factors of the plain ``nn.Linear`` layers, keyed by module path."""
+        if self._factors is None:
+            self._factors = linear_factors(self.flat)
+        return self._factors
+
+    def dense(self, blocks: Iterable[str]) -> dict[str, BlockCurvature]:
+        """``g_b``, ``H_bb w_b`` and dense ``H_bb`` for the named tensor blocks (cached)."""
+        want = frozenset(blocks)
+        for have, result in self._dense.items():
+            if want <= have:
+                return result
+        partition = {n: [n] for n in self.flat.names}
+        result = block_curvature(self.flat.objective, partition, set(want))
+        self._dense[want] = result
+        return result
+
+    def small_blocks(self, max_dense: int) -> list[str]:
+        return [n for n, s in zip(self.flat.names, self.flat.sizes) if s <= max_dense]
+
+    def diagnosis(self, max_dense: int, pinv_rtol: float, inverse: bool = True,
+                  krylov: tuple[str, int, float] = ("dense", 1000, 1e-7)) -> Diagnosis:
+        """:func:`diagnose` once per settings; without ``inverse`` any cached run serves (D needs no H⁺).
+
+        ``krylov`` is ``(method, krylov_max_iter, krylov_tol)``, part of the cache key."""
+        if not inverse and self._diag:
+            return next(iter(self._diag.values()))
+        key = (max_dense if inverse else 0, pinv_rtol, krylov if inverse else ("dense", 1000, 1e-7))
+        if key not in self._diag:
+            method, max_iter, tol = key[2]
+            self._diag[key] = diagnose(
+                self.model, self.loss_fn, self.data, inverse=inverse, max_dense=max_dense if inverse else 0,
+                pinv_rtol=pinv_rtol, allow_train_mode=self.allow_train_mode,
+                method=method, krylov_max_iter=max_iter, krylov_tol=tol,
+            )
+        return self._diag[key]
+
+
+def measure_context(model, loss_fn, data, options: dict) -> MeasureContext:
+    """The :class:`MeasureContext` of a measure call: popped from ``options`` are ``cache`` (a dict
+    shared by measures on the same model, loss and data; the context is kept under ``"_context"``)
+    and ``allow_train_mode``.
+
+    >>> from torch import nn
+    >>> net, cache = nn.Sequential(nn.Linear(1, 1)), {}
+    >>> data = (torch.ones(2, 1), torch.zeros(2, 1))
+    >>> measure_context(net, nn.MSELoss(), data, {"cache": cache}) is measure_context(net, nn.MSELoss(), data, {"cache": cache})
+    True
+    """
+    cache = options.pop("cache", None)
+    allow = bool(options.pop("allow_train_mode", False))
+    if cache is None:
+        return MeasureContext(model, loss_fn, data, allow)
+    if not isinstance(cache, dict):
+        raise InvalidInputError("cache must be a dict (one per model, loss and data)")
+    ctx = cache.get("_context")
+    if ctx is None:
+        ctx = cache["_context"] = MeasureContext(model, loss_fn, data, allow)
+    return ctx
+
+
+def refuse_unknown_options(name: str, options: dict) -> None:
+    """Raise :class:`InvalidInputError` if ``options`` still holds anything once a measure took its own.
+
+    >>> refuse_unknown_options("trace", {})
+    >>> refuse_unknown_options("trace", {"prbes": 3})
+    Traceback (most recent call last):
+    ...
+    coupled_curvature.errors.InvalidInputError: measure 'trace' got unknown option(s): prbes
+    """
+    if options:
+        raise InvalidInputError(f"measure {name!r} got unknown option(s): {', '.join(sorted(options))}")
+

@@ -1,0 +1,83 @@
+"""The precision check of T3 in arbitrary precision: the invariance error must fall like ``10^-dps``.
+
+A layer rescaling by a ``c`` that is not a power of two is applied at ``dps`` digits
+(:func:`~coupled_curvature.numeric.highprec.engine.invariance_error`): the rescaled weights are
+rounded to ``dps`` digits, so the error is not 0 but must fall like ``10^-dps``. The check passes
+when ``ΔD ≤ 10^-(dps−4)`` (:func:`within_precision`). ``ccurv check --precision`` and the report's
+"Arbitrary precision" section use this rule, each with its own ``c`` (0.3 and 3/7), on the same
+small net (:func:`precision_net`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from coupled_curvature.errors import InvalidInputError
+
+if TYPE_CHECKING:  # torch is imported where a net is built: the pass rule alone costs nothing
+    import torch
+    from torch import nn
+
+__all__ = ["DIGITS_MARGIN", "precision_bound", "precision_check", "precision_net", "within_precision"]
+
+#: digits of ``dps`` the invariance error may lose (rounding of the map, the sums, the pseudo-inverse)
+DIGITS_MARGIN = 4
+
+
+def precision_bound(dps: int) -> float:
+    """``10^-(dps − 4)``: the largest invariance error that passes at ``dps`` digits.
+
+    >>> precision_bound(24)
+    1e-20
+    """
+    return 10.0 ** -(dps - DIGITS_MARGIN)
+
+
+def within_precision(error: object, dps: int) -> bool:
+    """``error ≤ 10^-(dps − 4)`` (``error`` a float or an mpmath number).
+
+    >>> within_precision(1e-21, 24), within_precision(1e-3, 20)
+    (True, False)
+    """
+    return float(error) <= precision_bound(dps)
+
+
+def precision_net(seed: int = 0, *, heavy: bool = False) -> tuple[nn.Sequential, torch.Tensor, torch.Tensor, str]:
+    """``(net, X, y, label)``: a ReLU MLP 13-6-5-3 trained 30 epochs on wine, with its first 24
+    training samples; ``heavy``: 64-6-6-10 on digits with 200 samples (the net of
+    ``bench/bench_highprec.py``)."""
+    from coupled_curvature.numeric.models.datasets import load
+    from coupled_curvature.numeric.models.training import train_mlp
+
+    if heavy:
+        data = load("digits", seed=seed)
+        net = train_mlp(data, (6, 6), seed=seed, epochs=30).model
+        return net, data.X_train[:200], data.y_train[:200], "digits, ReLU MLP 64-6-6-10 (502 parameters), 200 samples"
+    data = load("wine", seed=seed)
+    net = train_mlp(data, (6, 5), seed=seed, epochs=30).model
+    return net, data.X_train[:24], data.y_train[:24], "wine, ReLU MLP 13-6-5-3 (137 parameters), 24 samples"
+
+
+def precision_check(dps: int, *, c: str, seed: int = 0,
+                    progress: Callable[[str], None] | None = None) -> tuple[bool, list[dict]]:
+    """Invariance error of ``D`` and ``D⁺`` under a rescaling of layer 0 by ``c`` at 15 digits and at
+    ``dps`` digits, on :func:`precision_net`. Returns whether ``ΔD`` at ``dps`` digits is
+    :func:`within_precision`, and one row per precision (``dps``, ``D``, ``Dplus`` as floats,
+    ``D_str``, ``Dplus_str`` at 3 digits)."""
+    import mpmath
+    import torch
+
+    from coupled_curvature.numeric.highprec import engine
+
+    if dps < 15:
+        raise InvalidInputError(f"--precision must be at least 15 digits, got {dps}")
+    net, X, y, _ = precision_net(seed)
+    rows = []
+    for digits in sorted({15, dps}):
+        if progress is not None:
+            progress(f"  mpmath at {digits} digits")
+        err = engine.invariance_error(net, torch.nn.CrossEntropyLoss(), (X, y), layer=0, c=c, dps=digits)
+        rows.append({"dps": digits, "D": float(err["D"]), "Dplus": float(err["Dplus"]),
+                     "D_str": mpmath.nstr(err["D"], 3), "Dplus_str": mpmath.nstr(err["Dplus"], 3)})
+    return within_precision(rows[-1]["D"], dps), rows
