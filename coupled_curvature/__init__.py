@@ -55,7 +55,7 @@ def _installed() -> bool:
     return all(os.path.isfile(os.path.join(os.path.dirname(__file__), s, "__init__.py")) for s in _SUBPACKAGES)
 
 
-if not _installed() and os.path.isfile(os.path.join(_checkout, "numeric", "diagnostics.py")):
+if not _installed() and os.path.isfile(os.path.join(_checkout, "numeric", "core", "diagnostics.py")):
     if not any(isinstance(f, _CheckoutFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, _CheckoutFinder())
 
