@@ -47,7 +47,7 @@ from coupled_curvature.numeric.linalg.pinv import cutoff_sum, symmetric_spectrum
 #: the rows ``B`` held at once stay under this many bytes by default
 MEMORY_BUDGET = 2 * 2**30
 #: the second-derivative check runs on this many samples of the first batch by default
-CHECK_SAMPLES = 8
+CHECK_SAMPLES = 4
 SECOND_DERIVATIVE_RTOL = 1e-8
 #: per-sample Jacobian rows computed in one vmapped call (bounds the backward's intermediates)
 SAMPLES_PER_CALL = 64
