@@ -268,7 +268,7 @@ def diagnose(
     if inverse and method in ("gram", "auto") and dist is not None:
         model_notes.append("the data-parallel path (process_group) does not take the Gram route: D⁺ is dense "
                            "up to max_dense" + (", Krylov above" if method == "auto" else ""))
-    elif inverse and method in ("gram", "auto"):
+    elif inverse and method in ("gram", "auto") and _gram_route:
         curv = block_curvature(objective, partition, set())
         results = gram_forms(objective, partition, {b: float(torch.cat([objective.values[m].reshape(-1) for m in ms])
                                                              @ curv[b].Hw) for b, ms in partition.items()},
@@ -349,6 +349,7 @@ def diagnose(
 METHODS = ("dense", "krylov", "auto", "gram")
 FROZEN = ("skip", "include")
 _tangent_route = True  # tests switch it off to compare with the Hessian-vector-product route
+_gram_route = True  # tests switch it off to see the dense/Krylov split that blocks fall back to
 KRYLOV_RETAIN_BATCHES = 8  # Krylov keeps up to this many batch graphs; more are rebuilt per step
 
 
