@@ -14,7 +14,11 @@ The ResNet-18 is defined here because torchvision's CPU wheels do not import wit
 torch build (torch 2.13.0+cpu); when torchvision imports, torchvision.models.resnet18(num_classes=10) is
 measured too (its 7x7 stem and max-pooling, on the same 32x32 inputs).
 With --quick: a ResNet-18 of widths 8-16-32-64 on 8 samples and the MLP's first 3 blocks (a minute).
-Run: nice python bench/bench_resnet.py [--quick] [--samples 32] [--threads 2] [--mlp-blocks all|NAME,...]
+Measured 2026-12-01 (1 thread; 2 threads were 2.5x slower per gradient on the shared, loaded 2-core machine):
+ResNet-18, 32 samples: gradient 14.6 s; D only 402.5 s (27.6x); D and D⁺ of all 62 blocks by the Gram route
+589.8 s (40.4x), peak RSS 11.04 GiB (gram_memory 4 GiB); 62/62 blocks gram (31 BᵀB, 31 G = BBᵀ).
+--quick MLP, 3 blocks (0.weight, 0.bias, 2.weight; 15,200 parameters): 287.2 s, 5.50 GiB: target missed.
+Run (from the repository root): PYTHONPATH=. nice python bench/bench_resnet.py [--quick] [--samples 32] [--threads 2] [--mlp-blocks all|NAME,...]
      [--skip-mlp] [--skip-resnet] [--gram-memory BYTES]
 """
 
