@@ -19,6 +19,7 @@ from coupled_curvature.numeric.linalg.krylov_quadrature import KrylovForm
 from coupled_curvature.numeric.core.objective import Objective
 from coupled_curvature.numeric.linalg.pinv import pinv_quadratic_form, rounding_level
 from coupled_curvature.numeric.core.tangents import block_quadratic_forms, single_layer_blocks
+from coupled_curvature.numeric.factors.gram import MEMORY_BUDGET, GramForm, gram_forms
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,7 @@ class BlockDiagnosis:
 
     ``rayleigh = wᵀHw/wᵀw``, ``coupled = rayleigh/‖g‖²`` (D),
     ``inverse_coupled = (wᵀH⁺w/wᵀw)·‖g‖²`` (D⁺), with ``H = H_bb`` the diagonal block.
-    ``method`` says how ``wᵀH⁺w`` was computed (``"dense"`` or ``"krylov"``); Krylov blocks
+    ``method`` says how ``wᵀH⁺w`` was computed (``"dense"``, ``"krylov"`` or ``"gram"``); Krylov blocks
     carry the Lanczos step count, convergence flag, relative error estimate and Ritz
     extremes ``(min θ, max θ)``; an unconverged estimate stays in ``inverse_coupled``
     and a note says so. ``noise_kept`` counts the kept eigenvalues at rounding level,
@@ -172,6 +173,7 @@ def diagnose(
     process_group: object | None = None,
     frozen: str = "skip",
     reduction: str | None = None,
+    gram_memory: int = MEMORY_BUDGET,
 ) -> Diagnosis:
     """Coupled diagnostics of every parameter block of ``model`` in float64.
 
@@ -193,14 +195,19 @@ def diagnose(
     ``method`` chooses how ``wᵀH⁺w`` is computed: ``"dense"`` (eigendecomposition of
     blocks up to ``max_dense``, ``None`` above), ``"krylov"`` (Lanczos quadrature from
     ``w/‖w‖`` for every block, :mod:`krylov`, at most ``krylov_max_iter`` products,
-    target relative accuracy ``krylov_tol``) or ``"auto"`` (dense up to ``max_dense``,
-    Krylov above). A Krylov block that does not converge keeps its estimate in
+    target relative accuracy ``krylov_tol``), ``"gram"`` (the exact Gram route of
+    :mod:`gram` wherever the network is piecewise affine in the block, proved per block; dense
+    up to ``max_dense`` elsewhere) or ``"auto"`` (Gram where it applies, else dense up to
+    ``max_dense``, else Krylov). With the Gram route ``wᵀH⁺_τw = Σ_{λ_i(G)>τ}(q_iᵀu)²/λ_i(G)²``
+    for ``u = Bw``, ``G = BBᵀ`` and ``H_bb = BᵀB``; the rows of ``B`` held at once stay under
+    ``gram_memory`` bytes; a block where it does not apply says why in a note, and
+    ``BlockDiagnosis.method`` records every block's route. A Krylov block that does not converge keeps its estimate in
     ``inverse_coupled`` with a note giving the error estimate; ``krylov_converged``
     says which. ``process_group`` (a ``torch.distributed`` group; each rank holds its
     own shard of ``data``) weights mean-reduction batches by the sample count of all
     ranks and sums gradients, Hessian-vector products (every Lanczos product too),
     dense blocks, the loss and the sample count over ranks, so every rank returns the
-    same result (:mod:`distributed`).
+    same result (:mod:`distributed`); it does not take the Gram route (a note says so).
 
     ``frozen`` says what happens to parameters with ``requires_grad=False``: ``"skip"``
     (default) leaves them out of the blocks (``Diagnosis.skipped`` lists them, and a
@@ -255,13 +262,30 @@ def diagnose(
         model_notes.append(f"skipped {len(skipped)} frozen parameter(s) (requires_grad=False): {', '.join(skipped)}; "
                            "pass frozen='include' to diagnose them")
     sizes = {b: sum(objective.values[m].numel() for m in ms) for b, ms in partition.items()}
+    check_count(gram_memory, "gram_memory", 1)
+    gram: dict[str, GramForm] = {}
+    curv = None
+    if inverse and method in ("gram", "auto") and dist is not None:
+        model_notes.append("the data-parallel path (process_group) does not take the Gram route: D⁺ is dense "
+                           "up to max_dense" + (", Krylov above" if method == "auto" else ""))
+    elif inverse and method in ("gram", "auto") and _gram_route:
+        curv = block_curvature(objective, partition, set())
+        results = gram_forms(objective, partition, {b: float(torch.cat([objective.values[m].reshape(-1) for m in ms])
+                                                             @ curv[b].Hw) for b, ms in partition.items()},
+                             rtol=pinv_rtol, memory_budget=gram_memory)
+        for b, r in results.items():
+            if r.form is not None:
+                gram[b] = r.form
+            else:
+                curv[b].notes.append(f"the Gram route does not apply: {r.reason}")
     dense_ok = method != "krylov"
-    dense = {b for b, n in sizes.items() if inverse and dense_ok and n <= max_dense}
-    krylov = [b for b, n in partition.items()
-              if inverse and (method == "krylov" or (method == "auto" and sizes[b] > max_dense))]
+    dense = {b for b, n in sizes.items() if inverse and dense_ok and n <= max_dense and b not in gram}
+    krylov = [b for b, n in partition.items() if inverse and b not in gram and
+              (method == "krylov" or (method == "auto" and sizes[b] > max_dense))]
     retained: list | None = [] if krylov and len(batches) <= KRYLOV_RETAIN_BATCHES else None
     tangent = None
-    if not dense and not krylov and dist is None and _tangent_route and all(b.X.dim() == 2 for b in batches):
+    if curv is None and not dense and not krylov and dist is None and _tangent_route and all(
+            b.X.dim() == 2 for b in batches):
         if _shares_parameters(net):
             model_notes.append("the model shares (ties) parameters between layers: wᵀHw comes from "
                                "Hessian-vector products, not the one-pass tangent route")
@@ -272,6 +296,14 @@ def diagnose(
         wHw, grads, loss = block_quadratic_forms(net, loss_fn, batches, tangent)
         curv = {b: BlockCurvature(torch.cat([grads[m].reshape(-1) for m in ms]), None, None)
                 for b, ms in partition.items()}
+    elif curv is not None:  # the Gram pre-pass has g and Hw; build the fallback blocks it left
+        if dense or retained is not None:
+            again = block_curvature(objective, partition if retained is not None else
+                                    {b: partition[b] for b in dense}, dense, retain=retained)
+            for b in dense:
+                again[b].notes[:0] = curv[b].notes
+                curv[b] = again[b]
+        loss = objective.loss()
     else:
         curv = block_curvature(objective, partition, dense, retain=retained)
         if dist is not None:
@@ -293,7 +325,7 @@ def diagnose(
         w = torch.cat([objective.values[m].reshape(-1) for m in members])
         c = curv[block]
         records.append(_block_record(block, members, w, c, inverse, pinv_rtol, max_dense, forms.get(block),
-                                     wHw.get(block)))
+                                     wHw.get(block), gram.get(block)))
     meta = {
         "n_samples": n_samples,
         "n_batches": len(batches),
@@ -307,14 +339,17 @@ def diagnose(
         "method": method,
         "wHw_route": "tangent" if tangent is not None else "hvp",
     }
+    if gram:
+        meta["gram_memory"] = gram_memory
     if krylov:
         meta["krylov_max_iter"], meta["krylov_tol"] = krylov_max_iter, krylov_tol
     return Diagnosis(records, meta, notes=model_notes, frozen=frozen_names, skipped=skipped)
 
 
-METHODS = ("dense", "krylov", "auto")
+METHODS = ("dense", "krylov", "auto", "gram")
 FROZEN = ("skip", "include")
 _tangent_route = True  # tests switch it off to compare with the Hessian-vector-product route
+_gram_route = True  # tests switch it off to see the dense/Krylov split that blocks fall back to
 KRYLOV_RETAIN_BATCHES = 8  # Krylov keeps up to this many batch graphs; more are rebuilt per step
 
 
@@ -371,15 +406,21 @@ def derived_quantities(w_sq, g_sq, wHw, wHpinvw, notes: list[str]):
 
 
 def _block_record(block, members, w, c, inverse, pinv_rtol, max_dense, form: KrylovForm | None,
-                  wHw: float | None = None) -> BlockDiagnosis:
+                  wHw: float | None = None, gram: GramForm | None = None) -> BlockDiagnosis:
     notes: list[str] = list(c.notes)
     w_sq = float(w @ w)
     g_sq = float(c.grad @ c.grad)
     wHw = float(w @ c.Hw) if wHw is None else wHw
     wHpinvw = cutoff = rank = min_rel = noise_kept = None
     krylov: dict = {}
-    if c.dense is not None:
+    if gram is not None:
+        pf = gram
+        krylov = {"method": "gram"}
+        notes.append(f"D⁺ by the exact Gram route ({'G = BBᵀ' if gram.side == 'gram' else 'BᵀB'} from "
+                     f"{gram.rows} rows of B, rank {gram.rank}; piecewise affine in the block: checked)")
+    elif c.dense is not None:
         pf = pinv_quadratic_form(c.dense, w, pinv_rtol)
+    if gram is not None or c.dense is not None:
         wHpinvw, rank, cutoff, min_rel = pf.value, pf.rank, pf.cutoff, pf.min_kept_rel_eig
         noise_kept = pf.noise_kept
         if pf.rank == 0:
@@ -407,7 +448,7 @@ def _block_record(block, members, w, c, inverse, pinv_rtol, max_dense, form: Kry
             )
     rayleigh, coupled, inverse_coupled = derived_quantities(w_sq, g_sq, wHw, wHpinvw, notes)
     missing = None
-    if c.dense is None and form is None and inverse:
+    if c.dense is None and form is None and gram is None and inverse:
         missing = (f"block has {w.numel()} parameters, above max_dense={max_dense} "
                    "(raise max_dense to build the dense block, or use method='krylov' or 'auto')")
     record = BlockDiagnosis(

@@ -398,7 +398,11 @@ def test_diagnose_krylov_matches_dense(small_net):
         assert max(abs(lo), abs(hi)) >= 0.99 * top
 
 
-def test_diagnose_auto_uses_krylov_only_above_max_dense(small_net):
+def test_diagnose_auto_uses_krylov_only_above_max_dense(small_net, monkeypatch):
+    """The split that blocks fall back to where the Gram route does not apply (switched off here)."""
+    from coupled_curvature.numeric.core import diagnostics
+
+    monkeypatch.setattr(diagnostics, "_gram_route", False)
     model, X, y = small_net
     d = diagnose(model, CE, (X, y), method="auto", max_dense=100)
     methods = {b.name: b.method for b in d}
