@@ -61,8 +61,8 @@ if not _installed() and os.path.isfile(os.path.join(_checkout, "numeric", "core"
 
 _LAZY = {
     "diagnose": "coupled_curvature.numeric.core.diagnostics",
-    "Diagnosis": "coupled_curvature.numeric.core.diagnostics",
-    "BlockDiagnosis": "coupled_curvature.numeric.core.diagnostics",
+    "Diagnosis": "coupled_curvature.numeric.core.results",
+    "BlockDiagnosis": "coupled_curvature.numeric.core.results",
     "layer_rescale": "coupled_curvature.numeric.symmetries.homogeneous",
     "neuron_rescale": "coupled_curvature.numeric.symmetries.homogeneous",
     "permute_neurons": "coupled_curvature.numeric.symmetries.homogeneous",

@@ -28,8 +28,8 @@ from typing import Any
 
 _LAZY: dict[str, tuple[str, str]] = {
     "diagnose": ("core.diagnostics", "diagnose"),
-    "Diagnosis": ("core.diagnostics", "Diagnosis"),
-    "BlockDiagnosis": ("core.diagnostics", "BlockDiagnosis"),
+    "Diagnosis": ("core.results", "Diagnosis"),
+    "BlockDiagnosis": ("core.results", "BlockDiagnosis"),
     "layer_rescale": ("symmetries.homogeneous", "layer_rescale"),
     "neuron_rescale": ("symmetries.homogeneous", "neuron_rescale"),
     "permute_neurons": ("symmetries.homogeneous", "permute_neurons"),

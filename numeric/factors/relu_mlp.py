@@ -19,7 +19,7 @@ from torch import nn
 from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
 from coupled_curvature.numeric.core.compare import agrees
 from coupled_curvature.numeric.core.inputs import float64_copy
-from coupled_curvature.numeric.core.diagnostics import Diagnosis
+from coupled_curvature.numeric.core.results import Diagnosis
 from coupled_curvature.numeric.linalg.pinv import cutoff_sum, symmetric_spectrum
 
 #: relative tolerance of the factor check ``‖Bw‖² = wᵀHw`` (the factor against autograd)

@@ -26,7 +26,7 @@ import torch  # the examples below
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.numeric.core.diagnostics import BlockDiagnosis, Diagnosis, derived_quantities
+from coupled_curvature.numeric.core.results import BlockDiagnosis, Diagnosis, derived_quantities
 from coupled_curvature.numeric.highprec.arithmetic import Dyadic, dyadic_matmul, int_matmul, shift_to, to_mpf
 from coupled_curvature.numeric.highprec.mlp import Problem, layer_hessian, layer_terms, prepare_problem, rescale_problem
 from coupled_curvature.numeric.highprec.pinv import pinv_form

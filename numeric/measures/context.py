@@ -14,7 +14,8 @@ from torch import Tensor, nn
 
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.numeric.core.compare import agrees
-from coupled_curvature.numeric.core.diagnostics import Diagnosis, diagnose
+from coupled_curvature.numeric.core.results import Diagnosis
+from coupled_curvature.numeric.core.diagnostics import diagnose
 from coupled_curvature.numeric.core.flat import FlatLoss
 from coupled_curvature.numeric.core.hvp import BlockCurvature, block_curvature
 from coupled_curvature.numeric.factors.linear_diagonal import LinearFactors, linear_factors

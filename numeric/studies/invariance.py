@@ -10,7 +10,8 @@ import torch
 from torch import nn
 
 from coupled_curvature.numeric.core.compare import EPS64, relative_change
-from coupled_curvature.numeric.core.diagnostics import Diagnosis, diagnose
+from coupled_curvature.numeric.core.results import Diagnosis
+from coupled_curvature.numeric.core.diagnostics import diagnose
 from coupled_curvature.numeric.symmetries.homogeneous import (
     function_gap,
     layer_rescale,

@@ -33,7 +33,8 @@ import torch
 from torch import nn
 
 from coupled_curvature.numeric.core.compare import EPS64, relative_change
-from coupled_curvature.numeric.core.diagnostics import BlockDiagnosis, Diagnosis, diagnose
+from coupled_curvature.numeric.core.results import BlockDiagnosis, Diagnosis
+from coupled_curvature.numeric.core.diagnostics import diagnose
 from coupled_curvature.numeric.factors.relu_mlp import with_factor_dplus
 from coupled_curvature.numeric.measures.hessian import top_eigenvalue
 from coupled_curvature.numeric.models.datasets import Dataset

@@ -21,7 +21,8 @@ import torch
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.numeric.core.diagnostics import Diagnosis, diagnose
+from coupled_curvature.numeric.core.results import Diagnosis
+from coupled_curvature.numeric.core.diagnostics import diagnose
 from coupled_curvature.numeric.distributed import broadcast_model, check_replicated, shard, shard_sizes
 from coupled_curvature.numeric.models.datasets import load
 from coupled_curvature.numeric.models.factory import build_for, parse_arch

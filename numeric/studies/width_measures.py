@@ -16,7 +16,8 @@ from torch import nn
 
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.numeric.core.compare import agrees
-from coupled_curvature.numeric.core.diagnostics import Diagnosis, diagnose
+from coupled_curvature.numeric.core.results import Diagnosis
+from coupled_curvature.numeric.core.diagnostics import diagnose
 from coupled_curvature.numeric.core.flat import FlatLoss
 from coupled_curvature.numeric.factors.relu_mlp import (
     FACTOR_CHECK_RTOL,
