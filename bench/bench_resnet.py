@@ -34,6 +34,7 @@ from torch import nn
 
 from coupled_curvature.numeric.core.diagnostics import diagnose
 from coupled_curvature.numeric.factors.gram import MEMORY_BUDGET
+from coupled_curvature.numeric.models.factory import randomize_batchnorm
 from coupled_curvature.numeric.models.datasets import load
 from coupled_curvature.numeric.models.factory import make_mlp
 
@@ -109,20 +110,6 @@ def routes(d) -> str:
     for reason, n in why.items():
         out += f"\n      fallback x{n}: {reason}"
     return out
-
-
-def randomize_batchnorm(model: nn.Module, seed: int = 0) -> nn.Module:
-    """Random running statistics and affine parameters, as after training (a fresh BatchNorm has bias 0,
-    where D is undefined, and identity statistics)."""
-    g = torch.Generator().manual_seed(seed)
-    for m in model.modules():
-        if isinstance(m, nn.modules.batchnorm._BatchNorm):
-            with torch.no_grad():
-                m.running_mean.copy_(0.1 * torch.randn(m.running_mean.shape, generator=g))
-                m.running_var.copy_(0.5 + torch.rand(m.running_var.shape, generator=g))
-                m.weight.copy_(1 + 0.1 * torch.randn(m.weight.shape, generator=g))
-                m.bias.copy_(0.1 * torch.randn(m.bias.shape, generator=g))
-    return model
 
 
 def run_model(label: str, model: nn.Module, n: int, side: int, memory: int) -> None:

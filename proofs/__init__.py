@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
+from coupled_curvature.choices import parse_choices
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.theorems import THEOREMS
 
@@ -61,15 +62,8 @@ def parse_only(only: str | Iterable[str] | None) -> list[str]:
     """
     if only is None:
         return list(THEOREM_IDS)
-    items = only.split(",") if isinstance(only, str) else list(only)
-    ids = [str(t).strip().upper() for t in items if str(t).strip()]
-    bad = [t for t in ids if t not in THEOREMS]
-    if bad or not ids:
-        raise InvalidInputError(
-            f"unknown theorem id(s) {', '.join(bad) or '(none given)'}; valid ids: {', '.join(THEOREM_IDS)} "
-            "(e.g. --only T4,T6)"
-        )
-    return [t for t in THEOREM_IDS if t in ids]
+    return parse_choices(only, THEOREM_IDS, what="theorem id", example="--only T4,T6", normalize=str.upper,
+                         valid_text=f"valid ids: {', '.join(THEOREM_IDS)}")
 
 
 def module(theorem: str) -> ModuleType:

@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.choices import parse_choices
 
 __all__ = ["FORMATS", "parse_formats", "build_report", "collect"]
 
@@ -26,12 +26,8 @@ def parse_formats(formats: str | Iterable[str] | None) -> list[str]:
     """
     if formats is None:
         return list(FORMATS)
-    items = formats.split(",") if isinstance(formats, str) else list(formats)
-    fs = [str(f).strip().lower() for f in items if str(f).strip()]
-    bad = [f for f in fs if f not in FORMATS]
-    if bad or not fs:
-        raise InvalidInputError(f"unknown format(s) {', '.join(bad) or '(none)'}; use md, html and/or tex (e.g. --format md,html)")
-    return [f for f in FORMATS if f in fs]
+    return parse_choices(formats, tuple(FORMATS), what="format", example="--format md,html",
+                         valid_text="use md, html and/or tex")
 
 
 def collect(only: Any = None, seed: int = 0, heavy: bool = False, progress: Callable[[str], None] | None = None,

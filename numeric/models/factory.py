@@ -33,7 +33,7 @@ from torch import nn
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.numeric.models.datasets import Dataset
 
-__all__ = ["KINDS", "DEFAULT_HIDDEN", "parse_arch", "build_model", "build_for", "make_mlp"]
+__all__ = ["KINDS", "DEFAULT_HIDDEN", "parse_arch", "build_model", "build_for", "make_mlp", "randomize_batchnorm"]
 
 _ACTIVATIONS = {"relu": nn.ReLU, "leaky_relu": nn.LeakyReLU, "identity": nn.Identity, "tanh": nn.Tanh}
 #: kind -> (activation, bias) of the MLP-like kinds; ``mlp-bn`` and ``cnn`` are built below
@@ -149,3 +149,25 @@ def build_for(kind: str, hidden: Sequence[int], data: Dataset, *, seed: int, bn_
         return build_model(kind, hidden, data.X_train.shape[1], data.n_classes, seed=seed,
                            image_side=data.X_train.shape[-1])
     return build_model(kind, hidden, data.n_features, data.n_classes, seed=seed, bn_eps=bn_eps)
+
+
+def randomize_batchnorm(model: nn.Module, seed: int = 0) -> nn.Module:
+    """Give every BatchNorm random running statistics and affine parameters, as after training (a fresh
+    BatchNorm has bias 0, where ``D`` is undefined, and identity statistics), in place; returns ``model``.
+
+    ``running_mean ~ 0.3·N(0, 1)``, ``running_var ~ 0.5 + U(0, 1)``, ``weight ~ 1 + 0.2·N(0, 1)``,
+    ``bias ~ 0.1·N(0, 1)``, drawn from ``seed``.
+
+    >>> bn = randomize_batchnorm(build_model("mlp-bn", (3,), 2, 2, seed=0))[1]
+    >>> bool((bn.running_var > 0.5).all()), bool((bn.bias != 0).all())
+    (True, True)
+    """
+    g = torch.Generator().manual_seed(seed)
+    for m in model.modules():
+        if isinstance(m, nn.modules.batchnorm._BatchNorm):
+            with torch.no_grad():
+                m.running_mean.copy_(0.3 * torch.randn(m.running_mean.shape, generator=g))
+                m.running_var.copy_(0.5 + torch.rand(m.running_var.shape, generator=g))
+                m.weight.copy_(1 + 0.2 * torch.randn(m.weight.shape, generator=g))
+                m.bias.copy_(0.1 * torch.randn(m.bias.shape, generator=g))
+    return model

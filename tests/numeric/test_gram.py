@@ -18,6 +18,7 @@ from coupled_curvature.numeric.core.diagnostics import diagnose
 from coupled_curvature.numeric.core.inputs import float64_copy, prepare_batches
 from coupled_curvature.numeric.core.objective import Objective
 from coupled_curvature.numeric.factors.gram import gram_forms
+from coupled_curvature.numeric.models.factory import randomize_batchnorm
 from coupled_curvature.numeric.symmetries.homogeneous import layer_rescale, neuron_rescale
 from tests.numeric._nets import data, mlp
 
@@ -98,15 +99,7 @@ class TinyResNet(nn.Module):
 
 def _eval_bn(model, seed=0):
     """Random running statistics and affine parameters, then eval mode (BatchNorm is affine there)."""
-    g = torch.Generator().manual_seed(seed)
-    for m in model.modules():
-        if isinstance(m, nn.modules.batchnorm._BatchNorm):
-            with torch.no_grad():
-                m.running_mean.copy_(0.3 * torch.randn(m.running_mean.shape, generator=g))
-                m.running_var.copy_(0.5 + torch.rand(m.running_var.shape, generator=g))
-                m.weight.copy_(1 + 0.2 * torch.randn(m.weight.shape, generator=g))
-                m.bias.copy_(0.1 * torch.randn(m.bias.shape, generator=g))
-    return model.double().eval()
+    return randomize_batchnorm(model, seed).double().eval()
 
 
 def bn_cnn(seed=0, classes=3):
