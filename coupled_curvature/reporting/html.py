@@ -20,7 +20,7 @@ body { font-family: sans-serif; max-width: 72rem; margin: 1.5rem auto; padding: 
        overflow-wrap: break-word; }
 .scroll { max-width: 100%; overflow-x: auto; margin: 0.6rem 0 1.2rem; }
 table { border-collapse: collapse; font-size: 0.92rem; max-width: 100%; }
-th, td { border: 1px solid #ccc; padding: 0.25rem 0.5rem; vertical-align: middle; text-align: left; overflow-wrap: anywhere; }
+th, td { border: 1px solid #ccc; padding: 0.25rem 0.5rem; vertical-align: middle; text-align: left; overflow-wrap: break-word; hyphens: auto; }
 th { background: #f2f2f2; }
 .proved { color: #126b12; font-weight: bold; } .failed { color: #b00020; font-weight: bold; }
 .evidence { color: #8a5a00; font-weight: bold; }
@@ -52,6 +52,9 @@ def _svg(svgs: dict[str, str] | None, name: str, caption: str) -> str:
     if body is None:
         return f"<figure><figcaption>{caption}</figcaption></figure>"
     body = re.sub(r"^.*?(?=<svg)", "", body, flags=re.S)
+    # inline SVG in HTML needs no namespace declarations (the parser knows svg and xlink:href); no metadata
+    body = re.sub(r"<metadata>.*?</metadata>\s*", "", body, flags=re.S)
+    body = re.sub(r'\s+xmlns(:xlink)?="[^"]*"', "", body)
     body = re.sub(r'<svg([^>]*?) width="[^"]*" height="[^"]*"', r'<svg\1 role="img"', body, count=1)
     body = body.replace("<svg", f"<svg aria-label='{_e(re.sub('<[^>]+>', '', caption))}' data-figure='{name}'", 1)
     return f"<figure id='fig-{name}'>{body}<figcaption>{caption}</figcaption></figure>"

@@ -264,6 +264,13 @@ def text_latex(text: str, escape) -> str:
     return "".join(f"${math_latex(p)}$" if k == "math" else escape(p) for k, p in split_math(normalise(text)))
 
 
+def _html_math(run: str) -> str:
+    """A math run as MathML; a long one as one ``<math>`` per word, so that the line can wrap."""
+    if len(run) <= 32:
+        return math_mathml(run)
+    return " ".join(math_mathml(w) for w in run.split(" ") if w)
+
+
 def text_html(text: str) -> str:
     """Mixed text: math runs as inline MathML, the rest HTML-escaped."""
-    return "".join(math_mathml(p) if k == "math" else html.escape(p) for k, p in split_math(normalise(text)))
+    return "".join(_html_math(p) if k == "math" else html.escape(p) for k, p in split_math(normalise(text)))
