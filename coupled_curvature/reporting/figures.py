@@ -9,6 +9,10 @@
 * ``cutoff``: ``D⁺`` against ``pinv_rtol`` on the dense and Krylov paths (log-log, steps), the
   default ``pinv_rtol = 1e-10`` marked.
 
+Every axis names its quantity and unit (the loss in nats, parameters pure numbers); titles are
+wrapped to the figure's width; reference and tolerance lines are dashed and drawn on top; legends
+sit outside the data, to the right of the axes.
+
 Each figure is written as ``NAME.svg`` (HTML, Markdown) and ``NAME.png`` (LaTeX).
 """
 
@@ -21,6 +25,7 @@ from typing import Any
 import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 __all__ = ["save_figure", "rescaling_figure", "neuron_figure", "precision_figure", "cutoff_section_figure"]
 
@@ -76,6 +81,7 @@ def neuron_figure(changes: dict[str, list[float]], net: str) -> Figure:
     ax.axvline(1e-3, color="black", linestyle="--", linewidth=1.4, zorder=5, label="tolerance 1e-3 (invariant below)")
     ax.set_xlabel("relative change of D, |D′ − D| / |D| (dimensionless)")
     ax.set_ylabel("number of random scalings a = 2^U(−2, 2)")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title(textwrap.fill(f"{net}: non-uniform neuron scaling of layer 0; blocks with |ΔD|/|D| ≤ 1e-3 "
                                f"(not drawn): {', '.join(still) or 'none'}", 80), fontsize=8)
     ax.legend(fontsize=7.5, title="block", title_fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0),

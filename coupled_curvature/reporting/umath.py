@@ -74,7 +74,7 @@ def _core(w: str) -> str:
 def _is_math_word(w: str) -> bool:
     core = _core(w)
     if (not core or core in _ENGLISH or (len(core) > 1 and core.lower() in _ENGLISH) or core in ("I", "i.e", "e.g")
-            or re.fullmatch(r"\(?T\d+\)?|'?[a-z]{2,}(_[a-z]+)+'?", core)):
+            or re.fullmatch(r"\(?T\d+\)?|'?[a-z]{2,}(_[a-z]{2,})+'?", core)):
         return False
     if any(c in _MATH_CHARS for c in core):
         return True
