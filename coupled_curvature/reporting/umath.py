@@ -40,6 +40,10 @@ _SPELLED = {"sigma": "σ", "lambda": "λ", "tau": "τ", "theta": "θ", "alpha": 
             "delta": "δ", "phi": "φ", "gamma": "γ", "epsilon": "ε", "ell": "ℓ", "dell": "∂ℓ", "d2ell": "∂²ℓ"}
 
 
+_ACCENT = {"û": r"\hat{u}", "ŵ": r"\hat{w}", "ĝ": r"\hat{g}", "ê": r"\hat{e}", "θ̂": r"\hat{\theta}"}
+_DIGITS = "0123456789"  # not str.isdigit, which holds for ² too
+
+
 def _sup(s: str) -> str:
     return "".join(_TO_SUP[c] for c in s) if all(c in _TO_SUP for c in s) else "^{" + s + "}"
 
@@ -134,8 +138,8 @@ def _group(s: str, i: int) -> tuple[str, int]:
             j += 1
         return s[i + 1:], len(s)
     j = i
-    if i < len(s) and s[i].isdigit():
-        while j < len(s) and s[j].isdigit():
+    if i < len(s) and s[i] in _DIGITS:
+        while j < len(s) and s[j] in _DIGITS:
             j += 1
         return s[i:j], j
     upper = i < len(s) and s[i].isupper()
@@ -171,13 +175,16 @@ def _tokens(s: str) -> list[tuple[str, str]]:
             else:
                 out += [("id", x) for x in word]
             i = j
-        elif c.isdigit():
+        elif c in _DIGITS:
             j = i
-            while j < len(s) and (s[j].isdigit() or (s[j] == "." and j + 1 < len(s) and s[j + 1].isdigit())):
+            while j < len(s) and (s[j] in _DIGITS or (s[j] == "." and j + 1 < len(s) and s[j + 1] in _DIGITS)):
                 j += 1
             out.append(("num", s[i:j]))
             i = j
         elif c in _GREEK:
+            out.append(("id", c))
+            i += 1
+        elif c in _ACCENT:  # û: the letter with a hat
             out.append(("id", c))
             i += 1
         elif c == " ":
@@ -214,6 +221,8 @@ def math_latex(s: str) -> str:
                         "exp": r"\exp ", "sin": r"\sin ", "sinh": r"\sinh ", "ker": r"\ker "}.get(v, rf"\mathrm{{{v}}}"))
         elif kind == "id" and v in _GREEK:
             out.append("\\" + _GREEK[v] + " ")
+        elif kind == "id" and v in _ACCENT:
+            out.append(_ACCENT[v])
         elif kind == "space":
             out.append(r"\ ")
         elif kind == "op":

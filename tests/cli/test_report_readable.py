@@ -74,6 +74,8 @@ def test_steps_read_as_mathematics(pages):
     # every step keeps its trust label and the method that checked it
     n_steps = sum(len(e.steps) for e in all_theorems_data()[0].check.entries.values())
     assert html.count("(checked by ") == n_steps == md.count("(checked by ") == tex.count("(checked by ")
+    # every character of the mathematics has a LaTeX form (no "?" stand-ins), the tex source is ASCII
+    assert not re.search(r"\$[^$\n]*\?[^$\n]*\$", tex) and all(ord(ch) < 128 for ch in tex.replace("Gröbner", ""))
     # theorem statements from the registry, as MathML in HTML and LaTeX in tex
     assert "<b>Statement.</b> For a linear symmetry <math" in html
     assert r"$T^{-\top}\nabla L(\theta)$" in tex.replace(" ", "") or r"T^{-\top}\nabla" in tex
