@@ -208,7 +208,13 @@ def _tokens(s: str) -> list[tuple[str, str]]:
 def math_latex(s: str) -> str:
     """One Unicode math run as LaTeX math (no ``$``)."""
     out = []
-    for kind, v in _tokens(s):
+    toks = _tokens(s)
+    for n, (kind, v) in enumerate(toks):
+        if kind == "space":  # LaTeX spaces operators itself; keep a gap only between two operands
+            prev = toks[n - 1][0] if n else ""
+            nxt = toks[n + 1][0] if n + 1 < len(toks) else ""
+            if not ({prev, nxt} <= {"id", "num", "fn", "sup", "sub"}) or (nxt in ("sup", "sub")):
+                continue
         if kind in ("sup", "sub"):
             transpose = kind == "sup" and "T" in v and v.strip("-+Tʹ") == ""
             inner = math_latex(v.replace("T", "⊤") if transpose else v)
