@@ -231,6 +231,8 @@ def math_latex(s: str) -> str:
             out.append(_ACCENT[v])
         elif kind == "space":
             out.append(r"\ ")
+        elif kind == "op" and v == ",":
+            out.append(r",\allowbreak ")  # a long run may break after a comma, as in text
         elif kind == "op":
             out.append(_OPS.get(v, {"{": r"\{", "}": r"\}", "$": r"\$"}.get(v, v if v.isascii() else "?")))
             if out[-1].startswith("\\") and out[-1][-1].isalpha():
