@@ -85,13 +85,18 @@ def _mixed(text: str) -> str:
     return text_latex(text, tex_text)
 
 
+def _breakable(name: str) -> str:
+    """A method name such as ``rewrite:sigma_homogeneity`` that may break after ``:`` and ``_``."""
+    return tex_text(name).replace(":", r":\allowbreak{}").replace(r"\_", r"\_\allowbreak{}")
+
+
 def _steps(steps) -> list[str]:
     L = [r"\subsection*{Steps}", r"\begin{enumerate}"]
     for st in steps:
         v = step_view(st.description, st.lhs, st.rhs)
         mark = r"$\checkmark$" if st.passed else r"\textbf{FAIL}"
         L.append(rf"\item {mark} \texttt{{[{st.label}]}} {_mixed(v.statement)} "
-                 rf"{{\small (checked by {tex_text(st.method)}, {tex_text(st.verification)})}}")
+                 rf"{{\small (checked by {_breakable(st.method)}, {tex_text(st.verification)})}}")
         if v.latex:
             L += [r"\[", v.latex, r"\]"]
         if v.instance:
