@@ -80,8 +80,13 @@ def build_report(out: str = "report", formats: Any = None, only: Any = None, see
             save_figure(precision_figure(data.precision), tmp, "precision")
         if data.cutoff is not None:
             save_figure(cutoff_section_figure(data.cutoff), tmp, "cutoff")
+        svgs = {}
+        for name in os.listdir(tmp):
+            if name.endswith(".svg"):
+                with open(os.path.join(tmp, name), encoding="utf-8") as fh:
+                    svgs[name[:-4]] = fh.read()
         for f in fmts:
-            text = renderers[f](data)
+            text = render_html(data, svgs) if f == "html" else renderers[f](data)
             with open(os.path.join(tmp, FORMATS[f]), "w", encoding="utf-8", newline="\n") as fh:
                 fh.write(text)
 

@@ -9,6 +9,10 @@
 * ``cutoff``: ``D⁺`` against ``pinv_rtol`` on the dense and Krylov paths (log-log, steps), the
   default ``pinv_rtol = 1e-10`` marked.
 
+Every axis names its quantity and unit (the loss in nats, parameters pure numbers); titles are
+wrapped to the figure's width; reference and tolerance lines are dashed and drawn on top; legends
+sit outside the data, to the right of the axes.
+
 Each figure is written as ``NAME.svg`` (HTML, Markdown) and ``NAME.png`` (LaTeX).
 """
 
@@ -21,6 +25,7 @@ from typing import Any
 import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 __all__ = ["save_figure", "rescaling_figure", "neuron_figure", "precision_figure", "cutoff_section_figure"]
 
@@ -38,23 +43,29 @@ def save_figure(fig: Figure, folder: str, name: str) -> list[str]:
 
 
 def rescaling_figure(sweep: dict[str, Any]) -> Figure:
-    """Log-log plot of D, D⁺, RQ and ‖g‖² against c (data from ``crosschecks.rescaling_sweep``)."""
-    fig = Figure(figsize=(6.4, 4.2))
+    """Log-log plot of D, D⁺, RQ and ‖g‖² against c (data from ``crosschecks.rescaling_sweep``).
+
+    Units: parameters are pure numbers and the loss is in nats, so ‖g‖² is in nat², RQ and D⁺ in
+    nat, D in nat⁻¹. The ``c⁻²`` reference is dashed and drawn on top.
+    """
+    fig = Figure(figsize=(6.4, 4.4))
     ax = fig.add_subplot(1, 1, 1)
     c = sweep["c"]
-    styles = [("D", "D", "o-"), ("Dplus", "D⁺", "s-"), ("RQ", "Rayleigh quotient wᵀHw/wᵀw", "^--"),
-              ("g_sq", "‖g‖²", "v--")]
+    styles = [("D", "D [1/nat]", "o-"), ("Dplus", "D⁺ [nat]", "s-"), ("RQ", "Rayleigh quotient wᵀHw/wᵀw [nat]", "^-"),
+              ("g_sq", "‖g‖² [nat²]", "v-")]
     for key, label, style in styles:
-        ax.plot(c, sweep[key], style, label=label)
+        ax.plot(c, sweep[key], style, label=label, zorder=2)
     ref = [sweep["RQ"][len(c) // 2] * (x / c[len(c) // 2]) ** -2 for x in c]
-    ax.plot(c, ref, ":", color="gray", label="c⁻² reference")
+    ax.plot(c, ref, "--", color="black", linewidth=1.4, zorder=5, label="c⁻² reference (slope −2)")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    ax.set_xlabel("layer rescaling factor c")
-    ax.set_ylabel("value")
-    ax.set_title(f"{sweep['net']}: block {sweep['block']} under W_l -> cW_l, W_(l+1) -> W_(l+1)/c", fontsize=9)
-    ax.legend(fontsize=8)
+    ax.set_xlabel("layer rescaling factor c (dimensionless, log₂ axis)")
+    ax.set_ylabel("value of each quantity (log axis)")
+    ax.set_title(textwrap.fill(f"{sweep['net']}, block {sweep['block']}: W_l → cW_l, b_l → cb_l, "
+                               "W_(l+1) → W_(l+1)/c", 70), fontsize=9)
+    ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     ax.grid(True, which="major", alpha=0.3)
+    fig.set_size_inches(8.4, 4.4)
     fig.tight_layout()
     return fig
 
@@ -67,12 +78,15 @@ def neuron_figure(changes: dict[str, list[float]], net: str) -> Figure:
     still = [k for k, v in changes.items() if max(v) <= 1e-3]
     bins = [i / 20 for i in range(21)]
     ax.hist(list(moved.values()), bins=bins, label=list(moved), stacked=False)
-    ax.axvline(1e-3, color="red", linestyle=":", label="threshold 1e-3")
-    ax.set_xlabel("relative change of D, |D' − D| / |D|")
-    ax.set_ylabel("count (random scalings a = 2^U(−2, 2))")
-    ax.set_title(f"{net}: non-uniform neuron scaling of layer 0 \nblocks with |ΔD|/|D| ≤ 1e-3 (not drawn): {', '.join(still) or 'none'}",
-                 fontsize=8)
-    ax.legend(fontsize=8)
+    ax.axvline(1e-3, color="black", linestyle="--", linewidth=1.4, zorder=5, label="tolerance 1e-3 (invariant below)")
+    ax.set_xlabel("relative change of D, |D′ − D| / |D| (dimensionless)")
+    ax.set_ylabel("number of random scalings a = 2^U(−2, 2)")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_title(textwrap.fill(f"{net}: non-uniform neuron scaling of layer 0; blocks with |ΔD|/|D| ≤ 1e-3 "
+                               f"(not drawn): {', '.join(still) or 'none'}", 80), fontsize=8)
+    ax.legend(fontsize=7.5, title="block", title_fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+              borderaxespad=0)
+    fig.set_size_inches(8.0, 4.0)
     fig.tight_layout()
     return fig
 
@@ -92,8 +106,11 @@ def precision_figure(p: Any) -> Figure:
     ax.plot(*pos(dps, col[0]), "o-", color="tab:blue", label=f"layer rescaling c = {p.c}: max rel ΔD")
     ax.plot(*pos(dps, col[1]), "s-", color="tab:orange", label=f"layer rescaling c = {p.c}: max rel ΔD⁺")
     grid = list(range(dps[0], dps[-1] + 1))
-    ax.plot(grid, [10.0 ** -d for d in grid], ":", color="black", linewidth=1.6, zorder=5,
+    ax.plot(grid, [10.0 ** -d for d in grid], "--", color="black", linewidth=1.6, zorder=5,
             label=r"reference $10^{-\mathrm{dps}}$")
+    ax.plot(grid, [10.0 ** -(d - 4) for d in grid], ":", color="gray", linewidth=1.4, zorder=5,
+            label=r"tolerance $10^{-(\mathrm{dps}-4)}$ (agrees below)")
+    ax.axhline(1e-3, color="tab:red", linestyle="--", linewidth=1.0, zorder=5, label="control threshold 1e-3 (moves above)")
     ax.plot(*pos(dps, col[2]), "^", color="tab:red", markersize=8, label="control, neuron scaling: max rel ΔD")
     ax.plot(*pos(dps, col[3]), "v", color="tab:purple", markersize=8, label="control, neuron scaling: max rel ΔD⁺")
     ax.set_yscale("log")
@@ -102,9 +119,11 @@ def precision_figure(p: Any) -> Figure:
     ax.set_yticks([10.0 ** -k for k in range(0, lo + 1, 20)])
     ax.set_xticks(dps)
     ax.set_xlabel("working precision dps (decimal digits)")
-    ax.set_ylabel("max relative change over blocks")
-    ax.set_title(f"{p.net}\ninvariance error against precision (T3), neuron-scaling control (T5)", fontsize=9)
-    ax.legend(fontsize=7.5, loc="lower left")
+    ax.set_ylabel("max relative change over blocks (dimensionless)")
+    ax.set_title(textwrap.fill(p.net, 80) + "\ninvariance error against precision (T3), neuron-scaling control (T5)",
+                 fontsize=9)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    fig.set_size_inches(9.0, 4.4)
     ax.grid(True, which="major", alpha=0.3)
     fig.tight_layout()
     return fig
@@ -122,9 +141,13 @@ def cutoff_section_figure(c: Any) -> Figure:
     for line in ax.get_lines():
         if line.get_linestyle() in ("-", "--"):
             line.set_drawstyle("steps-post")
-    ax.axvline(DEFAULT_RTOL, color="black", linestyle=":", linewidth=1.4, label=f"default pinv_rtol = {DEFAULT_RTOL:.0e}")
-    ax.set_title(textwrap.fill(c.net, 110) + "\nD⁺ against the pseudo-inverse cutoff (x: Krylov not converged, o: D⁺ < 0)",
+    ax.axvline(DEFAULT_RTOL, color="black", linestyle="--", linewidth=1.4, zorder=5,
+               label=f"default pinv_rtol = {DEFAULT_RTOL:.0e}")
+    ax.set_title(textwrap.fill(c.net, 75) + "\nD⁺ against the pseudo-inverse cutoff (x: Krylov not converged, o: D⁺ < 0)",
                  fontsize=8)
-    ax.legend(fontsize=7)
+    ax.set_xlabel("pinv_rtol (dimensionless; cutoff τ = pinv_rtol·max|λ|)")
+    ax.set_ylabel("|D⁺| [nat]")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    fig.set_size_inches(9.0, 4.6)
     fig.tight_layout()
     return fig

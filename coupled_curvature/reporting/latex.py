@@ -1,4 +1,9 @@
-"""A compilable LaTeX source (``pdflatex``/``lualatex``; packages amsmath, graphicx, longtable)."""
+"""A compilable LaTeX source (``pdflatex``/``lualatex``; T1 fonts, lmodern, amsmath, graphicx, longtable, booktabs).
+
+Statements and step descriptions are Unicode mathematics (:mod:`.umath`): their math runs are
+typeset as inline math, the rest escaped as text; a step's identity is shown as a display
+formula only when it is short (:mod:`.steps`), never an explicit instance written entry by entry.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,8 @@ import sympy as sp
 from coupled_curvature.reporting import cutoff_section as cs
 from coupled_curvature.reporting.content import NUMERIC_HEAD, ReportData, as_math, fmt_num, summary_rows
 from coupled_curvature.reporting.precision import CAPTION, POWER, precision_table, precision_text
+from coupled_curvature.reporting.steps import step_view
+from coupled_curvature.reporting.umath import text_latex
 
 __all__ = ["render_latex", "tex_text"]
 
@@ -63,58 +70,87 @@ def _ascii_math(tex: str) -> str:
 
 
 def _longtable(rows: list[list[str]], spec: str) -> list[str]:
-    head = " & ".join(rf"\textbf{{{c}}}" for c in rows[0]) + r" \\ \hline"
-    return [rf"\begin{{longtable}}{{{spec}}}", r"\hline", head, r"\endhead"] + \
-        [" & ".join(r) + r" \\" for r in rows[1:]] + [r"\hline", r"\end{longtable}"]
+    head = " & ".join(rf"\textbf{{{c}}}" for c in rows[0]) + r" \\ \midrule"
+    return [rf"\begin{{longtable}}{{@{{}}{spec}@{{}}}}", r"\toprule", head, r"\endhead"] + \
+        [" & ".join(r) + r" \\" for r in rows[1:]] + [r"\bottomrule", r"\end{longtable}"]
+
+
+def _p(width: float) -> str:
+    """A ragged-right paragraph column of ``width`` times the line width."""
+    return rf">{{\raggedright\arraybackslash}}p{{{width}\linewidth}}"
+
+
+def _mixed(text: str) -> str:
+    """Unicode mathematics in running text: math runs as ``$…$``, the rest escaped."""
+    return text_latex(text, tex_text)
+
+
+def _breakable(name: str) -> str:
+    """A method name such as ``rewrite:sigma_homogeneity`` that may break after ``:`` and ``_``."""
+    return tex_text(name).replace(":", r":\allowbreak{}").replace(r"\_", r"\_\allowbreak{}")
+
+
+def _steps(steps) -> list[str]:
+    L = [r"\subsection*{Steps}", r"\begin{enumerate}"]
+    for st in steps:
+        v = step_view(st.description, st.lhs, st.rhs)
+        mark = r"$\checkmark$" if st.passed else r"\textbf{FAIL}"
+        L.append(rf"\item {mark} \texttt{{[{st.label}]}} {_mixed(v.statement)} "
+                 rf"{{\small (checked by {_breakable(st.method)}, {tex_text(st.verification)})}}")
+        if v.latex:
+            L += [r"\[", v.latex, r"\]"]
+        if v.instance:
+            L.append(rf"\par{{\footnotesize Instance: {_mixed(v.instance)}.}}")
+    return L + [r"\end{enumerate}"]
 
 
 def render_latex(data: ReportData) -> str:
     chk = data.check
-    L = [r"\documentclass[10pt]{article}", r"\usepackage[margin=2cm]{geometry}", r"\usepackage{amsmath,amssymb}",
-         r"\usepackage{graphicx}", r"\usepackage{longtable}", r"\allowdisplaybreaks",
+    L = [r"\documentclass[10pt]{article}", r"\usepackage[T1]{fontenc}", r"\usepackage{lmodern}",
+         r"\usepackage{textcomp}", r"\usepackage[margin=2cm]{geometry}", r"\usepackage{amsmath,amssymb}",
+         r"\usepackage{graphicx}", r"\usepackage{longtable}", r"\usepackage{booktabs}", r"\usepackage{array}",
+         r"\allowdisplaybreaks", r"\setlength{\emergencystretch}{3em}", r"\setlength{\tabcolsep}{3pt}",
          r"\title{coupled-curvature: proof catalogue and numeric cross-checks}", r"\date{}", r"\begin{document}",
          r"\maketitle", f"% Generated: {data.generated}",
          tex_text(f"Seed {data.seed}. Trust labels: exact (exact symbolic identity or Gröbner reduction), certificate "
                   "(re-checked by the independent Fraction checker), rewrite (a named rule, declared as a hypothesis), "
                   "numeric (floating-point evidence, never proof)."),
          r"\section*{Summary}"]
-    rows = [[tex_text(c) for c in r] for r in summary_rows(chk)]
-    L += _longtable(rows, r"p{0.05\linewidth}p{0.22\linewidth}lrrrrp{0.3\linewidth}")
+    rows = summary_rows(chk)
+    short = {"theorem": "id", "certificate": "cert.", "rewrite": "rewr.", "numeric": "num.", "numeric figure": "numeric cross-check"}
+    rows = [[tex_text(short.get(c, c)) for c in rows[0]]] + [[tex_text(r[0]), _mixed(r[1]), *map(tex_text, r[2:])]
+                                                             for r in rows[1:]]
+    L += [r"\begingroup\small"] + _longtable(rows, _p(0.05) + _p(0.2) + _p(0.08) + "rrrr" + _p(0.37)) + [r"\endgroup"]
     for f in data.figures:
         L += [r"\begin{figure}[h]\centering", rf"\includegraphics[width=0.75\linewidth]{{{f.name}.png}}",
               rf"\caption{{{tex_text(f.caption)}}}", r"\end{figure}"]
     for t, e in chk.entries.items():
         s = chk.statuses[t]
-        L += [rf"\section*{{{t} --- {tex_text(e.title)}}}", rf"\textbf{{Status: {s.status}}}\par",
-              rf"\textbf{{Statement.}} {tex_text(e.statement)}\par"]
+        L += [rf"\section*{{{t} --- {_mixed(e.title)}}}", rf"\textbf{{Status: {s.status}}}\par",
+              rf"\textbf{{Statement.}} {_mixed(e.statement)}\par"]
         if e.hypotheses:
-            L += [r"\textbf{Hypotheses.}", r"\begin{itemize}"] + [rf"\item {tex_text(h)}" for h in e.hypotheses] + [r"\end{itemize}"]
+            L += [r"\textbf{Hypotheses.}", r"\begin{itemize}"] + [rf"\item {_mixed(h)}" for h in e.hypotheses] + [r"\end{itemize}"]
         if e.rules:
             L.append(r"Rewrite rules cited (declared hypotheses): " + tex_text(", ".join(e.rules)) + r"\par")
         if s.reasons:
-            L += [r"\textbf{Reasons for failure.}", r"\begin{itemize}"] + [rf"\item {tex_text(r)}" for r in s.reasons] + [r"\end{itemize}"]
+            L += [r"\textbf{Reasons for failure.}", r"\begin{itemize}"] + [rf"\item {_mixed(r)}" for r in s.reasons] + [r"\end{itemize}"]
         if e.steps:
-            L += [r"\subsection*{Steps}", r"\begin{enumerate}"]
-            for st in e.steps:
-                L += [rf"\item {'ok' if st.passed else 'FAIL'} \texttt{{[{st.label}]}} ({tex_text(st.method)}, "
-                      rf"{tex_text(st.verification)}) {tex_text(st.description)}",
-                      r"\begin{multline*}", _ascii_math(st.latex).replace("\n", " "), r"\end{multline*}"]
-            L.append(r"\end{enumerate}")
+            L += _steps(e.steps)
         if e.witnesses:
             L.append(r"\subsection*{Witnesses}")
             for w in e.witnesses:
                 verdict = "no checker" if w.checker is None else f"{w.checker}: {'accepted' if w.accepted else 'REJECTED'}"
-                L.append(rf"\textbf{{{tex_text(w.kind)}}} ({tex_text(verdict)}) {tex_text(w.note)}\par")
+                L.append(rf"\textbf{{{_mixed(w.kind)}}} ({tex_text(verdict)}) {_mixed(w.note)}\par")
                 L += _longtable([["field", "value"]] + [[tex_text(k), _math(v)] for k, v in w.data.items()],
-                                r"lp{0.75\linewidth}")
+                                _p(0.2) + _p(0.78))
         if e.numeric is not None:
             n = e.numeric
             L += [r"\subsection*{Numeric cross-check (evidence)}",
-                  tex_text(f"Prediction: {n.prediction}. {n.figure_name} = {fmt_num(n.figure)}; agrees: "
-                           f"{'yes' if n.agrees else 'NO'}.") + r"\par"]
-            rows = [list(NUMERIC_HEAD)] + [[tex_text(r["net"]), tex_text(r["quantity"]), fmt_num(r["measured"]),
-                                            tex_text(r["bound"]), "yes" if r["agrees"] else "NO"] for r in n.rows]
-            L += _longtable(rows, r"lp{0.45\linewidth}rll")
+                  _mixed(f"Prediction: {n.prediction}. {n.figure_name} = {fmt_num(n.figure)}; agrees: "
+                         f"{'yes' if n.agrees else 'NO'}.") + r"\par"]
+            rows = [list(NUMERIC_HEAD)] + [[tex_text(r["net"]), _mixed(r["quantity"]), fmt_num(r["measured"]),
+                                            _mixed(r["bound"]), "yes" if r["agrees"] else "NO"] for r in n.rows]
+            L += [r"\begingroup\small"] + _longtable(rows, _p(0.22) + _p(0.36) + "r" + _p(0.2) + "l") + [r"\endgroup"]
     if data.precision is not None:
         L += _precision(data.precision)
     if data.cutoff is not None:

@@ -1,4 +1,5 @@
-"""Markdown rendering of a report; math in ``$$ … $$`` blocks (LaTeX from SymPy)."""
+"""Markdown rendering of a report: statements in Unicode mathematics, short step identities in
+``$$ … $$`` blocks (LaTeX), an instance check as a one-line note (never entry by entry)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import sympy as sp
 from coupled_curvature.reporting import cutoff_section as cs
 from coupled_curvature.reporting.content import NUMERIC_HEAD, ReportData, as_math, fmt_num, summary_rows
 from coupled_curvature.reporting.precision import CAPTION, precision_table, precision_text
+from coupled_curvature.reporting.steps import step_view
+from coupled_curvature.reporting.umath import normalise
 
 __all__ = ["render_markdown"]
 
@@ -30,32 +33,36 @@ def render_markdown(data: ReportData) -> str:
     chk = data.check
     L = ["# coupled-curvature: proof catalogue and numeric cross-checks", "",
          f"Generated: {data.generated}", "",
-         f"Seed {data.seed}. Trust labels: **exact** (exact symbolic identity or Gröbner reduction), "
-         "**certificate** (re-checked by the independent Fraction checker), **rewrite** (a named rule, declared "
-         "as a hypothesis), **numeric** (floating-point evidence, never proof).", "", "## Summary", ""]
+         f"Seed {data.seed}. Trust labels: __exact__ (exact symbolic identity or Gröbner reduction), "
+         "__certificate__ (re-checked by the independent Fraction checker), __rewrite__ (a named rule, declared "
+         "as a hypothesis), __numeric__ (floating-point evidence, never proof).", "", "## Summary", ""]
     L += _table(summary_rows(chk)) + [""]
     for f in data.figures:
         L += [f"![{f.caption}]({f.name}.svg)", "", f"*{f.caption}*", ""]
     for t, e in chk.entries.items():
         s = chk.statuses[t]
-        L += [f"## {t} — {e.title}", "", f"**Status: {s.status}**", "", f"**Statement.** {e.statement}", ""]
+        L += [f"## {t} — {e.title}", "", f"__Status: {s.status}__", "", f"__Statement.__ {normalise(e.statement)}", ""]
         if e.hypotheses:
-            L += ["**Hypotheses.**", ""] + [f"- {h}" for h in e.hypotheses] + [""]
+            L += ["__Hypotheses.__", ""] + [f"- {normalise(h)}" for h in e.hypotheses] + [""]
         if e.rules:
             L += ["Rewrite rules cited (declared hypotheses): " + ", ".join(f"`{r}`" for r in e.rules), ""]
         if s.reasons:
-            L += ["**Reasons for failure.**", ""] + [f"- {r}" for r in s.reasons] + [""]
+            L += ["__Reasons for failure.__", ""] + [f"- {r}" for r in s.reasons] + [""]
         if e.steps:
             L += ["### Steps", ""]
             for i, st in enumerate(e.steps, 1):
                 mark = "✓" if st.passed else "✗"
-                L += [f"{i}. {mark} `{st.label}` ({st.method}, {st.verification}) — {st.description}", "",
-                      "$$", st.latex.replace("\n", " "), "$$", ""]
+                v = step_view(st.description, st.lhs, st.rhs)
+                L += [f"{i}. {mark} `{st.label}` {v.statement} (checked by {st.method}, {st.verification})", ""]
+                if v.latex:
+                    L += ["   $$", "   " + v.latex, "   $$", ""]
+                if v.instance:
+                    L += [f"   *Instance:* {v.instance}.", ""]
         if e.witnesses:
             L += ["### Witnesses", ""]
             for w in e.witnesses:
                 verdict = "no checker" if w.checker is None else f"{w.checker}: {'accepted' if w.accepted else 'REJECTED'}"
-                L += [f"- **{w.kind}** ({verdict}){' — ' + w.note if w.note else ''}", ""]
+                L += [f"- __{w.kind}__ ({verdict}){' — ' + w.note if w.note else ''}", ""]
                 L += ["  | field | value |", "  |---|---|"]
                 for k, v in w.data.items():
                     L += [f"  | {_cell(k)} | ${_cell(_tex(v))}$ |"]

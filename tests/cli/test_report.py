@@ -41,7 +41,8 @@ def test_report_contents(tmp_path, monkeypatch):
     assert "## T4 — Exact invariance group" in md and "$$" in md and "check_witness: accepted" in md
     assert "<math" in html and "<script" not in html and "http://" not in html.replace(
         'xmlns="http://www.w3.org/1998/Math/MathML"', "")
-    assert "rescaling.svg" in html and "neuron_scaling.svg" in md and "rescaling.png" in tex
+    # figures are inlined in report.html (the file alone is complete), files for md and tex
+    assert "data-figure='rescaling'" in html and "<img" not in html and "neuron_scaling.svg" in md and "rescaling.png" in tex
     assert tex.startswith("\\documentclass") and tex.rstrip().endswith("\\end{document}")
     assert all(ord(ch) < 128 for ch in tex.replace("Gröbner", ""))  # pdflatex-safe apart from escapes
     for label in ("exact", "certificate", "rewrite", "numeric"):
@@ -50,7 +51,7 @@ def test_report_contents(tmp_path, monkeypatch):
     p = small_collect()[0].precision
     assert "## Arbitrary precision" in md and "<h2>Arbitrary precision</h2>" in html
     assert "\\section*{Arbitrary precision}" in tex and "precision.png" in tex
-    assert "(precision.svg)" in md and "src='precision.svg'" in html
+    assert "(precision.svg)" in md and "data-figure='precision'" in html
     for r in p.rows:
         cells = [str(r.dps), r.dD, r.dDplus, f"1e-{r.dps}", r.control_D, r.control_Dplus, "yes" if r.agrees else "NO"]
         assert "| " + " | ".join(cells) + " |" in md
@@ -62,7 +63,7 @@ def test_report_contents(tmp_path, monkeypatch):
     c = small_collect()[0].cutoff
     assert md.index("## Arbitrary precision") < md.index("## Cutoff sensitivity")
     assert "<section id='cutoff'><h2>Cutoff sensitivity</h2>" in html and "\\section*{Cutoff sensitivity}" in tex
-    assert "(cutoff.svg)" in md and "src='cutoff.svg'" in html and "{cutoff.png}" in tex
+    assert "(cutoff.svg)" in md and "data-figure='cutoff'" in html and "{cutoff.png}" in tex
     assert Path(out, "cutoff.svg").stat().st_size > 10_000 and Path(out, "cutoff.png").read_bytes()[:4] == b"\x89PNG"
     assert "H^+_\\tau" in md and "<msubsup><mi>H</mi><mi>τ</mi>" in html and "H^+_\\tau" in tex
     rows = cutoff_table(c)
