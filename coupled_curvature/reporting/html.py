@@ -61,16 +61,15 @@ def _svg(svgs: dict[str, str] | None, name: str, caption: str) -> str:
 
 
 def _formal(t: str) -> str:
-    try:
-        from coupled_curvature.theorems import formal_names
+    """What Coq proves of theorem ``t`` (its scope) and the pinned Coq theorems, or nothing."""
+    from coupled_curvature.theorems import FORMAL_SCOPE, formal_names
 
-        names = formal_names(t)
-    except Exception:  # noqa: BLE001 - the catalogue page never fails on the formal index
-        names = ()
+    names = formal_names(t)
     if not names:
         return ""
-    return ("<p><b>Formal proof for every n.</b> Coq theorems " + ", ".join(f"<code>{_e(n)}</code>" for n in names)
-            + " (pinned statements; <code>ccurv check --formal</code> compiles them).</p>")
+    return (f"<p><b>Formal (Coq), for every n, depth and width:</b> {_e(FORMAL_SCOPE.get(t, ''))}. Coq theorems "
+            + ", ".join(f"<code>{_e(n)}</code>" for n in names)
+            + " (pinned statements; <code>ccurv check --formal</code> compiles and checks them).</p>")
 
 
 def _steps(steps) -> list[str]:
