@@ -11,7 +11,7 @@ from typing import Any
 
 import sympy as sp
 
-__all__ = ["ReportData", "FigureRef", "as_math", "fmt_num", "summary_rows", "NUMERIC_HEAD"]
+__all__ = ["ReportData", "FigureRef", "as_math", "fmt_num", "summary_rows", "formal_listing", "NUMERIC_HEAD"]
 
 NUMERIC_HEAD = ("net", "quantity", "measured", "expected", "agrees")
 
@@ -62,3 +62,15 @@ def summary_rows(check: Any) -> list[list[str]]:
         fig = "-" if num is None else f"{num.figure_name} = {fmt_num(num.figure)} ({'agrees' if num.agrees else 'DISAGREES'})"
         rows.append([t, e.title, s.status, *(str(s.steps[k]) for k in ("exact", "certificate", "rewrite", "numeric")), fig])
     return rows
+
+
+def formal_listing(entry: Any) -> list[tuple[str, int | None]]:
+    """The entry's pinned Coq theorems (short names, without the library prefix) with the lines of
+    their statement and proof in ``proofs/coq`` (``None`` when the sources are not at hand)."""
+    from coupled_curvature.proofs.formal import proof_extent
+
+    out = []
+    for name in entry.formal:
+        extent = proof_extent(name)
+        out.append((name.removeprefix("CoupledCurvature."), None if extent is None else extent[2] - extent[1] + 1))
+    return out

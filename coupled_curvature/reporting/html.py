@@ -6,7 +6,7 @@ import html as _html
 import re
 
 from coupled_curvature.reporting import cutoff_section as cs
-from coupled_curvature.reporting.content import NUMERIC_HEAD, ReportData, as_math, fmt_num, summary_rows
+from coupled_curvature.reporting.content import NUMERIC_HEAD, ReportData, as_math, fmt_num, formal_listing, summary_rows
 from coupled_curvature.reporting.mathml import to_mathml
 from coupled_curvature.reporting.steps import step_view
 from coupled_curvature.reporting.umath import text_html
@@ -60,16 +60,14 @@ def _svg(svgs: dict[str, str] | None, name: str, caption: str) -> str:
     return f"<figure id='fig-{name}'>{body}<figcaption>{caption}</figcaption></figure>"
 
 
-def _formal(t: str) -> str:
-    """What Coq proves of theorem ``t`` (its scope) and the pinned Coq theorems, or nothing."""
-    from coupled_curvature.theorems import FORMAL_SCOPE, formal_names
-
-    names = formal_names(t)
-    if not names:
+def _formal(e) -> str:
+    """What Coq proves of the entry's theorem (its scope) and its pinned Coq theorems with line counts."""
+    listing = formal_listing(e)
+    if not listing:
         return ""
-    return (f"<p><b>Formal (Coq), for every n, depth and width:</b> {_e(FORMAL_SCOPE.get(t, ''))}. Coq theorems "
-            + ", ".join(f"<code>{_e(n)}</code>" for n in names)
-            + " (pinned statements; <code>ccurv check --formal</code> compiles and checks them).</p>")
+    names = ", ".join(f"<code>{_e(n)}</code>" + ("" if k is None else f" ({k} lines)") for n, k in listing)
+    return (f"<p><b>Formal (Coq), for every n, depth and width:</b> {_e(e.formal_scope or '')}. Coq theorems: "
+            f"{names} (pinned statements; <code>ccurv check --formal</code> compiles and checks them).</p>")
 
 
 def _steps(steps) -> list[str]:
@@ -128,7 +126,7 @@ def render_html(data: ReportData, svgs: dict[str, str] | None = None) -> str:
             out.append("<p><b>Hypotheses.</b></p><ul>" + "".join(f"<li>{text_html(h)}</li>" for h in e.hypotheses) + "</ul>")
         if e.rules:
             out.append("<p>Rewrite rules cited (declared hypotheses): " + ", ".join(f"<code>{_e(r)}</code>" for r in e.rules) + "</p>")
-        out.append(_formal(t))
+        out.append(_formal(e))
         if s.reasons:
             out.append("<p><b>Reasons for failure.</b></p><ul>" + "".join(f"<li>{text_html(r)}</li>" for r in s.reasons) + "</ul>")
         if e.steps:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sympy as sp
 
 from coupled_curvature.reporting import cutoff_section as cs
-from coupled_curvature.reporting.content import NUMERIC_HEAD, ReportData, as_math, fmt_num, summary_rows
+from coupled_curvature.reporting.content import NUMERIC_HEAD, ReportData, as_math, fmt_num, formal_listing, summary_rows
 from coupled_curvature.reporting.precision import CAPTION, precision_table, precision_text
 from coupled_curvature.reporting.steps import step_view
 from coupled_curvature.reporting.umath import normalise
@@ -46,6 +46,11 @@ def render_markdown(data: ReportData) -> str:
             L += ["__Hypotheses.__", ""] + [f"- {normalise(h)}" for h in e.hypotheses] + [""]
         if e.rules:
             L += ["Rewrite rules cited (declared hypotheses): " + ", ".join(f"`{r}`" for r in e.rules), ""]
+        listing = formal_listing(e)
+        if listing:
+            names = ", ".join(f"`{n}`" + ("" if k is None else f" ({k} lines)") for n, k in listing)
+            L += [f"__Formal (Coq), for every n, depth and width.__ {e.formal_scope or ''}. Coq theorems: {names} "
+                  "(pinned statements; `ccurv check --formal` compiles and checks them).", ""]
         if s.reasons:
             L += ["__Reasons for failure.__", ""] + [f"- {r}" for r in s.reasons] + [""]
         if e.steps:

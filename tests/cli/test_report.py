@@ -140,3 +140,18 @@ def test_refuses_to_replace_unrelated_folder(tmp_path, capsys):
     (tmp_path / "mine" / "notes.txt").write_text("keep me")
     assert main(["report", "--only", "T1", "--out", str(tmp_path / "mine")]) == 2
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
+
+
+def test_report_names_the_coq_theorems_with_their_scope_and_size(tmp_path, monkeypatch):
+    """T4's section lists its pinned Coq theorems with line counts and what they prove; T9 (no Coq
+    proof) has no such paragraph."""
+    from coupled_curvature.proofs import formal
+
+    monkeypatch.setattr(build, "collect", lambda *a, **k: small_collect())
+    out = build.build_report(str(tmp_path / "r"), formats="md,html")
+    md = (tmp_path / "r" / "report.md").read_text()
+    t4 = md.split("## T4")[1].split("\n## ")[0]
+    first = formal.formal_theorems()["T4"][0].removeprefix("CoupledCurvature.")
+    assert "Formal (Coq), for every n" in t4 and f"`{first}` (" in t4 and "lines)" in t4
+    assert "Formal (Coq)" in (tmp_path / "r" / "report.html").read_text()
+    assert out
