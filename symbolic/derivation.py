@@ -27,6 +27,7 @@ True
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -203,7 +204,7 @@ def _show_text(e: Any, brief: bool = True) -> str:
     if parts is not None:
         inner, v, p = parts
         return f"Subs({_show_text(inner, brief)}, {sp.sstr(v)}, {sp.sstr(p)})"
-    return (brief and _brief_text(e)) or sp.sstr(e)
+    return (brief and _brief(e, _TEXT)) or sp.sstr(e)
 
 
 def _show_latex(e: Any) -> str:
@@ -211,40 +212,45 @@ def _show_latex(e: Any) -> str:
     if parts is not None:
         inner, v, p = parts
         return f"\\left. {_show_latex(inner)} \\right|_{{{_points_latex(v, p)}}}"
-    return _brief_latex(e) or sp.latex(e)
+    return _brief(e, _LATEX) or sp.latex(e)
 
 
 def _points_latex(v: Any, p: Any) -> str:
     return ", ".join(f"{sp.latex(a)} = {sp.latex(b)}" for a, b in zip(v, p))
 
 
-def _brief_text(e: Any) -> str | None:
+@dataclass(frozen=True)
+class _Style:
+    """How one output format writes a value, a substitution and the abbreviations of large expressions."""
+
+    value: Callable[[Any], str]
+    subs: Callable[[str, Any, Any], str]
+    matrix: Callable[[tuple[int, int], str], str]
+    large: str
+
+
+_TEXT = _Style(sp.sstr, lambda inner, v, p: f"Subs({inner}, {sp.sstr(v)}, {sp.sstr(p)})",
+               lambda shape, entry: f"<large {shape[0]}x{shape[1]} matrix expression, > {BRIEF_NODES} nodes; "
+                                    f"entry (1,1): {entry}>",
+               f"<large expression, > {BRIEF_NODES} nodes>")
+_LATEX = _Style(sp.latex, lambda inner, v, p: f"\\left. {inner} \\right|_{{{_points_latex(v, p)}}}",
+                lambda shape, entry: (f"\\langle\\text{{large {shape[0]}x{shape[1]} matrix expression, > {BRIEF_NODES} "
+                                      f"nodes; entry (1,1): }}{entry}\\rangle"),
+                f"\\langle\\text{{large expression, > {BRIEF_NODES} nodes}}\\rangle")
+
+
+def _brief(e: Any, style: _Style) -> str | None:
+    """An abbreviation of ``e`` if it has more than ``BRIEF_NODES`` nodes, else ``None``."""
     if _size(e, BRIEF_NODES) <= BRIEF_NODES:
         return None
     parts = _subs_parts(e)
     if parts is not None and _size(sp.Tuple(*parts[1], *parts[2]), BRIEF_NODES) <= BRIEF_NODES:
         inner, v, p = parts
-        return f"Subs({_brief_text(inner) or sp.sstr(inner)}, {sp.sstr(v)}, {sp.sstr(p)})"
+        return style.subs(_brief(inner, style) or style.value(inner), v, p)
     if isinstance(e, sp.MatrixBase):
         first = e[0, 0]
-        entry = _brief_text(first) or sp.sstr(first)
-        return f"<large {e.shape[0]}x{e.shape[1]} matrix expression, > {BRIEF_NODES} nodes; entry (1,1): {entry}>"
-    return f"<large expression, > {BRIEF_NODES} nodes>"
-
-
-def _brief_latex(e: Any) -> str | None:
-    if _size(e, BRIEF_NODES) <= BRIEF_NODES:
-        return None
-    parts = _subs_parts(e)
-    if parts is not None and _size(sp.Tuple(*parts[1], *parts[2]), BRIEF_NODES) <= BRIEF_NODES:
-        inner, v, p = parts
-        return f"\\left. {_brief_latex(inner) or sp.latex(inner)} \\right|_{{{_points_latex(v, p)}}}"
-    if isinstance(e, sp.MatrixBase):
-        first = e[0, 0]
-        entry = _brief_latex(first) or sp.latex(first)
-        return (f"\\langle\\text{{large {e.shape[0]}x{e.shape[1]} matrix expression, > {BRIEF_NODES} nodes; entry (1,1): }}"
-                f"{entry}\\rangle")
-    return f"\\langle\\text{{large expression, > {BRIEF_NODES} nodes}}\\rangle"
+        return style.matrix(e.shape, _brief(first, style) or style.value(first))
+    return style.large
 
 
 @dataclass
