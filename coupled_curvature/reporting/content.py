@@ -30,8 +30,8 @@ class ReportData:
     generated: str
     check: Any  # proofs.CheckReport
     figures: list[FigureRef] = field(default_factory=list)
-    precision: Any = None  # reporting.precision.PrecisionData: the "Arbitrary precision" section
-    cutoff: Any = None  # reporting.cutoff_section.CutoffData: the "Cutoff sensitivity" section
+    precision: Any = None  # numeric.studies.precision.PrecisionData: the "Arbitrary precision" section
+    cutoff: Any = None  # numeric.studies.cutoff.CutoffData: the "Cutoff sensitivity" section
 
 
 def fmt_num(x: float) -> str:

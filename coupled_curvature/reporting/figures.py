@@ -27,7 +27,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-__all__ = ["save_figure", "rescaling_figure", "neuron_figure", "precision_figure", "cutoff_section_figure"]
+from coupled_curvature.errors import InvalidInputError
+
+__all__ = ["save_figure", "rescaling_figure", "neuron_figure", "precision_figure", "cutoff_section_figure", "cutoff_figure"]
 
 _SVG_META = {"Date": None, "Creator": None}
 _PNG_META = {"Software": None}
@@ -93,7 +95,7 @@ def neuron_figure(changes: dict[str, list[float]], net: str) -> Figure:
 
 def precision_figure(p: Any) -> Figure:
     """Max relative change of D and D⁺ against ``dps`` (log y): layer rescaling by a non-dyadic ``c``
-    near ``10^-dps``; the non-uniform neuron scaling far above (data from ``reporting.precision``)."""
+    near ``10^-dps``; the non-uniform neuron scaling far above (data from ``numeric.studies.precision.precision_sweep``)."""
     fig = Figure(figsize=(6.4, 4.4))
     ax = fig.add_subplot(1, 1, 1)
     dps = [r.dps for r in p.rows]
@@ -132,8 +134,7 @@ def precision_figure(p: Any) -> Figure:
 def cutoff_section_figure(c: Any) -> Figure:
     """``|D⁺|`` against ``pinv_rtol`` (log-log), dense and Krylov on the same axes, drawn as steps
     (constant from one grid point to the next), with the default ``pinv_rtol`` marked
-    (data from ``reporting.cutoff_section``; the curves from ``numeric.studies.cutoff.cutoff_figure``)."""
-    from coupled_curvature.numeric.studies.cutoff import cutoff_figure
+    (data from ``numeric.studies.cutoff.cutoff_data``; the curves from :func:`cutoff_figure`)."""
     from coupled_curvature.reporting.cutoff_section import DEFAULT_RTOL
 
     fig = cutoff_figure(c.dense, c.krylov)
@@ -149,5 +150,54 @@ def cutoff_section_figure(c: Any) -> Figure:
     ax.set_ylabel("|D⁺| [nat]")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.set_size_inches(9.0, 4.6)
+    fig.tight_layout()
+    return fig
+
+
+def cutoff_figure(*results: dict) -> Figure:
+    """Log-log ``|D⁺|`` against ``pinv_rtol``, one colour per block; dense solid (wide, pale), Krylov dashed.
+
+    Negative ``D⁺`` (indefinite blocks) is drawn at ``|D⁺|`` with open markers; Krylov
+    points that did not converge are marked ``x``.
+
+    >>> r = {"method": "dense", "rtols": [1e-12, 1e-6], "blocks": {"a": {"size": 2,
+    ...      "inverse_coupled": [3.0, 1.0], "rank": [2, 1], "converged": None, "error": None}}}
+    >>> len(cutoff_figure(r).axes[0].lines)
+    1
+    """
+    if not results:
+        raise InvalidInputError("cutoff_figure needs at least one cutoff_sensitivity result")
+    fig = Figure(figsize=(6.4, 4.4))
+    ax = fig.add_subplot(1, 1, 1)
+    names: list[str] = []
+    for res in results:
+        names += [b for b in res["blocks"] if b not in names]
+    colours = {b: f"C{i % 10}" for i, b in enumerate(names)}
+    for res in results:
+        krylov = res["method"] == "krylov"
+        for block, row in res["blocks"].items():
+            pts = [(r, v) for r, v in zip(res["rtols"], row["inverse_coupled"]) if v not in (None, 0.0)]
+            if not pts:
+                continue
+            x, y = zip(*pts)
+            style = {"ls": "--", "lw": 1.2} if krylov else {"ls": "-", "lw": 2.6, "alpha": 0.45}
+            ax.plot(x, [abs(v) for v in y], color=colours[block], label=f"{block} ({'Krylov' if krylov else 'dense'})",
+                    **style)
+            neg = [(a, abs(b)) for a, b in pts if b < 0]
+            if neg:
+                ax.plot(*zip(*neg), "o", mfc="none", color=colours[block])
+            if krylov and row["converged"] is not None:
+                bad = [(r, abs(v)) for r, v, c in zip(res["rtols"], row["inverse_coupled"], row["converged"])
+                       if not c and v not in (None, 0.0)]
+                if bad:
+                    ax.plot(*zip(*bad), "x", color=colours[block])
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("pinv_rtol (cutoff τ = rtol·max|λ|)")
+    ax.set_ylabel("|D⁺|")
+    ax.set_title("D⁺ against the pseudo-inverse cutoff (x: Krylov not converged, o: D⁺ < 0)", fontsize=9)
+    ax.grid(True, which="major", alpha=0.3)
+    if names:
+        ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     return fig

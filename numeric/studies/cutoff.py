@@ -10,11 +10,13 @@ per ``rtol``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
-from matplotlib.figure import Figure
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError
@@ -97,55 +99,6 @@ def cutoff_sensitivity(
     return {"method": method, "rtols": list(rtols), "blocks": out}
 
 
-def cutoff_figure(*results: dict) -> Figure:
-    """Log-log ``|D⁺|`` against ``pinv_rtol``, one colour per block; dense solid (wide, pale), Krylov dashed.
-
-    Negative ``D⁺`` (indefinite blocks) is drawn at ``|D⁺|`` with open markers; Krylov
-    points that did not converge are marked ``x``.
-
-    >>> r = {"method": "dense", "rtols": [1e-12, 1e-6], "blocks": {"a": {"size": 2,
-    ...      "inverse_coupled": [3.0, 1.0], "rank": [2, 1], "converged": None, "error": None}}}
-    >>> len(cutoff_figure(r).axes[0].lines)
-    1
-    """
-    if not results:
-        raise InvalidInputError("cutoff_figure needs at least one cutoff_sensitivity result")
-    fig = Figure(figsize=(6.4, 4.4))
-    ax = fig.add_subplot(1, 1, 1)
-    names: list[str] = []
-    for res in results:
-        names += [b for b in res["blocks"] if b not in names]
-    colours = {b: f"C{i % 10}" for i, b in enumerate(names)}
-    for res in results:
-        krylov = res["method"] == "krylov"
-        for block, row in res["blocks"].items():
-            pts = [(r, v) for r, v in zip(res["rtols"], row["inverse_coupled"]) if v not in (None, 0.0)]
-            if not pts:
-                continue
-            x, y = zip(*pts)
-            style = {"ls": "--", "lw": 1.2} if krylov else {"ls": "-", "lw": 2.6, "alpha": 0.45}
-            ax.plot(x, [abs(v) for v in y], color=colours[block], label=f"{block} ({'Krylov' if krylov else 'dense'})",
-                    **style)
-            neg = [(a, abs(b)) for a, b in pts if b < 0]
-            if neg:
-                ax.plot(*zip(*neg), "o", mfc="none", color=colours[block])
-            if krylov and row["converged"] is not None:
-                bad = [(r, abs(v)) for r, v, c in zip(res["rtols"], row["inverse_coupled"], row["converged"])
-                       if not c and v not in (None, 0.0)]
-                if bad:
-                    ax.plot(*zip(*bad), "x", color=colours[block])
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("pinv_rtol (cutoff τ = rtol·max|λ|)")
-    ax.set_ylabel("|D⁺|")
-    ax.set_title("D⁺ against the pseudo-inverse cutoff (x: Krylov not converged, o: D⁺ < 0)", fontsize=9)
-    ax.grid(True, which="major", alpha=0.3)
-    if names:
-        ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    return fig
-
-
 def _dense_curve(H: torch.Tensor, w: torch.Tensor, rtols: Sequence[float]) -> tuple[list[float], list[int]]:
     """One spectrum (:func:`pinv.symmetric_spectrum`), then ``Σ_{|λ| > rtol·max|λ|} (u·w)²/λ``
     (:func:`pinv.cutoff_sum`) for every cutoff."""
@@ -162,3 +115,99 @@ def _checked_rtols(rtols: object) -> list[float]:
     if not out or not all(0.0 <= r < 1.0 for r in out) or not np.isfinite(out).all():
         raise InvalidInputError(f"rtols must be a non-empty sequence of numbers in [0, 1), got {rtols!r}")
     return out
+
+
+# ---------------------------------------------------------------- the report's cutoff section
+
+#: the 1-2-5 grid of pinv_rtol from 1e-14 to 1e-2 the report's section sweeps
+GRID = tuple(float(f"{m}e{e}") for e in range(-14, -2) for m in (1, 2, 5)) + (1e-2,)
+#: a visible step: relative change above this between two grid points
+JUMP = 1e-3
+N_SAMPLES = 24
+HIDDEN = (6, 5)
+EPOCHS = 300
+
+
+@dataclass(frozen=True)
+class CutoffData:
+    """The section's data: the two ``cutoff_sensitivity`` results restricted to the plotted blocks.
+
+    ``dense``/``krylov`` are the dicts returned by ``cutoff_sensitivity`` (``method`` "dense" and
+    "krylov"); ``scores`` counts visible jumps per tensor block of the whole net (dense path).
+    """
+
+    net: str
+    blocks: tuple[str, ...]
+    dense: dict
+    krylov: dict
+    scores: dict
+
+
+def cutoff_net(seed: int = 0) -> tuple[Any, Any, Any, str]:
+    """The section's net and data: wine, ReLU MLP 13-6-5-3 (Adam, 300 epochs, ``seed``), first 24 samples.
+
+    >>> net, X, y, label = cutoff_net(0)
+    >>> tuple(X.shape), label.startswith("wine")
+    ((24, 13), True)
+    """
+    from coupled_curvature.numeric.models.datasets import load
+    from coupled_curvature.numeric.models.training import train_mlp
+
+    data = load("wine", seed=seed)
+    fit = train_mlp(data, HIDDEN, seed=seed, epochs=EPOCHS)
+    label = (f"wine, ReLU MLP 13-6-5-3 (137 parameters, Adam {EPOCHS} epochs to training loss "
+             f"{fit.train_loss:.1e}), {N_SAMPLES} samples, seed {seed}")
+    return fit.model, data.X_train[:N_SAMPLES], data.y_train[:N_SAMPLES], label
+
+
+def jumps(values: list, rel: float = JUMP) -> list[int]:
+    """Indices ``i`` where ``|v_{i+1} − v_i| > rel·max(|v_i|, |v_{i+1}|)`` (a visible step).
+
+    >>> jumps([3.0, 3.0, 1.0, 1.0000001])
+    [1]
+    """
+    out = []
+    for i, (a, b) in enumerate(zip(values, values[1:])):
+        if a is None or b is None:
+            continue
+        if abs(b - a) > rel * max(abs(a), abs(b)):
+            out.append(i)
+    return out
+
+
+@functools.lru_cache(maxsize=4)
+def _compute(seed: int) -> CutoffData:
+    net, X, y, label = cutoff_net(seed)
+    loss = torch.nn.CrossEntropyLoss()
+    every = cutoff_sensitivity(net, loss, (X, y), rtols=GRID, method="dense")
+    scores = {b: len(jumps(r["inverse_coupled"])) for b, r in every["blocks"].items()}
+    order = sorted(scores, key=lambda b: -scores[b])  # stable: ties keep the net's order
+    chosen = tuple(b for b in order[:2] if scores[b] > 0) or tuple(order[:1])
+    dense = {**every, "blocks": {b: every["blocks"][b] for b in chosen}}
+    krylov = cutoff_sensitivity(net, loss, (X, y), rtols=GRID, method="krylov", blocks={b: [b] for b in chosen})
+    return CutoffData(label, chosen, dense, krylov, scores)
+
+
+def cutoff_data(seed: int = 0, progress: Callable[[str], None] | None = None) -> CutoffData:
+    """``D⁺`` of the plotted blocks at every ``pinv_rtol`` of :data:`GRID`, dense and Krylov (cached per seed).
+
+    ``D⁺(rtol) = (Σ_{|λ_i| > rtol·max|λ|} (u_iᵀw)²/λ_i) / wᵀw · ‖g‖²`` per block.
+
+    >>> c = cutoff_data(0)
+    >>> c.dense["method"], c.krylov["method"], len(c.dense["rtols"]) == len(GRID)
+    ('dense', 'krylov', True)
+    """
+    if progress is not None:
+        progress("report: D⁺ against pinv_rtol on the dense and Krylov paths (cutoff sensitivity)")
+    return _compute(int(seed))
+
+
+def max_converged_gap(c: CutoffData) -> float | None:
+    """``max |D⁺_Krylov − D⁺_dense| / |D⁺_dense|`` over the converged Krylov points (``None`` if none)."""
+    gaps = []
+    for b in c.blocks:
+        d, k = c.dense["blocks"][b], c.krylov["blocks"][b]
+        for x, y, ok in zip(d["inverse_coupled"], k["inverse_coupled"], k["converged"]):
+            if ok and x is not None and y is not None:
+                gaps.append(abs(y - x) / abs(x) if x != 0 else abs(y))
+    return max(gaps) if gaps else None

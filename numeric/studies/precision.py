@@ -10,7 +10,9 @@ small net (:func:`precision_net`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from coupled_curvature.errors import InvalidInputError
@@ -19,7 +21,8 @@ if TYPE_CHECKING:  # torch is imported where a net is built: the pass rule alone
     import torch
     from torch import nn
 
-__all__ = ["DIGITS_MARGIN", "precision_bound", "precision_check", "precision_net", "within_precision"]
+__all__ = ["DIGITS_MARGIN", "DPS", "C", "PrecisionRow", "PrecisionData", "precision_bound", "precision_check",
+           "precision_net", "precision_sweep", "within_precision"]
 
 #: digits of ``dps`` the invariance error may lose (rounding of the map, the sums, the pseudo-inverse)
 DIGITS_MARGIN = 4
@@ -81,3 +84,73 @@ def precision_check(dps: int, *, c: str, seed: int = 0,
         rows.append({"dps": digits, "D": float(err["D"]), "Dplus": float(err["Dplus"]),
                      "D_str": mpmath.nstr(err["D"], 3), "Dplus_str": mpmath.nstr(err["Dplus"], 3)})
     return within_precision(rows[-1]["D"], dps), rows
+
+
+# ---------------------------------------------------------------- the report's precision section
+
+#: the precisions of the report's section, and its (not power-of-two) layer factor
+DPS = (15, 30, 50, 100)
+C = "3/7"
+_SCALES = (0.5, 1.0, 2.0, 4.0, 0.25, 1.0)  # layer 0 of both nets has 6 units; non-uniform, exact in float64
+
+
+@dataclass(frozen=True)
+class PrecisionRow:
+    """One precision: max relative changes over blocks (text at 3 digits, and as floats for the plot)."""
+
+    dps: int
+    dD: str
+    dDplus: str
+    control_D: str
+    control_Dplus: str
+    values: tuple[float, float, float, float]  # dD, dDplus, control_D, control_Dplus
+
+    @property
+    def agrees(self) -> bool:
+        """``ΔD ≤ 10^-(dps−4)`` (as ``ccurv check --precision``) and the control moves D by > 1e-3."""
+        return within_precision(self.values[0], self.dps) and self.values[2] > 1e-3
+
+
+@dataclass(frozen=True)
+class PrecisionData:
+    net: str
+    c: str
+    scales: tuple[float, ...]
+    rows: tuple[PrecisionRow, ...]
+
+
+def _max_change(a, b, field: str):
+    import mpmath
+
+    errs = [abs(getattr(b[x.name], field) - getattr(x, field)) / abs(getattr(x, field))
+            for x in a if getattr(x, field) not in (None, 0)]
+    return max(errs) if errs else mpmath.mpf(0)
+
+
+@functools.lru_cache(maxsize=4)
+def _sweep(seed: int, heavy: bool) -> PrecisionData:
+    import mpmath
+    import torch
+
+    from coupled_curvature.numeric.highprec import engine as highprec
+    from coupled_curvature.numeric.symmetries.homogeneous import neuron_rescale
+
+    net, X, y, label = precision_net(seed, heavy=heavy)
+    loss = torch.nn.CrossEntropyLoss()
+    moved = neuron_rescale(net, 0, list(_SCALES))
+    rows = []
+    for dps in DPS:
+        err = highprec.invariance_error(net, loss, (X, y), layer=0, c=C, dps=dps)
+        a = highprec.diagnose(net, loss, (X, y), dps=dps)
+        b = highprec.diagnose(moved, loss, (X, y), dps=dps)
+        with mpmath.workdps(dps):
+            vals = (err["D"], err["Dplus"], _max_change(a, b, "coupled"), _max_change(a, b, "inverse_coupled"))
+            rows.append(PrecisionRow(dps, *(mpmath.nstr(v, 3) for v in vals), tuple(float(v) for v in vals)))
+    return PrecisionData(label, C, _SCALES, tuple(rows))
+
+
+def precision_sweep(seed: int = 0, heavy: bool = False, progress: Callable[[str], None] | None = None) -> PrecisionData:
+    """Invariance errors at ``dps`` = 15, 30, 50, 100 (computed once per process and arguments)."""
+    if progress is not None:
+        progress(f"report: invariance error against precision (mpmath at dps {', '.join(map(str, DPS))})")
+    return _sweep(int(seed), bool(heavy))

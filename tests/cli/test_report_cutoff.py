@@ -10,6 +10,7 @@ import pytest
 import torch
 from torch.func import functional_call, grad, hessian
 
+from coupled_curvature.numeric.studies import cutoff as cut
 from coupled_curvature.reporting import cutoff_section as cs
 from coupled_curvature.reporting.latex import tex_text
 
@@ -19,13 +20,13 @@ EPS = float(np.finfo(np.float64).eps)
 
 @pytest.fixture(scope="module")
 def section():
-    return cs.cutoff_data(0)
+    return cut.cutoff_data(0)
 
 
 @pytest.fixture(scope="module")
 def brute(section):
     """Per plotted block: the cutoff rule applied by hand to numpy eigh of torch.func.hessian, on the whole grid."""
-    net, X, y, _ = cs.cutoff_net(0)
+    net, X, y, _ = cut.cutoff_net(0)
     params = {n: p.detach() for n, p in net.named_parameters()}
     out = {}
     for name in section.blocks:
@@ -41,7 +42,7 @@ def brute(section):
         top = np.abs(lam).max()
         coeff2 = (U.T @ w) ** 2
         rows = []
-        for rtol in cs.GRID:
+        for rtol in cut.GRID:
             tau = rtol * top
             keep = np.abs(lam) > tau
             value = float((coeff2[keep] / lam[keep]).sum() / (w @ w) * (g @ g))
@@ -58,17 +59,17 @@ def _rel(a, b):
 
 
 def test_dense_curve_and_table_match_independent_eigh(section, brute):
-    assert section.dense["rtols"] == list(cs.GRID) and set(cs.TABLE_RTOLS) <= set(cs.GRID)
+    assert section.dense["rtols"] == list(cut.GRID) and set(cs.TABLE_RTOLS) <= set(cut.GRID)
     compared = 0
     for name in section.blocks:
         row = section.dense["blocks"][name]
         for i, ref in enumerate(brute[name]):
             if ref["near"]:
                 continue  # an eigenvalue sits at the cutoff: the two eigensolvers may split it differently
-            assert _rel(row["inverse_coupled"][i], ref["value"]) <= ref["tol"], (name, cs.GRID[i])
-            assert row["rank"][i] == ref["rank"], (name, cs.GRID[i])
+            assert _rel(row["inverse_coupled"][i], ref["value"]) <= ref["tol"], (name, cut.GRID[i])
+            assert row["rank"][i] == ref["rank"], (name, cut.GRID[i])
             compared += 1
-    assert compared >= len(cs.GRID)
+    assert compared >= len(cut.GRID)
     # the printed table: 4 significant digits of the same numbers, ranks exact, the default row marked
     table = cs.cutoff_table(section)
     assert table[0] == ["block", "pinv_rtol", "D⁺ dense", "D⁺ Krylov", "Krylov converged", "rank kept"]
@@ -77,7 +78,7 @@ def test_dense_curve_and_table_match_independent_eigh(section, brute):
     for block, rtol, dense, _, _, rank in table[1:]:
         r = float(rtol.split()[0])
         assert r in cs.TABLE_RTOLS and ("(default)" in rtol) == (r == cs.DEFAULT_RTOL)
-        ref = brute[block][cs.GRID.index(r)]
+        ref = brute[block][cut.GRID.index(r)]
         if not ref["near"]:
             assert _rel(float(dense), ref["value"]) <= max(6e-4, ref["tol"]), (block, rtol, dense, ref)
             assert rank == f"{ref['rank']} / {section.dense['blocks'][block]['size']}"
@@ -89,7 +90,7 @@ def test_curve_is_piecewise_constant_with_jumps_where_the_rank_drops(section, br
     for name in section.blocks:
         row = section.dense["blocks"][name]
         v, rank = row["inverse_coupled"], row["rank"]
-        steps = cs.jumps(v)
+        steps = cut.jumps(v)
         assert steps, f"{name}: the plotted curve has no visible jump on the grid"
         for i in range(len(v) - 1):
             if rank[i] == rank[i + 1]:
@@ -98,9 +99,9 @@ def test_curve_is_piecewise_constant_with_jumps_where_the_rank_drops(section, br
         assert all(rank[i + 1] < rank[i] for i in steps)
         # and the independent spectrum jumps there as well
         ref = [r["value"] for r in brute[name]]
-        assert any(i in cs.jumps(ref) for i in steps)
+        assert any(i in cut.jumps(ref) for i in steps)
     # the blocks plotted are those that move most on the grid
-    assert all(cs.jumps(section.dense["blocks"][b]["inverse_coupled"]) for b in section.blocks)
+    assert all(cut.jumps(section.dense["blocks"][b]["inverse_coupled"]) for b in section.blocks)
     assert min(section.scores[b] for b in section.blocks) >= max(
         (s for b, s in section.scores.items() if b not in section.blocks), default=0)
 
@@ -113,16 +114,16 @@ def test_krylov_column_is_the_krylov_path(section):
     for name in section.blocks:
         d, k = section.dense["blocks"][name], section.krylov["blocks"][name]
         assert d["converged"] is None and d["error"] is None
-        assert all(isinstance(c, bool) for c in k["converged"]) and len(k["converged"]) == len(cs.GRID)
+        assert all(isinstance(c, bool) for c in k["converged"]) and len(k["converged"]) == len(cut.GRID)
         assert all(isinstance(e, float) and e >= 0 for e in k["error"])
         pairs = [(x, y) for x, y, c in zip(d["inverse_coupled"], k["inverse_coupled"], k["converged"]) if c]
         assert len(pairs) >= 5 and k["converged"][-1]  # certified at the large cutoffs at least
         assert all(_rel(y, x) <= 1e-6 for x, y in pairs)
         assert any(x != y for x, y in zip(d["inverse_coupled"], k["inverse_coupled"]))  # computed apart
         for row in (r for r in table if r[0] == name):
-            i = cs.GRID.index(float(row[1].split()[0]))
+            i = cut.GRID.index(float(row[1].split()[0]))
             assert row[3] == f"{k['inverse_coupled'][i]:.3e}" and row[4] == ("yes" if k["converged"][i] else "no")
-    gap = cs.max_converged_gap(section)
+    gap = cut.max_converged_gap(section)
     assert gap is not None and gap <= 1e-6 and f"{gap:.1e}" in cs.cutoff_text(section)[1]
 
 
@@ -141,14 +142,14 @@ def test_figure_draws_both_paths_as_steps_and_marks_the_default(section):
             assert ln.get_linestyle() == style and ln.get_drawstyle() == "steps-post"
             assert list(ln.get_ydata()) == [abs(x) for x in vals if x not in (None, 0.0)]
     lo, hi = ax.get_xlim()
-    assert lo <= cs.GRID[0] and hi >= cs.GRID[-1]
+    assert lo <= cut.GRID[0] and hi >= cut.GRID[-1]
 
 
 def test_text_states_the_formula_and_is_latex_safe(section):
     first, second = cs.cutoff_text(section)
     assert first.count(cs.FORMULA_TEXT) == 1 and "1e-10" in first and "piecewise constant" in first
     assert section.net in second and all(b in second for b in section.blocks)
-    at = cs.GRID.index(cs.DEFAULT_RTOL)
+    at = cut.GRID.index(cs.DEFAULT_RTOL)
     certified = sum(section.krylov["blocks"][b]["converged"][at] for b in section.blocks)
     assert f"{certified} of {len(section.blocks)} at the default pinv_rtol = 1e-10" in second
     for t in (first, second, cs.CAPTION, *(c for r in cs.cutoff_table(section) for c in r)):
@@ -156,7 +157,7 @@ def test_text_states_the_formula_and_is_latex_safe(section):
 
 
 def test_deterministic_under_the_seed(section):
-    again = cs._compute.__wrapped__(0)  # a fresh training and computation, not the cache
+    again = cut._compute.__wrapped__(0)  # a fresh training and computation, not the cache
     assert again.blocks == section.blocks and again.scores == section.scores
     assert again.dense == section.dense and again.krylov == section.krylov
 
@@ -164,10 +165,10 @@ def test_deterministic_under_the_seed(section):
 def test_docstring_examples(section):
     import doctest
 
-    res = doctest.testmod(cs, raise_on_error=False)
-    assert res.failed == 0 and res.attempted >= 6
+    results = [doctest.testmod(m, raise_on_error=False) for m in (cs, cut)]  # rendering, and the section's data
+    assert sum(r.failed for r in results) == 0 and sum(r.attempted for r in results) >= 6
 
 
 def test_jumps_detects_only_visible_steps():
-    assert cs.jumps([1.0, 1.0, 1.0]) == [] and cs.jumps([2.0, 1.0]) == [0]
-    assert cs.jumps([1.0, 1.0 + 1e-6, None, 5.0]) == []
+    assert cut.jumps([1.0, 1.0, 1.0]) == [] and cut.jumps([2.0, 1.0]) == [0]
+    assert cut.jumps([1.0, 1.0 + 1e-6, None, 5.0]) == []

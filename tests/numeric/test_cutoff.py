@@ -9,7 +9,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from torch.func import functional_call, grad, hessian
 
 from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.numeric.studies.cutoff import DEFAULT_RTOLS, cutoff_figure, cutoff_sensitivity
+from coupled_curvature.numeric.studies.cutoff import DEFAULT_RTOLS, cutoff_sensitivity
+from coupled_curvature.reporting.figures import cutoff_figure
 from tests.numeric._nets import data, mlp, rel
 
 CE = torch.nn.CrossEntropyLoss()
