@@ -51,11 +51,13 @@ class _CheckoutFinder(importlib.abc.MetaPathFinder):
             name, os.path.join(folder, "__init__.py"), submodule_search_locations=[folder])
 
 
-def _installed() -> bool:
-    return all(os.path.isfile(os.path.join(os.path.dirname(__file__), s, "__init__.py")) for s in _SUBPACKAGES)
+def _holds_subpackages(folder: str) -> bool:
+    return all(os.path.isfile(os.path.join(folder, s, "__init__.py")) for s in _SUBPACKAGES)
 
 
-if not _installed() and os.path.isfile(os.path.join(_checkout, "numeric", "core", "diagnostics.py")):
+# installed: the sub-packages sit inside this folder; a checkout: beside it, with the project file
+_in_checkout = os.path.isfile(os.path.join(_checkout, "pyproject.toml")) and _holds_subpackages(_checkout)
+if not _holds_subpackages(os.path.dirname(__file__)) and _in_checkout:
     if not any(isinstance(f, _CheckoutFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, _CheckoutFinder())
 

@@ -24,7 +24,7 @@ from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.numeric.core.results import Diagnosis
 from coupled_curvature.numeric.core.diagnostics import diagnose
 from coupled_curvature.numeric.distributed import broadcast_model, check_replicated, shard, shard_sizes
-from coupled_curvature.numeric.models.datasets import load
+from coupled_curvature.numeric.models.datasets import Dataset, load
 from coupled_curvature.numeric.models.factory import build_for, parse_arch
 from coupled_curvature.numeric.models.training import fit
 
@@ -74,7 +74,8 @@ class LaunchResult:
         return out
 
 
-def _model(opts: LaunchOptions) -> nn.Module:
+def _model(opts: LaunchOptions) -> tuple[nn.Module, Dataset]:
+    """The (trained or loaded) model in eval mode, and the data set it was built for."""
     kind, hidden = parse_arch(opts.arch)
     data = load(opts.dataset, image=kind == "cnn")
     model = build_for(kind, hidden, data, seed=opts.seed)
@@ -83,7 +84,7 @@ def _model(opts: LaunchOptions) -> nn.Module:
         fit(model, data.X_train, data.y_train, epochs=opts.epochs, seed=opts.seed)
     if opts.state is not None:
         model.load_state_dict(torch.load(opts.state, map_location="cpu", weights_only=True))
-    return model.eval()
+    return model.eval(), data
 
 
 def _env_int(name: str) -> int | None:
@@ -99,9 +100,7 @@ def _env_int(name: str) -> int | None:
 def _run(opts: LaunchOptions, group) -> LaunchResult | None:
     import torch.distributed as dist
 
-    parse_arch(opts.arch)  # a bad name fails before any training
-    model = _model(opts)
-    data = load(opts.dataset, image=opts.arch.startswith("cnn"))
+    model, data = _model(opts)  # a bad arch name fails in parse_arch, before any training
     X, y = data.train if opts.split == "train" else data.test
     if opts.samples is not None:
         X, y = X[: opts.samples], y[: opts.samples]
