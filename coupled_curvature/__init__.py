@@ -24,6 +24,7 @@ from typing import Any
 from coupled_curvature.errors import (
     CoupledCurvatureError,
     InvalidInputError,
+    MissingExtraError,
     TrainModeError,
     UnsupportedModelError,
 )
@@ -65,6 +66,7 @@ _LAZY = {
     "diagnose": "coupled_curvature.numeric.core.diagnostics",
     "Diagnosis": "coupled_curvature.numeric.core.results",
     "BlockDiagnosis": "coupled_curvature.numeric.core.results",
+    "compare": "coupled_curvature.numeric.core.comparison",
     "layer_rescale": "coupled_curvature.numeric.symmetries.homogeneous",
     "neuron_rescale": "coupled_curvature.numeric.symmetries.homogeneous",
     "permute_neurons": "coupled_curvature.numeric.symmetries.homogeneous",
@@ -77,6 +79,7 @@ _LAZY = {
 __all__ = [
     "CoupledCurvatureError",
     "InvalidInputError",
+    "MissingExtraError",
     "TrainModeError",
     "UnsupportedModelError",
     *_LAZY,

@@ -17,3 +17,7 @@ class UnsupportedModelError(CoupledCurvatureError, TypeError):
 
 class TrainModeError(InvalidInputError):
     """The model is in train mode with modules whose output depends on the mode."""
+
+
+class MissingExtraError(CoupledCurvatureError, ImportError):
+    """An optional dependency (a pip extra such as ``coupled-curvature[pandas]``) is not installed."""

@@ -5,6 +5,8 @@ costs nothing until one is used:
 
 ``diagnose(model, loss_fn, data, ...) -> Diagnosis``
     per block ``D = (wᵀHw / wᵀw) / ‖g‖²`` and ``D⁺ = (wᵀH⁺w / wᵀw)·‖g‖²`` in float64.
+``compare(before, after) -> Comparison``, ``Summary``
+    per-block relative changes of D, D⁺, RQ, ‖g‖², wᵀHw; what ``Diagnosis.summary()`` returns.
 ``layer_rescale``, ``neuron_rescale``, ``permute_neurons``, ``function_gap``
     the ReLU symmetries (T2) as new models, and the largest output difference of two models.
 ``evaluate(name, model, loss_fn, data)``, ``MEASURES``
@@ -30,6 +32,9 @@ _LAZY: dict[str, tuple[str, str]] = {
     "diagnose": ("core.diagnostics", "diagnose"),
     "Diagnosis": ("core.results", "Diagnosis"),
     "BlockDiagnosis": ("core.results", "BlockDiagnosis"),
+    "compare": ("core.comparison", "compare"),
+    "Comparison": ("core.comparison", "Comparison"),
+    "Summary": ("core.summary", "Summary"),
     "layer_rescale": ("symmetries.homogeneous", "layer_rescale"),
     "neuron_rescale": ("symmetries.homogeneous", "neuron_rescale"),
     "permute_neurons": ("symmetries.homogeneous", "permute_neurons"),

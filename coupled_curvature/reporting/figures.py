@@ -8,6 +8,7 @@
   axis), with the ``10^-dps`` reference and the neuron-scaling negative control.
 * ``cutoff``: ``D⁺`` against ``pinv_rtol`` on the dense and Krylov paths (log-log, steps), the
   default ``pinv_rtol = 1e-10`` marked.
+* :func:`diagnosis_figure` (``Diagnosis.plot()``): per-block bars of ``|D|`` and ``|D⁺|``.
 
 Every axis names its quantity and unit (the loss in nats, parameters pure numbers); titles are
 wrapped to the figure's width; reference and tolerance lines are dashed and drawn on top; legends
@@ -25,11 +26,13 @@ from typing import Any
 import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from coupled_curvature.errors import InvalidInputError
 
-__all__ = ["save_figure", "rescaling_figure", "neuron_figure", "precision_figure", "cutoff_section_figure", "cutoff_figure"]
+__all__ = ["save_figure", "rescaling_figure", "neuron_figure", "precision_figure", "cutoff_section_figure", "cutoff_figure",
+           "diagnosis_figure"]
 
 _SVG_META = {"Date": None, "Creator": None}
 _PNG_META = {"Software": None}
@@ -199,5 +202,54 @@ def cutoff_figure(*results: dict) -> Figure:
     ax.grid(True, which="major", alpha=0.3)
     if names:
         ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    return fig
+
+
+def diagnosis_figure(diagnosis: Any) -> Figure:
+    """Per-block bars of ``|D| = |wᵀHw/wᵀw|/‖g‖²`` and ``|D⁺| = |wᵀH⁺w/wᵀw|·‖g‖²`` (log axis).
+
+    ``diagnosis`` is a :class:`~coupled_curvature.numeric.core.results.Diagnosis`. A negative
+    value (an indefinite block) is drawn at its absolute value, hatched; a missing or zero one
+    has no bar and an ``n/a`` mark at the foot; an unconverged Krylov ``D⁺`` has a dashed edge.
+    D is in nat⁻¹ and D⁺ in nat (the loss in nats, parameters pure numbers).
+
+    >>> from coupled_curvature.numeric.core.results import BlockDiagnosis, Diagnosis
+    >>> a = BlockDiagnosis("a", ("a",), 2, 4.0, 1.0, 0.5, 8.0, 2.0, 2.0, 1.0, 0.25, 2, 0.0)
+    >>> b = BlockDiagnosis("b", ("b",), 2, 4.0, 1.0, 0.5, -8.0, -2.0, -2.0, None, None, None, None)
+    >>> fig = diagnosis_figure(Diagnosis([a, b], {}))
+    >>> len(fig.axes[0].patches), fig.axes[0].get_yscale()
+    (3, 'log')
+    """
+    blocks = list(diagnosis)
+    if not blocks:
+        raise InvalidInputError("diagnosis_figure needs a diagnosis with at least one block")
+    fig = Figure(figsize=(max(6.4, 0.9 * len(blocks) + 2.4), 4.4))
+    ax = fig.add_subplot(1, 1, 1)
+    width, drawn, missing = 0.38, [], []
+    for k, (field, label, colour) in enumerate([("coupled", "|D| [1/nat]", "C0"),
+                                                ("inverse_coupled", "|D⁺| [nat]", "C1")]):
+        for i, b in enumerate(blocks):
+            v = getattr(b, field)
+            x = i + (k - 0.5) * width
+            if v is None or float(v) == 0.0:
+                missing.append(x)
+                continue
+            loose = field == "inverse_coupled" and b.krylov_converged is False
+            ax.bar(x, abs(float(v)), width, color=colour, hatch="//" if float(v) < 0 else None,
+                   edgecolor="black" if float(v) < 0 or loose else colour, linestyle="--" if loose else "-", zorder=2)
+        drawn.append(Patch(facecolor=colour, label=label))
+    for x in missing:
+        ax.annotate("n/a", (x, 0.0), xycoords=("data", "axes fraction"), xytext=(0, 3), textcoords="offset points",
+                    ha="center", fontsize=7)
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(blocks)), [b.name for b in blocks], rotation=30 if len(blocks) > 4 else 0,
+                  ha="right" if len(blocks) > 4 else "center", fontsize=8)
+    ax.set_xlabel("parameter block")
+    ax.set_ylabel("|D| [1/nat], |D⁺| [nat]")
+    title = "D and D⁺ per block (hatched: negative, shown at |value|; dashed edge: Krylov not converged; n/a: missing)"
+    ax.set_title("\n".join(textwrap.wrap(title, 70)), fontsize=9)
+    ax.grid(True, axis="y", which="major", alpha=0.3, zorder=0)
+    ax.legend(handles=drawn, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.tight_layout()
     return fig

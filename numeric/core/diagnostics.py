@@ -16,6 +16,7 @@ from coupled_curvature.numeric.core.blocks import resolve_blocks
 from coupled_curvature.numeric.core.hvp import BlockCurvature, block_curvature, block_krylov
 from coupled_curvature.numeric.linalg.krylov_quadrature import KrylovForm
 from coupled_curvature.numeric.core.objective import Objective
+from coupled_curvature.numeric.core.progress import Progress, progress_enabled
 from coupled_curvature.numeric.core.results import BlockDiagnosis, Diagnosis, derived_quantities, missing_note
 from coupled_curvature.numeric.linalg.pinv import pinv_quadratic_form, rounding_level
 from coupled_curvature.numeric.core.tangents import block_quadratic_forms, single_layer_blocks
@@ -39,6 +40,7 @@ def diagnose(
     frozen: str = "skip",
     reduction: str | None = None,
     gram_memory: int = MEMORY_BUDGET,
+    progress: bool | None = None,
 ) -> Diagnosis:
     """Coupled diagnostics of every parameter block of ``model`` in float64.
 
@@ -84,6 +86,10 @@ def diagnose(
     Hessian-vector products. A block whose cutoff keeps eigenvalues at rounding level
     (``pinv_rtol`` below ``n·ε``) has ``noise_kept > 0`` and a note.
 
+    ``progress`` prints a progress line on stderr (the curvature, Gram and Krylov stages, then
+    block by block): ``None`` (default) when stderr is a terminal, ``True``/``False`` always/never.
+    It changes nothing in the result.
+
     >>> import torch
     >>> torch.manual_seed(0) and None
     >>> net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
@@ -102,6 +108,7 @@ def diagnose(
         raise InvalidInputError(f"frozen must be 'skip' or 'include', got {frozen!r}; pass one of them")
     check_loss_fn(loss_fn)
     _check_krylov_options(method, krylov_max_iter, krylov_tol)
+    show = progress_enabled(progress)
     source_dtypes = sorted({str(p.dtype) for p in model.parameters()}) if isinstance(model, nn.Module) else []
     net = float64_copy(model, allow_train_mode=allow_train_mode)
     source = "argument" if reduction is not None else "loss_fn" if hasattr(loss_fn, "reduction") else "assumed"
@@ -127,6 +134,8 @@ def diagnose(
         model_notes.append(f"skipped {len(skipped)} frozen parameter(s) (requires_grad=False): {', '.join(skipped)}; "
                            "pass frozen='include' to diagnose them")
     sizes = {b: sum(objective.values[m].numel() for m in ms) for b, ms in partition.items()}
+    bar = Progress("diagnose", len(partition), enabled=show)
+    bar.stage(f"curvature of {len(partition)} block(s) over {len(batches)} batch(es)")
     check_count(gram_memory, "gram_memory", 1)
     gram: dict[str, GramForm] = {}
     curv = None
@@ -135,6 +144,7 @@ def diagnose(
                            "up to max_dense" + (", Krylov above" if method == "auto" else ""))
     elif inverse and method in ("gram", "auto") and _gram_route:
         curv = block_curvature(objective, partition, set())
+        bar.stage("Gram route")
         results = gram_forms(objective, partition, {b: float(torch.cat([objective.values[m].reshape(-1) for m in ms])
                                                              @ curv[b].Hw) for b, ms in partition.items()},
                              rtol=pinv_rtol, memory_budget=gram_memory)
@@ -181,6 +191,7 @@ def diagnose(
     forms: dict[str, KrylovForm] = {}
     if krylov:
         reduce = None if dist is None else (lambda t: dist.all_reduce_sum(t, process_group))
+        bar.stage(f"Krylov D⁺ of {len(krylov)} block(s)")
         forms = block_krylov(objective, partition, curv, krylov, rtol=pinv_rtol, max_iter=krylov_max_iter,
                              tol=krylov_tol, graphs=retained, reduce=reduce)
     del retained
@@ -191,6 +202,8 @@ def diagnose(
         c = curv[block]
         records.append(_block_record(block, members, w, c, inverse, pinv_rtol, max_dense, forms.get(block),
                                      wHw.get(block), gram.get(block)))
+        bar.update(len(records), block)
+    bar.close()
     meta = {
         "n_samples": n_samples,
         "n_batches": len(batches),

@@ -1,22 +1,84 @@
-"""Progress lines on stderr for long work (silent when disabled)."""
+"""Progress lines on stderr for long work (silent when disabled).
+
+:class:`Progress` prints ``label i/n [####------] (elapsed) extra`` at most every ``every``
+seconds; on a terminal the line is rewritten in place (tqdm-style, ``\\r``), elsewhere each
+update is its own line. :func:`progress_enabled` turns the ``progress=None/True/False`` option
+of a long call into on/off: ``None`` means on exactly when the stream is a terminal.
+"""
 
 from __future__ import annotations
 
 import sys
 import time
+from typing import TextIO
+
+from coupled_curvature.errors import InvalidInputError
+
+__all__ = ["Progress", "progress_enabled"]
+
+_WIDTH = 100  # terminal output stays within 100 columns
+_BAR = 10
+
+
+def progress_enabled(progress: object, stream: TextIO | None = None) -> bool:
+    """``progress`` as on/off: ``True``/``False`` force it, ``None`` means ``stream.isatty()``.
+
+    ``stream`` defaults to ``sys.stderr``. Anything else is an ``InvalidInputError``.
+
+    >>> import io
+    >>> progress_enabled(None, io.StringIO()), progress_enabled(True, io.StringIO()), progress_enabled(False)
+    (False, True, False)
+    """
+    if progress is None:
+        out = sys.stderr if stream is None else stream
+        return bool(getattr(out, "isatty", lambda: False)())
+    if not isinstance(progress, bool):
+        raise InvalidInputError(f"progress must be None (auto: on when stderr is a terminal), True or False, "
+                                f"got {progress!r}; pass one of them")
+    return progress
 
 
 class Progress:
-    """Prints ``label i/n (elapsed)`` lines to stderr, at most every ``every`` seconds.
+    """Prints ``label i/n [bar] (elapsed) extra`` to stderr, at most every ``every`` seconds.
 
-    >>> p = Progress("training", 3, enabled=False)
-    >>> p.update(1)
+    The last step (``i == total``) always prints. :meth:`stage` prints a one-off stage line
+    (``label: text (elapsed)``); :meth:`close` ends an in-place line with a newline.
+    Lines are cut to 100 columns.
+
+    >>> import io
+    >>> out = io.StringIO()
+    >>> p = Progress("diagnose", 2, stream=out, every=0.0)
+    >>> p.stage("curvature"); p.update(1, "a"); p.update(2, "b"); p.close()
+    >>> [line.split(" (")[0] for line in out.getvalue().splitlines()]
+    ['  diagnose: curvature', '  diagnose 1/2 [#####-----]', '  diagnose 2/2 [##########]']
+    >>> Progress("training", 3, enabled=False).update(1)
     """
 
-    def __init__(self, label: str, total: int, *, enabled: bool = True, every: float = 0.5):
+    def __init__(self, label: str, total: int, *, enabled: bool = True, every: float = 0.5,
+                 stream: TextIO | None = None):
         self.label, self.total, self.enabled, self.every = label, total, enabled, every
+        self.stream = stream
         self.start = time.perf_counter()
         self._last = -float("inf")
+        self._open = False  # an in-place line is showing
+
+    def _out(self) -> TextIO:
+        return sys.stderr if self.stream is None else self.stream
+
+    def _inline(self) -> bool:
+        return bool(getattr(self._out(), "isatty", lambda: False)())
+
+    def _write(self, text: str, *, rewrite: bool) -> None:
+        out, text = self._out(), text[:_WIDTH]
+        if rewrite and self._inline():
+            out.write("\r" + text.ljust(_WIDTH if self._open else len(text)))
+            self._open = True
+        else:
+            if self._open:
+                out.write("\n")
+                self._open = False
+            out.write(text + "\n")
+        out.flush()
 
     def update(self, i: int, extra: str = "") -> None:
         if not self.enabled:
@@ -25,5 +87,19 @@ class Progress:
         if i < self.total and now - self._last < self.every:
             return
         self._last = now
+        filled = _BAR * i // self.total if self.total > 0 else _BAR
+        bar = f" [{'#' * filled}{'-' * (_BAR - filled)}]"
         tail = f" {extra}" if extra else ""
-        print(f"  {self.label} {i}/{self.total} ({now - self.start:.1f}s){tail}", file=sys.stderr, flush=True)
+        self._write(f"  {self.label} {i}/{self.total}{bar} ({now - self.start:.1f}s){tail}", rewrite=True)
+
+    def stage(self, text: str) -> None:
+        """One line ``label: text (elapsed)`` for a stage without steps to count."""
+        if self.enabled:
+            self._write(f"  {self.label}: {text} ({time.perf_counter() - self.start:.1f}s)", rewrite=False)
+
+    def close(self) -> None:
+        """End an in-place line (a no-op when lines are not rewritten)."""
+        if self.enabled and self._open:
+            self._out().write("\n")
+            self._out().flush()
+            self._open = False

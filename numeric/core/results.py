@@ -9,12 +9,28 @@ quantities ``RQ = wᵀHw/wᵀw``, ``D = RQ/‖g‖²`` and ``D⁺ = (wᵀH⁺w/w
 
 from __future__ import annotations
 
+import importlib
+import json
+import math
+import numbers
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import TYPE_CHECKING
 
+from coupled_curvature.errors import MissingExtraError, InvalidInputError
 from coupled_curvature.numeric.core.compare import looks_scale_invariant
 
-__all__ = ["BlockDiagnosis", "Diagnosis", "derived_quantities", "missing_note"]
+if TYPE_CHECKING:
+    import pandas
+    from matplotlib.figure import Figure
+
+    from coupled_curvature.numeric.core.summary import Summary
+
+__all__ = ["BLOCK_MEASURES", "BlockDiagnosis", "Diagnosis", "derived_quantities", "missing_note"]
+
+#: the per-block measures by short name (``flat()`` keys, ``compare()`` measures) and their field
+BLOCK_MEASURES: dict[str, str] = {"D": "coupled", "D+": "inverse_coupled", "RQ": "rayleigh", "g_sq": "g_sq",
+                                  "wHw": "wHw"}
 
 
 @dataclass(frozen=True)
@@ -114,7 +130,11 @@ class Diagnosis:
         return list(self._blocks)
 
     def to_dict(self) -> dict:
-        """Plain data: ``{"meta": {...}, "blocks": [{field: value}, ...]}``."""
+        """Plain data: ``{"meta": {...}, "blocks": [{field: value}, ...], "notes", "frozen", "skipped"}``.
+
+        Block values are the :class:`BlockDiagnosis` fields as they are (``None`` where
+        undefined, ``inf``/``nan`` floats kept); :meth:`to_json` makes it strict JSON.
+        """
         blocks = []
         for b in self:
             d = asdict(b)
@@ -125,31 +145,178 @@ class Diagnosis:
         return {"meta": dict(self.meta), "blocks": blocks, "notes": list(self.notes),
                 "frozen": list(self.frozen), "skipped": list(self.skipped)}
 
-    def table(self) -> str:
-        """Aligned text: one row per block."""
-        head = ["block", "size", "‖g‖²", "wᵀHw", "RQ", "D", "D⁺", "rank"]
-        rows = [head]
+    def to_json(self, *, indent: int | None = 2) -> str:
+        """:meth:`to_dict` as strict JSON (RFC 8259: no ``NaN``/``Infinity`` tokens).
+
+        Missing values are ``null``; a non-finite number is written as the string ``"inf"``,
+        ``"-inf"`` or ``"nan"`` (what Python's ``float()`` reads back); other numbers (numpy,
+        mpmath) are written as float64. :meth:`from_json` reverses it.
+
+        >>> b = BlockDiagnosis("w", ("w",), 2, 4.0, 1.0, 0.5, float("inf"), None, None, None, None, None, None)
+        >>> text = Diagnosis([b], {"loss": 0.5}).to_json(indent=None)
+        >>> '"wHw": "inf"' in text, '"rayleigh": null' in text
+        (True, True)
+        >>> Diagnosis.from_json(text)["w"].wHw
+        inf
+        """
+        return json.dumps(_strict(self.to_dict()), indent=indent, allow_nan=False, ensure_ascii=False)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object]) -> Diagnosis:
+        """The :class:`Diagnosis` that :meth:`to_dict` (or the parsed :meth:`to_json`) describes.
+
+        The strings ``"inf"``, ``"-inf"``, ``"nan"`` in a number's place become floats again.
+
+        >>> b = BlockDiagnosis("w", ("w",), 2, 4.0, 1.0, 0.5, 8.0, 2.0, 2.0, 1.0, 0.25, 2, 0.0)
+        >>> d = Diagnosis([b], {"loss": 0.5})
+        >>> Diagnosis.from_dict(d.to_dict()).to_dict() == d.to_dict()
+        True
+        """
+        if not isinstance(data, Mapping) or not isinstance(data.get("blocks"), list):
+            raise InvalidInputError("from_dict needs the mapping Diagnosis.to_dict() returns, with a 'blocks' list; "
+                                    f"got {type(data).__name__}")
+        names = {f.name for f in fields(BlockDiagnosis)}
+        blocks = []
+        for i, row in enumerate(data["blocks"]):
+            if not isinstance(row, Mapping) or set(row) != names:
+                got = set(row) if isinstance(row, Mapping) else set()
+                raise InvalidInputError(
+                    f"block {i} of the data does not have the BlockDiagnosis fields (missing: "
+                    f"{', '.join(sorted(names - got)) or 'none'}; unknown: {', '.join(sorted(got - names)) or 'none'}); "
+                    "pass what Diagnosis.to_dict() wrote")
+            blocks.append(_block_from_row(row))
+        meta = data.get("meta", {})
+        return cls(blocks, {k: _number(v) for k, v in dict(meta).items()} if isinstance(meta, Mapping) else {},
+                   notes=tuple(data.get("notes", ())), frozen=tuple(data.get("frozen", ())),
+                   skipped=tuple(data.get("skipped", ())))
+
+    @classmethod
+    def from_json(cls, text: str) -> Diagnosis:
+        """:meth:`from_dict` of the JSON text :meth:`to_json` wrote (example there)."""
+        try:
+            data = json.loads(text)
+        except (TypeError, ValueError) as err:
+            raise InvalidInputError(f"from_json needs the text Diagnosis.to_json() wrote: {err}") from None
+        return cls.from_dict(data)
+
+    def flat(self, prefix: str = "") -> dict[str, float]:
+        """``{f"{prefix}{measure}/{block}": value}`` for loggers (TensorBoard, W&B, CSV).
+
+        ``measure`` is one of :data:`BLOCK_MEASURES` (``D``, ``D+``, ``RQ``, ``g_sq``, ``wHw``;
+        ``D+`` in ASCII so that every logger accepts the key), in that order, block by block.
+        Undefined values are **left out** (no ``None`` values: a logger cannot plot them), so
+        ``key in d.flat()`` says whether it is defined; values are Python floats (an ``inf`` or
+        ``nan`` stays a float).
+
+        >>> b = BlockDiagnosis("0.weight", ("0.weight",), 2, 4.0, 1.0, 0.5, 8.0, 2.0, 2.0, None, None, None, None)
+        >>> Diagnosis([b], {}).flat(prefix="curv/")
+        {'curv/D/0.weight': 2.0, 'curv/RQ/0.weight': 2.0, 'curv/g_sq/0.weight': 1.0, 'curv/wHw/0.weight': 8.0}
+        """
+        out: dict[str, float] = {}
         for b in self:
+            for measure, name in BLOCK_MEASURES.items():
+                value = getattr(b, name)
+                if value is not None:
+                    out[f"{prefix}{measure}/{b.name}"] = float(value)
+        return out
+
+    def to_dataframe(self) -> pandas.DataFrame:
+        """One row per block (index ``name``), one column per :class:`BlockDiagnosis` field plus
+        ``scale_invariant`` and ``radial_ratio = wᵀHw/(wᵀg)²``.
+
+        Needs pandas, an optional extra (``pip install 'coupled-curvature[pandas]'``). Missing
+        values are ``pd.NA`` in nullable columns (``Float64``, ``Int64``, ``boolean``), so that a
+        missing ``D⁺`` is not confused with a computed ``nan``.
+
+        Without pandas it raises :class:`~coupled_curvature.errors.MissingExtraError` (an
+        ``ImportError``) that says so; the lines marked SKIP need pandas (the tests run them).
+
+        >>> issubclass(MissingExtraError, ImportError)
+        True
+        >>> b = BlockDiagnosis("w", ("w",), 2, 4.0, 1.0, 0.5, 8.0, 2.0, 2.0, None, None, None, None)
+        >>> df = Diagnosis([b], {}).to_dataframe()  # doctest: +SKIP
+        >>> str(df.loc["w", "coupled"]), str(df.loc["w", "inverse_coupled"])  # doctest: +SKIP
+        ('2.0', '<NA>')
+        """
+        pd = _pandas()
+        columns = {}
+        for col in [f.name for f in fields(BlockDiagnosis) if f.name != "name"] + ["scale_invariant", "radial_ratio"]:
+            values = [getattr(b, col) for b in self]
+            if col in _FLOAT_FIELDS:
+                columns[col] = pd.array([None if v is None else float(v) for v in values], dtype="Float64")
+            elif col in _COLUMN_KIND:
+                columns[col] = pd.array(values, dtype=_COLUMN_KIND[col])
+            else:  # tuples (params, notes, ritz_extremes) stay Python objects
+                columns[col] = pd.Series(values, dtype=object, index=range(len(values))).array
+        return pd.DataFrame(columns, index=pd.Index([b.name for b in self], name="name"))
+
+    def summary(self) -> Summary:
+        """Model-level aggregates (:class:`~coupled_curvature.numeric.core.summary.Summary`:
+        median and geometric mean of D and D⁺, totals, the blocks to watch); see there.
+
+        >>> b = BlockDiagnosis("w", ("w",), 2, 4.0, 1.0, 0.5, 8.0, 2.0, 2.0, None, None, None, None)
+        >>> s = Diagnosis([b], {}).summary(); s.parameters, s.d_median, s.dplus_missing
+        (2, 2.0, ('w',))
+        """
+        from coupled_curvature.numeric.core.summary import summarize
+
+        return summarize(self)
+
+    def plot(self) -> Figure:
+        """Per-block bars of ``|D|`` and ``|D⁺|`` on a log axis (a matplotlib ``Figure``, no pyplot
+        state; save it with ``fig.savefig("d.png")``). Drawn by
+        :func:`coupled_curvature.reporting.figures.diagnosis_figure`, which says how negative,
+        missing and unconverged values are shown.
+
+        >>> b = BlockDiagnosis("w", ("w",), 2, 4.0, 1.0, 0.5, 8.0, 2.0, 2.0, 1.0, 0.25, 2, 0.0)
+        >>> type(Diagnosis([b], {}).plot()).__name__
+        'Figure'
+        """
+        from coupled_curvature.reporting.figures import diagnosis_figure
+
+        return diagnosis_figure(self)
+
+    def table(self) -> str:
+        """Aligned text: one row per block; columns ``block`` (the ``name`` field), ``size``,
+        ``g_sq``, ``wHw`` (fields of those names), ``RQ``, ``D``, ``D⁺`` (the fields ``rayleigh``,
+        ``coupled``, ``inverse_coupled``) and ``rank``; ``-`` where undefined.
+
+        A Krylov ``D⁺`` that did not converge ends in ``~`` (a legend line says so), then come
+        the notes.
+
+        >>> b = BlockDiagnosis("w", ("w",), 2, 4.0, 1.0, 0.5, 8.0, 2.0, 2.0, 1.0, 0.25, 2, 0.0,
+        ...                    method="krylov", krylov_converged=False)
+        >>> print(Diagnosis([b], {}).table())
+        block  size          g_sq           wHw            RQ             D             D⁺  rank
+        w         2  1.000000e+00  8.000000e+00  2.000000e+00  2.000000e+00  2.500000e-01~     2
+        ~: Krylov estimate that did not converge (krylov_converged=False; see the notes)
+        """
+        head = ["block", "size", "g_sq", "wHw", "RQ", "D", "D⁺", "rank"]
+        rows = [head]
+        unconverged = False
+        for b in self:
+            dplus = _fmt(b.inverse_coupled)
+            if b.krylov_converged is False and b.inverse_coupled is not None:
+                dplus, unconverged = dplus + _UNCONVERGED, True
             rows.append(
                 [b.name, str(b.size), _fmt(b.g_sq), _fmt(b.wHw), _fmt(b.rayleigh),
-                 _fmt(b.coupled), _fmt(b.inverse_coupled), "-" if b.rank is None else str(b.rank)]
+                 _fmt(b.coupled), dplus, "-" if b.rank is None else str(b.rank)]
             )
         widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
         lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
                  for r in rows]
+        if unconverged:  # keep the digits aligned: the other D⁺ cells get a blank where "~" would be
+            for r in rows[1:]:
+                r[6] += "" if r[6].endswith(_UNCONVERGED) else " "
+            widths[6] = max(len(r[6]) for r in rows)
+            lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
+                     for r in rows]
+            lines.append(f"{_UNCONVERGED}: Krylov estimate that did not converge (krylov_converged=False; see the notes)")
         notes = [f"  model: {n}" for n in self.notes] + [f"  {b.name}: {n}" for b in self for n in b.notes]
         return "\n".join(lines + (["notes:"] + notes if notes else []))
 
     def __repr__(self) -> str:
         return f"Diagnosis({len(self)} blocks)\n{self.table()}"
-
-
-def _fmt(x: float | None) -> str:
-    return "-" if x is None else f"{x:.6e}"
-
-
-def missing_note(reason: str) -> str:
-    return f"D⁺ not computed: {reason}"
 
 
 def derived_quantities(w_sq, g_sq, wHw, wHpinvw, notes: list[str]):
@@ -178,3 +345,54 @@ def _fmt(x: float | None) -> str:
 def missing_note(reason: str) -> str:
     """The note recorded with ``dplus_missing``: ``"D⁺ not computed: <reason>"``."""
     return f"D⁺ not computed: {reason}"
+
+
+_UNCONVERGED = "~"
+_FLOAT_FIELDS = frozenset({"w_sq", "g_sq", "w_dot_g", "wHw", "rayleigh", "coupled", "wHpinvw", "inverse_coupled",
+                           "cutoff", "min_kept_rel_eig", "krylov_error", "radial_ratio"})
+_COLUMN_KIND = {"size": "Int64", "rank": "Int64", "krylov_iterations": "Int64", "noise_kept": "Int64",
+                "krylov_converged": "boolean", "scale_invariant": "boolean", "method": "string",
+                "dplus_missing": "string"}
+_NONFINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
+
+
+def _strict(x: object) -> object:
+    """``x`` with every number a JSON number (float64) or, when not finite, ``"inf"``/``"-inf"``/``"nan"``."""
+    if isinstance(x, Mapping):
+        return {str(k): _strict(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_strict(v) for v in x]
+    if x is None or isinstance(x, (bool, str)):
+        return x
+    if isinstance(x, numbers.Integral):
+        return int(x)
+    if hasattr(x, "__float__"):
+        v = float(x)
+        return v if math.isfinite(v) else "nan" if math.isnan(v) else "inf" if v > 0 else "-inf"
+    raise InvalidInputError(f"to_json cannot write {type(x).__name__} {x!r} (in meta?): keep meta to numbers, "
+                            "strings, lists and dicts")
+
+
+def _number(v: object) -> object:
+    """The inverse of :func:`_strict` on one value (lists element-wise)."""
+    if isinstance(v, list):
+        return [_number(x) for x in v]
+    return _NONFINITE[v] if isinstance(v, str) and v in _NONFINITE else v
+
+
+def _block_from_row(row: Mapping[str, object]) -> BlockDiagnosis:
+    values = {k: _number(v) for k, v in row.items()}
+    values["params"] = tuple(values["params"])
+    values["notes"] = tuple(values["notes"])
+    if values["ritz_extremes"] is not None:
+        values["ritz_extremes"] = tuple(values["ritz_extremes"])
+    return BlockDiagnosis(**values)
+
+
+def _pandas():
+    try:
+        return importlib.import_module("pandas")
+    except ImportError:
+        raise MissingExtraError(
+            "Diagnosis.to_dataframe needs pandas, an optional extra: pip install 'coupled-curvature[pandas]' "
+            "(or pip install pandas); to_dict(), flat() and to_json() need nothing extra") from None
