@@ -16,7 +16,7 @@ from coupled_curvature.numeric.core.blocks import resolve_blocks
 from coupled_curvature.numeric.core.hvp import BlockCurvature, block_curvature, block_krylov
 from coupled_curvature.numeric.linalg.krylov_quadrature import KrylovForm
 from coupled_curvature.numeric.core.objective import Objective
-from coupled_curvature.numeric.core.progress import Progress, progress_enabled
+from coupled_curvature.numeric.core.progress import AUTO_DELAY, Progress, progress_enabled
 from coupled_curvature.numeric.core.results import BlockDiagnosis, Diagnosis, derived_quantities, missing_note
 from coupled_curvature.numeric.linalg.pinv import pinv_quadratic_form, rounding_level
 from coupled_curvature.numeric.core.tangents import block_quadratic_forms, single_layer_blocks
@@ -87,8 +87,8 @@ def diagnose(
     (``pinv_rtol`` below ``n·ε``) has ``noise_kept > 0`` and a note.
 
     ``progress`` prints a progress line on stderr (the curvature, Gram and Krylov stages, then
-    block by block): ``None`` (default) when stderr is a terminal, ``True``/``False`` always/never.
-    It changes nothing in the result.
+    block by block): ``None`` (default) when stderr is a terminal and the call has run 2 s,
+    ``True``/``False`` always/never. It changes nothing in the result.
 
     >>> import torch
     >>> torch.manual_seed(0) and None
@@ -134,7 +134,7 @@ def diagnose(
         model_notes.append(f"skipped {len(skipped)} frozen parameter(s) (requires_grad=False): {', '.join(skipped)}; "
                            "pass frozen='include' to diagnose them")
     sizes = {b: sum(objective.values[m].numel() for m in ms) for b, ms in partition.items()}
-    bar = Progress("diagnose", len(partition), enabled=show)
+    bar = Progress("diagnose", len(partition), enabled=show, delay=AUTO_DELAY if progress is None else 0.0)
     bar.stage(f"curvature of {len(partition)} block(s) over {len(batches)} batch(es)")
     check_count(gram_memory, "gram_memory", 1)
     gram: dict[str, GramForm] = {}

@@ -3,7 +3,9 @@
 :class:`Progress` prints ``label i/n [####------] (elapsed) extra`` at most every ``every``
 seconds; on a terminal the line is rewritten in place (tqdm-style, ``\\r``), elsewhere each
 update is its own line. :func:`progress_enabled` turns the ``progress=None/True/False`` option
-of a long call into on/off: ``None`` means on exactly when the stream is a terminal.
+of a long call into on/off: ``None`` means on exactly when the stream is a terminal, and then
+(``delay=AUTO_DELAY``) silent for the first :data:`AUTO_DELAY` seconds, so that the many short
+calls a study makes print nothing.
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ from typing import TextIO
 
 from coupled_curvature.errors import InvalidInputError
 
-__all__ = ["Progress", "progress_enabled"]
+__all__ = ["AUTO_DELAY", "Progress", "progress_enabled"]
+
+#: seconds an automatic (``progress=None``) progress display waits before its first line
+AUTO_DELAY = 2.0
 
 _WIDTH = 100  # terminal output stays within 100 columns
 _BAR = 10
@@ -41,9 +46,9 @@ def progress_enabled(progress: object, stream: TextIO | None = None) -> bool:
 class Progress:
     """Prints ``label i/n [bar] (elapsed) extra`` to stderr, at most every ``every`` seconds.
 
-    The last step (``i == total``) always prints. :meth:`stage` prints a one-off stage line
-    (``label: text (elapsed)``); :meth:`close` ends an in-place line with a newline.
-    Lines are cut to 100 columns.
+    The last step (``i == total``) always prints; nothing prints in the first ``delay`` seconds.
+    :meth:`stage` prints a one-off stage line (``label: text (elapsed)``); :meth:`close` ends an
+    in-place line with a newline. Lines are cut to 100 columns.
 
     >>> import io
     >>> out = io.StringIO()
@@ -52,11 +57,14 @@ class Progress:
     >>> [line.split(" (")[0] for line in out.getvalue().splitlines()]
     ['  diagnose: curvature', '  diagnose 1/2 [#####-----]', '  diagnose 2/2 [##########]']
     >>> Progress("training", 3, enabled=False).update(1)
+    >>> late = Progress("diagnose", 1, stream=out, delay=60.0); late.stage("x"); late.update(1)
+    >>> out.getvalue().count("\\n")
+    3
     """
 
     def __init__(self, label: str, total: int, *, enabled: bool = True, every: float = 0.5,
-                 stream: TextIO | None = None):
-        self.label, self.total, self.enabled, self.every = label, total, enabled, every
+                 stream: TextIO | None = None, delay: float = 0.0):
+        self.label, self.total, self.enabled, self.every, self.delay = label, total, enabled, every, delay
         self.stream = stream
         self.start = time.perf_counter()
         self._last = -float("inf")
@@ -80,10 +88,13 @@ class Progress:
             out.write(text + "\n")
         out.flush()
 
+    def _quiet(self, now: float) -> bool:
+        return not self.enabled or now - self.start < self.delay
+
     def update(self, i: int, extra: str = "") -> None:
-        if not self.enabled:
-            return
         now = time.perf_counter()
+        if self._quiet(now):
+            return
         if i < self.total and now - self._last < self.every:
             return
         self._last = now
@@ -94,8 +105,9 @@ class Progress:
 
     def stage(self, text: str) -> None:
         """One line ``label: text (elapsed)`` for a stage without steps to count."""
-        if self.enabled:
-            self._write(f"  {self.label}: {text} ({time.perf_counter() - self.start:.1f}s)", rewrite=False)
+        now = time.perf_counter()
+        if not self._quiet(now):
+            self._write(f"  {self.label}: {text} ({now - self.start:.1f}s)", rewrite=False)
 
     def close(self) -> None:
         """End an in-place line (a no-op when lines are not rewritten)."""

@@ -15,6 +15,7 @@ import math
 import numbers
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from coupled_curvature.errors import MissingExtraError, InvalidInputError
@@ -374,22 +375,21 @@ def _strict(x: object) -> object:
 
 
 def _number(v: object) -> object:
-    """The inverse of :func:`_strict` on one value (lists element-wise)."""
-    if isinstance(v, list):
-        return [_number(x) for x in v]
+    """The inverse of :func:`_strict` on one number's place."""
     return _NONFINITE[v] if isinstance(v, str) and v in _NONFINITE else v
 
 
 def _block_from_row(row: Mapping[str, object]) -> BlockDiagnosis:
-    values = {k: _number(v) for k, v in row.items()}
+    """Only the number fields are decoded: a note or a name that reads "nan" stays a string."""
+    values = {k: _number(v) if k in _FLOAT_FIELDS else v for k, v in row.items()}
     values["params"] = tuple(values["params"])
     values["notes"] = tuple(values["notes"])
     if values["ritz_extremes"] is not None:
-        values["ritz_extremes"] = tuple(values["ritz_extremes"])
+        values["ritz_extremes"] = tuple(_number(v) for v in values["ritz_extremes"])
     return BlockDiagnosis(**values)
 
 
-def _pandas():
+def _pandas() -> ModuleType:
     try:
         return importlib.import_module("pandas")
     except ImportError:

@@ -70,7 +70,8 @@ def _strict_loads(text: str):
 # ---- JSON ----------------------------------------------------------------------------------------
 
 def test_to_json_is_strict_and_encodes_nonfinite_as_strings():
-    d = Diagnosis([_block("a", wHw=math.inf, rayleigh=-math.inf, coupled=math.nan, inverse_coupled=None)],
+    d = Diagnosis([_block("a", wHw=math.inf, rayleigh=-math.inf, coupled=math.nan, inverse_coupled=None,
+                          ritz_extremes=(0.5, math.inf), notes=("nan", "inf"))],
                   {"loss": math.inf, "method": "dense"})
     with pytest.raises(ValueError):  # negative control: the plain dict is not strict JSON
         json.dumps(d.to_dict(), allow_nan=False)
@@ -81,6 +82,7 @@ def test_to_json_is_strict_and_encodes_nonfinite_as_strings():
     back = Diagnosis.from_json(d.to_json())
     assert _same(back.to_dict(), d.to_dict())
     assert back["a"].wHw == math.inf and math.isnan(back["a"].coupled) and back["a"].inverse_coupled is None
+    assert back["a"].ritz_extremes == (0.5, math.inf) and back["a"].notes == ("nan", "inf")  # notes stay text
 
 
 def test_json_round_trip_of_real_diagnoses(net):
@@ -278,12 +280,27 @@ def test_progress_on_stderr_only_when_asked(net, capsys):
         diagnose(model, CE, (X, y), progress="yes")
 
 
-def test_progress_line_is_rewritten_on_a_terminal():
-    class Tty(io.StringIO):
-        def isatty(self):
-            return True
+class _Tty(io.StringIO):
+    def isatty(self):
+        return True
 
-    out = Tty()
+
+def test_progress_auto_on_a_terminal_waits_before_its_first_line(net, monkeypatch):
+    from coupled_curvature.numeric.core import diagnostics
+
+    model, X, y = net
+    tty = _Tty()
+    monkeypatch.setattr(sys, "stderr", tty)
+    monkeypatch.setattr(diagnostics, "AUTO_DELAY", 1e6)  # a call shorter than the delay: silent
+    diagnose(model, CE, (X, y))
+    assert tty.getvalue() == ""
+    monkeypatch.setattr(diagnostics, "AUTO_DELAY", 0.0)
+    diagnose(model, CE, (X, y))
+    assert "\r  diagnose 6/6 [##########]" in tty.getvalue() and tty.getvalue().endswith("\n")
+
+
+def test_progress_line_is_rewritten_on_a_terminal():
+    out = _Tty()
     p = Progress("diagnose", 3, stream=out, every=0.0)
     for i in range(1, 4):
         p.update(i, "x" * 200)
