@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -51,6 +52,9 @@ from coupled_curvature.numeric.factors.gram import MEMORY_BUDGET, GramForm, gram
 from coupled_curvature.numeric.linalg.krylov_quadrature import KrylovForm
 from coupled_curvature.numeric.linalg.lanczos import tridiagonal_eig
 from coupled_curvature.numeric.linalg.pinv import rounding_level, symmetric_spectrum
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["BlockProfile", "SpectralProfile", "spectral_profile"]
 
@@ -157,22 +161,26 @@ class SpectralProfile:
         return list(self._blocks)
 
     def D(self) -> dict[str, float | None]:
+        """``{block: D = (ρ/‖g‖²)·∫ x dμ_w}`` (:meth:`BlockProfile.D`)."""
         return {b.name: b.D() for b in self}
 
     def dplus(self, rtol: float = 1e-10) -> dict[str, float | None]:
+        """``{block: D⁺_τ = (‖g‖²/ρ)·∫_{|x|>τ} x⁻¹ dμ_w}`` at ``τ = rtol`` (:meth:`BlockProfile.dplus`)."""
         return {b.name: b.dplus(rtol) for b in self}
 
     def dplus_curve(self, rtols: Sequence[float]) -> dict[str, np.ndarray]:
+        """``{block: D⁺_τ for τ in rtols}`` (:meth:`BlockProfile.dplus_curve`)."""
         return {b.name: b.dplus_curve(rtols) for b in self}
 
     def cdf(self, x: float | Sequence[float] | np.ndarray) -> dict[str, float | np.ndarray]:
+        """``{block: μ_w((−∞, x])}`` (:meth:`BlockProfile.cdf`)."""
         return {b.name: b.cdf(x) for b in self}
 
     def to_dict(self) -> dict:
         """Plain data: ``{"meta": {...}, "blocks": {name: BlockProfile.to_dict()}}``."""
         return {"meta": dict(self.meta), "blocks": {b.name: b.to_dict() for b in self}}
 
-    def plot(self, title: str = ""):
+    def plot(self, title: str = "") -> Figure:
         """The cumulative profile per block (:func:`coupled_curvature.reporting.figures.profile_figure`)."""
         from coupled_curvature.reporting.figures import profile_figure
 

@@ -13,12 +13,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch import nn
 from torch.func import functional_call, grad, hessian
 
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.numeric.core.diagnostics import diagnose
 from coupled_curvature.numeric.core.profile import BlockProfile, spectral_profile
+from coupled_curvature.numeric.linalg.pinv import pinv_quadratic_form
 from coupled_curvature.numeric.models.factory import make_mlp
 from coupled_curvature.numeric.models.training import fit
 from coupled_curvature.numeric.symmetries.homogeneous import (
@@ -95,10 +98,13 @@ def _one_thread():
     torch.set_num_threads(before)
 
 
-@pytest.fixture(scope="module")
-def small():
-    """An untrained ReLU MLP 4-6-5-3 on 20 samples (the Gram route applies to every block)."""
-    X, y = data(20, (4,), 3)
+@pytest.fixture(scope="module", params=[20, 5], ids=["20 samples", "5 samples"])
+def small(request):
+    """An untrained ReLU MLP 4-6-5-3 (the Gram route applies to every block): on 20 samples ``B`` has
+    ``m = 40`` rows, more than any block's parameters (the Gram route forms ``BᵀB``); on 5 samples
+    ``m = 10``, fewer than the weights' 24 and 30 (it forms ``G = BBᵀ``, and ``w`` has weight on the
+    null space of ``B``)."""
+    X, y = data(request.param, (4,), 3)
     return mlp([4, 6, 5, 3], seed=0), X, y
 
 
@@ -134,6 +140,8 @@ def test_the_profile_is_the_measure_of_the_definition(small, method):
     merged into one node, which the cumulative comparison does not see)."""
     net, X, y = small
     prof = spectral_profile(net, LOSS, (X, y), method=method)
+    if method == "gram":  # both sides of the route are exercised: G = BBᵀ on few samples, BᵀB on more
+        assert ("G = BBᵀ" in prof["0.weight"].notes[-1]) == (X.shape[0] == 5)
     rtols = [1e-12, 1e-6, 1e-3, 1e-2, 0.1, 0.5]
     for b in prof:
         x, p, ratio, D, dplus = reference(net, X, y, list(b.params))
@@ -180,9 +188,11 @@ def test_an_indefinite_block_keeps_its_sign_and_the_cutoff_of_diagnose():
     assert negative > 0
 
 
-@pytest.mark.parametrize("method", ["gram", "dense"])
-def test_the_profile_is_invariant_under_relu_symmetries_and_moves_under_neuron_scaling(trained, method):
+@pytest.mark.parametrize("method, n", [("gram", 48), ("gram", 6), ("dense", 48)])
+def test_the_profile_is_invariant_under_relu_symmetries_and_moves_under_neuron_scaling(trained, method, n):
+    """On 6 samples the Gram route forms G = BBᵀ for the weights, on 48 BᵀB."""
     net, X, y = trained
+    X, y = X[:n], y[:n]
     base = spectral_profile(net, LOSS, (X, y), method=method)
     assert all(b.route == method for b in base)
     moves = {"layer 0 by 7.3": layer_rescale(net, 0, 7.3), "layer 1 by 0.3": layer_rescale(net, 1, 0.3),
@@ -214,6 +224,25 @@ def test_methods_on_hand_made_atoms():
     assert b.cdf(0.0) == pytest.approx(1 / 3) and b.cdf(-1.0) == 0.0
     assert b.cdf([0.2, 0.25, 2.0]).tolist() == pytest.approx([1 / 3, 2 / 3, 1.0])
     assert b.lambda_ratio == 2.0 and b.mean() == pytest.approx(5 / 12)
+
+
+@settings(max_examples=40, derandomize=True, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), n=st.integers(1, 9), decades=st.floats(0.0, 8.0),
+       rtol=st.sampled_from([0.0, 1e-12, 1e-6, 1e-3, 0.3]))
+def test_the_functionals_of_the_measure_are_the_quadratic_forms(seed, n, decades, rtol):
+    """For random symmetric (possibly indefinite) ``H``, ``w``, ``‖g‖²``: the profile built from the
+    definition gives ``D = wᵀHw/wᵀw/‖g‖²`` and ``D⁺`` equal to ``pinv_quadratic_form``'s ``wᵀH⁺_τw``."""
+    rng = np.random.default_rng(seed)
+    U, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    lam = rng.choice([-1.0, 1.0], n) * 10.0 ** rng.uniform(-decades, 0.0, n)
+    H, w, g_sq = (U * lam) @ U.T, rng.standard_normal(n), float(rng.uniform(0.1, 10.0))
+    rho = np.abs(lam).max()
+    b = BlockProfile("b", ("b",), n, lam / rho, (U.T @ w) ** 2 / (w @ w), rho, g_sq, float(w @ w), "dense", True)
+    assert b.D() == pytest.approx(w @ H @ w / (w @ w) / g_sq, rel=1e-9, abs=1e-12 * rho / g_sq)
+    if np.abs(np.abs(lam) / rho - rtol).min() > 1e-9:  # no eigenvalue at the cutoff
+        form = pinv_quadratic_form(torch.from_numpy(H), torch.from_numpy(w), rtol)
+        scale = float(np.abs((U.T @ w) ** 2 / lam).sum() / (w @ w) * g_sq)
+        assert abs(b.dplus(rtol) - form.value / (w @ w) * g_sq) <= 1e-9 * scale
 
 
 def test_a_zero_block_has_no_profile_and_a_zero_gradient_no_D():
