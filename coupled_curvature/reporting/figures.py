@@ -241,9 +241,9 @@ def profile_figure(profile: dict[str, Any], title: str = "") -> Figure:
         ys.append(total)
         neg = sum(p for x, p in zip(b["rel_eigs"], b["weights"]) if x < 0)
         ratio = b.get("lambda_ratio")
-        label = (f"{name} ({b['route']}{'' if b.get('exact', True) else ', approximate'}; "
-                 f"ρ/‖g‖² = {'-' if ratio is None else f'{ratio:.3g}'}"
-                 f"{f'; weight at λ < 0: {neg:.2g}' if neg > 0 else ''})")
+        label = textwrap.fill(f"{name}: {b['route']}{'' if b.get('exact', True) else ' (approximate)'}, "
+                              f"ρ/‖g‖² = {'-' if ratio is None else f'{ratio:.3g}'}"
+                              f"{f', weight at λ < 0: {neg:.2g}' if neg > 0 else ''}", 48)
         ax.step(xs, ys, where="post", color=f"C{i % 10}", ls="-" if b.get("exact", True) else "--", lw=1.6,
                 label=label)
     if log:
@@ -256,7 +256,7 @@ def profile_figure(profile: dict[str, Any], title: str = "") -> Figure:
     ax.set_xlabel("t = |λ| / max|λ| (dimensionless" + (", log axis)" if log else ")"))
     ax.set_ylabel("cumulative weight μ_w(|x| ≤ t) of w/‖w‖ (dimensionless)")
     ax.set_title(textwrap.fill((title + ": " if title else "") + "spectral profile of each block along w "
-                               "(weight (uᵢᵀw)²/‖w‖² at λᵢ/max|λ|)", 80), fontsize=9)
+                               "(weight (uᵢᵀw)²/‖w‖² at λᵢ/max|λ|)", 70), fontsize=9)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.set_size_inches(10.0, 4.6)
