@@ -43,6 +43,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     "MEASURES": ("measures.registry", "REGISTRY"),
     "cutoff_sensitivity": ("studies.cutoff", "cutoff_sensitivity"),
     "pinv_quadratic_form": ("linalg.pinv", "pinv_quadratic_form"),
+    "spectral_profile": ("core.profile", "spectral_profile"),
+    "SpectralProfile": ("core.profile", "SpectralProfile"),
     "highprec_diagnose": ("highprec.engine", "diagnose"),
     "invariance_error": ("highprec.engine", "invariance_error"),
     "make_mlp": ("models.factory", "make_mlp"),

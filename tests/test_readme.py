@@ -18,14 +18,19 @@ BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), 
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
 def test_readme_block_runs_and_prints_what_it_says(index, tmp_path):
     """Each block runs cleanly; the rescaling example prints the same D after layer_rescale, as it claims
-    ('to ~1e-15 relative'; checked to 1e-13)."""
+    ('to ~1e-15 relative'; checked to 1e-13); the profile example takes the Gram route and prints the
+    same cumulative weight after layer_rescale (checked to 1e-13)."""
     block = BLOCKS[index]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(README.parent), os.environ.get("PYTHONPATH", "")])}
+    paths = [str(README.parent), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     out = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True, timeout=300, cwd=tmp_path,
-                         env=env)  # the checkout's package (this README's), not whichever copy is installed
+                         env=env)  # the checkout's code, not whichever copy is installed
     assert out.returncode == 0, out.stderr[-3000:]
     assert "Traceback" not in out.stderr
-    if "layer_rescale" in block:
+    if "spectral_profile" in block:  # the profile example: same route, same cumulative weight after rescaling
+        lines = out.stdout.strip().splitlines()
+        assert lines[0].startswith("gram ") and float(lines[-1]) <= 1e-13
+    elif "layer_rescale" in block:
         assert "~1e-15" in block
         lines = out.stdout.strip().splitlines()
         coupled, _dplus = (float(v) for v in lines[-2].split())

@@ -32,7 +32,7 @@ from matplotlib.ticker import MaxNLocator
 from coupled_curvature.errors import InvalidInputError
 
 __all__ = ["save_figure", "rescaling_figure", "neuron_figure", "precision_figure", "cutoff_section_figure", "cutoff_figure",
-           "diagnosis_figure"]
+           "diagnosis_figure", "profile_figure"]
 
 _SVG_META = {"Date": None, "Creator": None}
 _PNG_META = {"Software": None}
@@ -253,3 +253,65 @@ def diagnosis_figure(diagnosis: Any) -> Figure:
     ax.legend(handles=drawn, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.tight_layout()
     return fig
+
+
+def profile_figure(profile: dict[str, Any], title: str = "") -> Figure:
+    """The cumulative spectral profile per block: ``μ_w(|x| ≤ t)`` against ``t = |λ|/max|λ|``, as steps.
+
+    ``profile`` is ``SpectralProfile.to_dict()`` (per block ``rel_eigs``, ``weights``, ``route``,
+    ``exact``, ``lambda_ratio``). The axis is logarithmic when the non-zero ``|x|`` span more than two
+    decades; the weight at ``x = 0`` (the null space of ``H_bb``) is the curve's level at the left edge,
+    and the default cutoff ``pinv_rtol = 1e-10`` is dashed.
+    Negative eigenvalues are counted by ``|x|``, and their total weight is given in the legend;
+    approximate (Krylov) profiles are dashed.
+
+    >>> p = {"blocks": {"a": {"rel_eigs": [0.0, 1e-6, 1.0], "weights": [0.2, 0.3, 0.5], "route": "dense",
+    ...      "exact": True, "lambda_ratio": 2.0}}}
+    >>> ax = profile_figure(p).axes[0]; ax.get_xscale(), len(ax.lines)
+    ('log', 1)
+    """
+    blocks = profile.get("blocks", {}) if isinstance(profile, dict) else {}
+    if not blocks:
+        raise InvalidInputError("profile_figure needs SpectralProfile.to_dict() data with at least one block")
+    nonzero = [abs(x) for b in blocks.values() for x in b["rel_eigs"] if x != 0.0]
+    smallest = min(nonzero, default=1.0)
+    log = smallest < 1e-2
+    left = max(smallest / 10.0, 1e-17) if log else 0.0
+    fig = Figure(figsize=(6.4, 4.4))
+    ax = fig.add_subplot(1, 1, 1)
+    for i, (name, b) in enumerate(blocks.items()):
+        pairs = sorted(zip((abs(x) for x in b["rel_eigs"]), b["weights"]))
+        xs, ys, total = [left], [0.0], 0.0
+        for x, p in pairs:
+            total += p
+            if x <= left:
+                ys[0] = total
+            else:
+                xs.append(x)
+                ys.append(total)
+        xs.append(1.0 if not log else 1.5)
+        ys.append(total)
+        neg = sum(p for x, p in zip(b["rel_eigs"], b["weights"]) if x < 0)
+        ratio = b.get("lambda_ratio")
+        label = textwrap.fill(f"{name}: {b['route']}{'' if b.get('exact', True) else ' (approximate)'}, "
+                              f"ρ/‖g‖² = {'-' if ratio is None else f'{ratio:.3g}'}"
+                              f"{f', weight at λ < 0: {neg:.2g}' if neg > 0 else ''}", 48)
+        ax.step(xs, ys, where="post", color=f"C{i % 10}", ls="-" if b.get("exact", True) else "--", lw=1.6,
+                label=label)
+    if log:
+        ax.set_xscale("log")
+        if left < 1e-10:
+            ax.axvline(1e-10, color="black", linestyle="--", linewidth=1.4, zorder=5,
+                       label="default pinv_rtol = 1e-10 (D⁺ keeps the weight to its right)")
+    ax.set_xlim(left, 1.5 if log else 1.02)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("t = |λ| / max|λ| (dimensionless" + (", log axis)" if log else ")"))
+    ax.set_ylabel("cumulative weight μ_w(|x| ≤ t) of w/‖w‖ (dimensionless)")
+    ax.set_title(textwrap.fill((title + ": " if title else "") + "spectral profile of each block along w "
+                               "(weight (uᵢᵀw)²/‖w‖² at λᵢ/max|λ|)", 70), fontsize=9)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    fig.set_size_inches(10.0, 4.6)
+    fig.tight_layout()
+    return fig
+
