@@ -13,13 +13,15 @@ from coupled_curvature.numeric.core.inputs import (
     check_count, check_flag, check_loss_fn, float64_copy, loss_reduction, prepare_batches, probe_batches,
 )
 from coupled_curvature.numeric.core.blocks import resolve_blocks
-from coupled_curvature.numeric.core.hvp import BlockCurvature, block_curvature, block_krylov
+from coupled_curvature.numeric.core.hvp import (
+    BlockCurvature, attention_modules, block_curvature, block_krylov, math_attention, route_failure,
+)
 from coupled_curvature.numeric.linalg.krylov_quadrature import KrylovForm
 from coupled_curvature.numeric.core.objective import Objective
 from coupled_curvature.numeric.core.results import BlockDiagnosis, Diagnosis, derived_quantities, missing_note
 from coupled_curvature.numeric.linalg.pinv import pinv_quadratic_form, rounding_level
 from coupled_curvature.numeric.core.tangents import block_quadratic_forms, single_layer_blocks
-from coupled_curvature.numeric.factors.gram import MEMORY_BUDGET, GramForm, gram_forms
+from coupled_curvature.numeric.factors.gram import MEMORY_BUDGET, GramForm, GramResult, gram_forms
 
 
 def diagnose(
@@ -84,6 +86,13 @@ def diagnose(
     Hessian-vector products. A block whose cutoff keeps eigenvalues at rounding level
     (``pinv_rtol`` below ``n·ε``) has ``noise_kept > 0`` and a note.
 
+    Every graph is built with ``scaled_dot_product_attention`` on its math kernel (the fused
+    kernels have no second derivative; a model-level note says so when the model has
+    ``nn.MultiheadAttention``). A fast route that fails to run on the model — the per-sample
+    factors, the tangent pass or the Gram route under ``torch.utils.checkpoint``, or an operation
+    without a second derivative — gives way to Hessian-vector products on the retained graph,
+    with a note naming the route and the error; any other error propagates.
+
     >>> import torch
     >>> torch.manual_seed(0) and None
     >>> net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
@@ -109,6 +118,9 @@ def diagnose(
     batches = prepare_batches(data, loss_fn, reduction)
     probe_batches(net, loss_fn, batches)
     model_notes = []
+    if attention_modules(net):
+        model_notes.append(f"attention ({', '.join(attention_modules(net))}) runs on the math kernel: "
+                           "the fused kernels have no second derivative")
     if source == "assumed" and len(batches) > 1:
         model_notes.append("loss_fn has no .reduction: taken as a mean over each batch, so batches are weighted "
                            "by their size; pass reduction='sum' if it sums")
@@ -135,9 +147,16 @@ def diagnose(
                            "up to max_dense" + (", Krylov above" if method == "auto" else ""))
     elif inverse and method in ("gram", "auto") and _gram_route:
         curv = block_curvature(objective, partition, set())
-        results = gram_forms(objective, partition, {b: float(torch.cat([objective.values[m].reshape(-1) for m in ms])
-                                                             @ curv[b].Hw) for b, ms in partition.items()},
-                             rtol=pinv_rtol, memory_budget=gram_memory)
+        wHw_hvp = {b: float(torch.cat([objective.values[m].reshape(-1) for m in ms]) @ curv[b].Hw)
+                   for b, ms in partition.items()}
+        try:
+            with math_attention():
+                results = gram_forms(objective, partition, wHw_hvp, rtol=pinv_rtol, memory_budget=gram_memory)
+        except RuntimeError as e:  # a checkpointed model, a missing derivative: not any error
+            reason = route_failure(e)
+            if reason is None:
+                raise
+            results = {b: GramResult(None, f"it failed to run ({reason})") for b in partition}
         for b, r in results.items():
             if r.form is not None:
                 gram[b] = r.form
@@ -157,8 +176,16 @@ def diagnose(
         else:
             tangent = single_layer_blocks(net, partition)
     wHw: dict[str, float] = {}
+    if tangent is not None:
+        try:
+            wHw, grads, loss = block_quadratic_forms(net, loss_fn, batches, tangent)
+        except RuntimeError as e:
+            if route_failure(e) is None:
+                raise
+            tangent = None
+            model_notes.append(f"the one-pass tangent route failed ({route_failure(e)}): "
+                               "wᵀHw comes from Hessian-vector products")
     if tangent is not None:  # D only, on a Linear/(leaky) ReLU Sequential: every wᵀH_bb w in one forward pass
-        wHw, grads, loss = block_quadratic_forms(net, loss_fn, batches, tangent)
         curv = {b: BlockCurvature(torch.cat([grads[m].reshape(-1) for m in ms]), None, None)
                 for b, ms in partition.items()}
     elif curv is not None:  # the Gram pre-pass has g and Hw; build the fallback blocks it left
