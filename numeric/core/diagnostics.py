@@ -14,7 +14,8 @@ from coupled_curvature.numeric.core.inputs import (
 )
 from coupled_curvature.numeric.core.blocks import resolve_blocks
 from coupled_curvature.numeric.core.hvp import (
-    BlockCurvature, attention_modules, block_curvature, block_krylov, math_attention, route_failure,
+    BlockCurvature, attention_modules, block_curvature, block_krylov, hidden_dependence, math_attention,
+    route_failure,
 )
 from coupled_curvature.numeric.linalg.krylov_quadrature import KrylovForm
 from coupled_curvature.numeric.core.objective import Objective
@@ -91,7 +92,9 @@ def diagnose(
     ``nn.MultiheadAttention``). A fast route that fails to run on the model — the per-sample
     factors, the tangent pass or the Gram route under ``torch.utils.checkpoint``, or an operation
     without a second derivative — gives way to Hessian-vector products on the retained graph,
-    with a note naming the route and the error; any other error propagates.
+    with a note naming the route and the error; any other error propagates. A parameter whose
+    gradient is exactly 0 but which moves the loss (autograd reaches it by no path: a reentrant
+    checkpoint, a ``.detach()``) is an ``InvalidInputError``, never a ``D`` read off a cut graph.
 
     >>> import torch
     >>> torch.manual_seed(0) and None
@@ -211,6 +214,13 @@ def diagnose(
         forms = block_krylov(objective, partition, curv, krylov, rtol=pinv_rtol, max_iter=krylov_max_iter,
                              tol=krylov_tol, graphs=retained, reduce=reduce)
     del retained
+    zero_grad = [m for b, ms in partition.items() if not bool(curv[b].grad.any()) for m in ms]
+    hidden = hidden_dependence(objective, zero_grad)
+    if hidden:
+        raise InvalidInputError(
+            f"{', '.join(hidden)} change(s) the loss but autograd finds no path to them (a torch.utils.checkpoint "
+            "with use_reentrant=True, a .detach() or torch.no_grad() in forward), so g and H would read as 0; "
+            "pass use_reentrant=False, or set requires_grad=False on them to leave them out")
 
     records = []
     for block, members in partition.items():

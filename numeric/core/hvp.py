@@ -82,6 +82,49 @@ def route_failure(error: BaseException) -> str | None:
     return None
 
 
+def hidden_dependence(objective: Objective, names: Sequence[str], *, seed: int = 0) -> list[str]:
+    """The parameters among ``names`` that change the loss of the first batch although autograd
+    reaches them by no path (a reentrant ``torch.utils.checkpoint`` whose input needs no gradient, a
+    ``.detach()`` or ``torch.no_grad()`` in the forward): their ``g`` and ``H`` would read as 0.
+
+    A parameter qualifies when moving it by ``δ`` (random, ``‖δ‖ = 10⁻³·max(‖w‖, 1)``) moves the
+    loss by more than ``10⁻¹²·|L|`` while ``∂L/∂w`` has no graph. Callers pass only parameters whose
+    gradient came out exactly 0, so the usual cost is nothing.
+
+    >>> from coupled_curvature.numeric.core.inputs import prepare_batches
+    >>> class Cut(nn.Linear):
+    ...     def forward(self, x):
+    ...         return super().forward(x).detach() + 0 * self.bias
+    >>> net = nn.Sequential(Cut(2, 2), nn.Linear(2, 2)).double()
+    >>> X, y = torch.randn(4, 2, dtype=torch.float64), torch.tensor([0, 1, 0, 1])
+    >>> ob = Objective(net, nn.CrossEntropyLoss(), prepare_batches((X, y), nn.CrossEntropyLoss()))
+    >>> hidden_dependence(ob, ["0.weight", "0.bias", "1.bias"])  # 0.bias has a path (with zero gradient)
+    ['0.weight']
+    """
+    if not names:
+        return []
+    leaves = {n: v.clone().requires_grad_(n in names) for n, v in objective.values.items()}
+    gen = torch.Generator().manual_seed(seed)
+    with math_attention():
+        with torch.enable_grad():
+            loss = objective.batch_loss(0, leaves)
+            grads = torch.autograd.grad(loss, [leaves[n] for n in names], allow_unused=True) if (
+                loss.requires_grad) else [None] * len(names)
+        hidden = []
+        with torch.no_grad():
+            base = float(objective.batch_loss(0, objective.values))
+            for name, g in zip(names, grads):
+                if g is not None:
+                    continue
+                v = objective.values[name]
+                step = torch.randn(v.shape, generator=gen, dtype=v.dtype)
+                step *= 1e-3 * max(float(v.norm()), 1.0) / (float(step.norm()) or 1.0)
+                moved = float(objective.batch_loss(0, {**objective.values, name: v + step}))
+                if abs(moved - base) > 1e-12 * max(abs(base), 1e-300):
+                    hidden.append(name)
+    return hidden
+
+
 @dataclass
 class BlockCurvature:
     """Sums over the data of ``g_b`` (flat), ``H_bb w_b`` (flat) and optionally dense ``H_bb``.

@@ -21,6 +21,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.checkpoint import CheckpointError, checkpoint
 
 from coupled_curvature.numeric.core import diagnostics, hvp
+from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.numeric.core.diagnostics import diagnose
 
 CE = nn.CrossEntropyLoss()
@@ -279,3 +280,26 @@ def test_larger_transformer_matches_reference(method):
     model = _randomize(model.double(), 3)
     X, y = _data((6, 3), seed=4, n=16)
     _check(model, X, y, diagnose(model, CE, (X, y), method=method))
+
+
+class _Reentrant(Checkpointed):
+    def forward(self, x):
+        return self.head(checkpoint(self.body, x, use_reentrant=True))
+
+
+@pytest.mark.filterwarnings("ignore:None of the inputs have requires_grad")
+def test_reentrant_checkpoint_is_refused_not_read_as_zero():
+    """A reentrant checkpoint on an input that needs no gradient cuts the parameters inside it off
+    the graph: their g and H would be 0. The same weights without the checkpoint are diagnosed."""
+    model, (X, y) = _model("checkpointed_mlp")
+    cut = _Reentrant(model.body, model.head)
+    with pytest.raises(InvalidInputError, match=r"body.0.weight, body.0.bias change.*use_reentrant=False"):
+        diagnose(cut, CE, (X, y))
+    for p in cut.body.parameters():
+        p.requires_grad_(False)
+    d = diagnose(cut, CE, (X, y))
+    assert d.names() == ["head.weight", "head.bias"] and d.skipped == ("body.0.weight", "body.0.bias")
+    for p in cut.body.parameters():
+        p.requires_grad_(True)
+    model.use_checkpoint = False
+    assert diagnose(model, CE, (X, y))["body.0.weight"].g_sq > 0  # control: the block has a gradient
