@@ -13,14 +13,17 @@ from coupled_curvature.numeric.core.inputs import (
     check_count, check_flag, check_loss_fn, float64_copy, loss_reduction, prepare_batches, probe_batches,
 )
 from coupled_curvature.numeric.core.blocks import resolve_blocks
-from coupled_curvature.numeric.core.hvp import BlockCurvature, block_curvature, block_krylov
+from coupled_curvature.numeric.core.hvp import (
+    BlockCurvature, attention_modules, block_curvature, block_krylov, hidden_dependence, math_attention,
+    route_failure,
+)
 from coupled_curvature.numeric.linalg.krylov_quadrature import KrylovForm
 from coupled_curvature.numeric.core.objective import Objective
 from coupled_curvature.numeric.core.progress import AUTO_DELAY, Progress, progress_enabled
 from coupled_curvature.numeric.core.results import BlockDiagnosis, Diagnosis, derived_quantities, missing_note
 from coupled_curvature.numeric.linalg.pinv import pinv_quadratic_form, rounding_level
 from coupled_curvature.numeric.core.tangents import block_quadratic_forms, single_layer_blocks
-from coupled_curvature.numeric.factors.gram import MEMORY_BUDGET, GramForm, gram_forms
+from coupled_curvature.numeric.factors.gram import MEMORY_BUDGET, GramForm, GramResult, gram_forms
 
 
 def diagnose(
@@ -90,6 +93,15 @@ def diagnose(
     block by block): ``None`` (default) when stderr is a terminal and the call has run 2 s,
     ``True``/``False`` always/never. It changes nothing in the result.
 
+    Every graph is built with ``scaled_dot_product_attention`` on its math kernel (the fused
+    kernels have no second derivative; a model-level note says so when the model has
+    ``nn.MultiheadAttention``). A fast route that fails to run on the model — the per-sample
+    factors, the tangent pass or the Gram route under ``torch.utils.checkpoint``, or an operation
+    without a second derivative — gives way to Hessian-vector products on the retained graph,
+    with a note naming the route and the error; any other error propagates. A parameter whose
+    gradient is exactly 0 but which moves the loss (autograd reaches it by no path: a reentrant
+    checkpoint, a ``.detach()``) is an ``InvalidInputError``, never a ``D`` read off a cut graph.
+
     >>> import torch
     >>> torch.manual_seed(0) and None
     >>> net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
@@ -116,6 +128,9 @@ def diagnose(
     batches = prepare_batches(data, loss_fn, reduction)
     probe_batches(net, loss_fn, batches)
     model_notes = []
+    if attention_modules(net):
+        model_notes.append(f"attention ({', '.join(attention_modules(net))}) runs on the math kernel: "
+                           "the fused kernels have no second derivative")
     if source == "assumed" and len(batches) > 1:
         model_notes.append("loss_fn has no .reduction: taken as a mean over each batch, so batches are weighted "
                            "by their size; pass reduction='sum' if it sums")
@@ -145,9 +160,16 @@ def diagnose(
     elif inverse and method in ("gram", "auto") and _gram_route:
         curv = block_curvature(objective, partition, set())
         bar.stage("Gram route")
-        results = gram_forms(objective, partition, {b: float(torch.cat([objective.values[m].reshape(-1) for m in ms])
-                                                             @ curv[b].Hw) for b, ms in partition.items()},
-                             rtol=pinv_rtol, memory_budget=gram_memory)
+        wHw_hvp = {b: float(torch.cat([objective.values[m].reshape(-1) for m in ms]) @ curv[b].Hw)
+                   for b, ms in partition.items()}
+        try:
+            with math_attention():
+                results = gram_forms(objective, partition, wHw_hvp, rtol=pinv_rtol, memory_budget=gram_memory)
+        except RuntimeError as e:  # a checkpointed model, a missing derivative: not any error
+            reason = route_failure(e)
+            if reason is None:
+                raise
+            results = {b: GramResult(None, f"it failed to run ({reason})") for b in partition}
         for b, r in results.items():
             if r.form is not None:
                 gram[b] = r.form
@@ -167,8 +189,16 @@ def diagnose(
         else:
             tangent = single_layer_blocks(net, partition)
     wHw: dict[str, float] = {}
+    if tangent is not None:
+        try:
+            wHw, grads, loss = block_quadratic_forms(net, loss_fn, batches, tangent)
+        except RuntimeError as e:
+            if route_failure(e) is None:
+                raise
+            tangent = None
+            model_notes.append(f"the one-pass tangent route failed ({route_failure(e)}): "
+                               "wᵀHw comes from Hessian-vector products")
     if tangent is not None:  # D only, on a Linear/(leaky) ReLU Sequential: every wᵀH_bb w in one forward pass
-        wHw, grads, loss = block_quadratic_forms(net, loss_fn, batches, tangent)
         curv = {b: BlockCurvature(torch.cat([grads[m].reshape(-1) for m in ms]), None, None)
                 for b, ms in partition.items()}
     elif curv is not None:  # the Gram pre-pass has g and Hw; build the fallback blocks it left
@@ -195,6 +225,13 @@ def diagnose(
         forms = block_krylov(objective, partition, curv, krylov, rtol=pinv_rtol, max_iter=krylov_max_iter,
                              tol=krylov_tol, graphs=retained, reduce=reduce)
     del retained
+    zero_grad = [m for b, ms in partition.items() if not bool(curv[b].grad.any()) for m in ms]
+    hidden = hidden_dependence(objective, zero_grad)
+    if hidden:
+        raise InvalidInputError(
+            f"{', '.join(hidden)} change(s) the loss but autograd finds no path to them (a torch.utils.checkpoint "
+            "with use_reentrant=True, a .detach() or torch.no_grad() in forward), so g and H would read as 0; "
+            "pass use_reentrant=False, or set requires_grad=False on them to leave them out")
 
     records = []
     for block, members in partition.items():

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils.checkpoint import CheckpointError
 
 from coupled_curvature.numeric.core.compare import agrees
 from coupled_curvature.numeric.factors.per_sample import linear_block_hessians
@@ -15,6 +18,111 @@ from coupled_curvature.numeric.linalg.krylov_quadrature import KrylovForm, Lancz
 from coupled_curvature.numeric.core.objective import Objective
 
 _COLUMN_CHUNK = 256
+
+
+@contextmanager
+def math_attention() -> Iterator[None]:
+    """A context in which ``scaled_dot_product_attention`` runs on its math kernel and
+    ``nn.MultiheadAttention`` / ``nn.TransformerEncoderLayer`` never take their fused inference path.
+
+    The fused kernels (flash, memory-efficient) record a backward that has no derivative of its
+    own, so a Hessian-vector product through a graph they built fails; the math kernel is plain
+    ``softmax(QKᵀ/√d)V`` in differentiable operations. The kernel is chosen when the forward pass
+    runs, so graphs must be built inside this context. The fused inference path (taken when no
+    attention weight requires a gradient) has no batching rule for ``vmap``; without it every pass
+    computes attention the same way. Both settings are restored on exit; outside attention they
+    change nothing.
+
+    >>> q = torch.randn(1, 2, 3, 4, dtype=torch.float64, requires_grad=True)
+    >>> with math_attention():
+    ...     out = torch.nn.functional.scaled_dot_product_attention(q, q, q)
+    ...     (g,) = torch.autograd.grad(out.sum(), q, create_graph=True)
+    >>> torch.autograd.grad(g.sum(), q)[0].shape  # a second derivative exists
+    torch.Size([1, 2, 3, 4])
+    """
+    fastpath = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)
+    try:
+        with sdpa_kernel(SDPBackend.MATH):
+            yield
+    finally:
+        torch.backends.mha.set_fastpath_enabled(fastpath)
+
+
+def attention_modules(model: nn.Module) -> list[str]:
+    """The paths of the ``nn.MultiheadAttention`` modules in ``model`` (also inside ``nn.Transformer*``).
+
+    >>> layer = nn.TransformerEncoderLayer(4, 2, dim_feedforward=8)
+    >>> attention_modules(layer), attention_modules(nn.Linear(2, 2))
+    (['self_attn'], [])
+    """
+    return [name for name, m in model.named_modules() if isinstance(m, nn.MultiheadAttention)]
+
+
+def route_failure(error: BaseException) -> str | None:
+    """A one-line reason when ``error`` is a failure of a fast route that the Hessian-vector-product
+    route does not share, else ``None`` (the caller re-raises).
+
+    Two kinds qualify: a ``torch.utils.checkpoint.CheckpointError`` (recomputation under extra
+    hooks or a batch of one does not match the checkpointed forward) and a ``RuntimeError`` whose
+    message says an operation's derivative is not implemented (a double backward the route needs).
+
+    >>> route_failure(CheckpointError("torch.utils.checkpoint: recomputed values differ"))
+    'CheckpointError: torch.utils.checkpoint: recomputed values differ'
+    >>> route_failure(RuntimeError("derivative for aten::foo_backward is not implemented"))
+    'derivative for aten::foo_backward is not implemented'
+    >>> route_failure(RuntimeError("shapes cannot be multiplied")) is None
+    True
+    """
+    first = (str(error).strip().splitlines() or [""])[0]
+    if isinstance(error, CheckpointError):
+        return f"CheckpointError: {first}"
+    if isinstance(error, RuntimeError) and "derivative for" in first and "not implemented" in first:
+        return first
+    return None
+
+
+def hidden_dependence(objective: Objective, names: Sequence[str], *, seed: int = 0) -> list[str]:
+    """The parameters among ``names`` that change the loss of the first batch although autograd
+    reaches them by no path (a reentrant ``torch.utils.checkpoint`` whose input needs no gradient, a
+    ``.detach()`` or ``torch.no_grad()`` in the forward): their ``g`` and ``H`` would read as 0.
+
+    A parameter qualifies when moving it by ``δ`` (random, ``‖δ‖ = 10⁻³·max(‖w‖, 1)``) moves the
+    loss by more than ``10⁻¹²·|L|`` while ``∂L/∂w`` has no graph. Callers pass only parameters whose
+    gradient came out exactly 0, so the usual cost is nothing.
+
+    >>> from coupled_curvature.numeric.core.inputs import prepare_batches
+    >>> class Cut(nn.Linear):
+    ...     def forward(self, x):
+    ...         return super().forward(x).detach() + 0 * self.bias
+    >>> net = nn.Sequential(Cut(2, 2), nn.Linear(2, 2)).double()
+    >>> X, y = torch.randn(4, 2, dtype=torch.float64), torch.tensor([0, 1, 0, 1])
+    >>> ob = Objective(net, nn.CrossEntropyLoss(), prepare_batches((X, y), nn.CrossEntropyLoss()))
+    >>> hidden_dependence(ob, ["0.weight", "0.bias", "1.bias"])  # 0.bias has a path (with zero gradient)
+    ['0.weight']
+    """
+    if not names:
+        return []
+    leaves = {n: v.clone().requires_grad_(n in names) for n, v in objective.values.items()}
+    gen = torch.Generator().manual_seed(seed)
+    with math_attention():
+        with torch.enable_grad():
+            loss = objective.batch_loss(0, leaves)
+            grads = torch.autograd.grad(loss, [leaves[n] for n in names], allow_unused=True) if (
+                loss.requires_grad) else [None] * len(names)
+        hidden = []
+        with torch.no_grad():
+            base = float(objective.batch_loss(0, objective.values))
+            for name, g in zip(names, grads):
+                if g is not None:
+                    continue
+                v = objective.values[name]
+                step = torch.randn(v.shape, generator=gen, dtype=v.dtype)
+                step *= 1e-3 * max(float(v.norm()), 1.0) / (float(step.norm()) or 1.0)
+                moved = float(objective.batch_loss(0, {**objective.values, name: v + step}))
+                if abs(moved - base) > 1e-12 * max(abs(base), 1e-300):
+                    hidden.append(name)
+    return hidden
 
 
 @dataclass
@@ -70,15 +178,32 @@ def block_curvature(
     ``1e-9`` relative; other dense blocks are assembled column by column from the
     retained graph, in vmapped chunks. When ``retain`` is a list, every batch's
     ``(leaves, grads)`` graph is appended to it for later products (:func:`block_krylov`).
+    Graphs are built under :func:`math_attention`. When the per-sample factors fail to run
+    (:func:`route_failure`: a checkpointed model, a missing derivative) the dense blocks come
+    from the retained graph, with a note saying why; any other error propagates.
     """
+    with math_attention():
+        return _block_curvature(objective, partition, dense_blocks, retain)
+
+
+def _block_curvature(objective: Objective, partition: dict[str, list[str]], dense_blocks: set[str],
+                     retain: list | None) -> dict[str, BlockCurvature]:
     kron_requests = {}
     for block in dense_blocks:
         path = linear_module_of(objective.model, partition[block])
         if path is not None:
             kron_requests[block] = (path, partition[block])
     acc: dict[str, BlockCurvature] = {}
+    kron_failed: str | None = None
     for i, (leaves, grads) in enumerate(objective.graphs()):
-        kron = linear_block_hessians(objective, i, kron_requests) if kron_requests else {}
+        kron: dict[str, Tensor] = {}
+        if kron_requests and kron_failed is None:
+            try:
+                kron = linear_block_hessians(objective, i, kron_requests)
+            except RuntimeError as e:  # CheckpointError is a RuntimeError
+                kron_failed = route_failure(e)
+                if kron_failed is None:
+                    raise
         for block, members in partition.items():
             w = [objective.values[m] for m in members]
             g = torch.cat([grads[m].detach().reshape(-1) for m in members])
@@ -89,7 +214,10 @@ def block_curvature(
             if block not in dense_blocks:
                 continue
             dense = kron.get(block)
-            if dense is not None and not agrees(dense @ torch.cat([t.reshape(-1) for t in w]), Hw, rtol=1e-9):
+            if kron_failed is not None and block in kron_requests:
+                _note(entry, f"the per-sample factor route failed ({kron_failed}); dense block "
+                      "assembled from Hessian-vector products instead")
+            elif dense is not None and not agrees(dense @ torch.cat([t.reshape(-1) for t in w]), Hw, rtol=1e-9):
                 _note(entry, "per-sample factored block disagreed with the Hessian-vector product (samples "
                       "coupled, or a Conv/sequence layer with a network not piecewise linear above it); "
                       "assembled from Hessian-vector products instead")
@@ -124,8 +252,24 @@ def block_krylov(
     ``H_bb q_b = Σ_batches ∂(g_bᵀq_b)/∂w_b`` for every unfinished block, on ``graphs``
     (retained by :func:`block_curvature`) or, when ``None``, on graphs rebuilt per step.
     The first step of each ``w`` run reuses ``curv[b].Hw``. ``reduce`` (e.g. a sum over data-parallel
-    ranks) is applied to every summed product before Lanczos sees it.
+    ranks) is applied to every summed product before Lanczos sees it. Graphs rebuilt here are
+    built under :func:`math_attention`.
     """
+    with math_attention():
+        return _block_krylov(objective, partition, curv, blocks, rtol, max_iter, tol, graphs, reduce)
+
+
+def _block_krylov(
+    objective: Objective,
+    partition: dict[str, list[str]],
+    curv: dict[str, BlockCurvature],
+    blocks: Iterable[str],
+    rtol: float,
+    max_iter: int,
+    tol: float,
+    graphs: Sequence[tuple[dict[str, Tensor], dict[str, Tensor]]] | None,
+    reduce: Callable[[Tensor], Tensor] | None,
+) -> dict[str, KrylovForm]:
     runs: dict[str, LanczosRun] = {}
     for block in blocks:
         members = partition[block]

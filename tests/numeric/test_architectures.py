@@ -1,0 +1,305 @@
+"""diagnose() on attention, recurrent and checkpointed models, against dense references.
+
+Reference: the block Hessian by ``torch.autograd.functional.hessian`` of the loss as a function of
+the flattened block alone (attention under the math kernel set here with ``sdpa_kernel``; a
+checkpointed model through a twin that runs without checkpointing), and numpy ``eigh`` with the
+same relative cutoff. ``wᵀHw``, ``‖g‖²`` and ``D`` must agree to 1e-9 relative, ``D⁺`` to
+``max(1e-9, 20εκ)`` relative to ``Σ|c_i/λ_i|`` (κ = 1/smallest kept relative eigenvalue: two
+float64 eigensolvers differ by that much on the small kept eigenvalues).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch.func import functional_call
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils.checkpoint import CheckpointError, checkpoint
+
+from coupled_curvature.numeric.core import diagnostics, hvp
+from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.numeric.core.diagnostics import diagnose
+
+CE = nn.CrossEntropyLoss()
+EPS = float(np.finfo(np.float64).eps)
+RTOL = 1e-10
+TOL = 1e-9
+MATH_NOTE = "math kernel"
+
+
+def _randomize(net: nn.Module, seed: int) -> nn.Module:
+    """Every parameter redrawn (PyTorch zeroes attention biases, where ``w = 0`` leaves D undefined)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.copy_(0.5 * torch.randn(p.shape, generator=g, dtype=p.dtype))
+    return net.eval()
+
+
+class Transformer(nn.Module):
+    """Linear embedding, one encoder layer (d_model 8, 2 heads), mean over the sequence, linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Linear(3, 8)
+        layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=8, dropout=0.0, batch_first=True)
+        self.enc = nn.TransformerEncoder(layer, 1, enable_nested_tensor=False)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.head(self.enc(self.emb(x)).mean(dim=1))
+
+
+class Recurrent(nn.Module):
+    """An LSTM or GRU over the sequence, a linear head on the last hidden state."""
+
+    def __init__(self, cell: type[nn.Module]):
+        super().__init__()
+        self.rnn = cell(3, 4, batch_first=True)
+        self.head = nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.head(self.rnn(x)[0][:, -1])
+
+
+class Checkpointed(nn.Module):
+    """``body`` under ``torch.utils.checkpoint`` (non-reentrant) when ``use_checkpoint``, then a head."""
+
+    def __init__(self, body: nn.Module, head: nn.Module):
+        super().__init__()
+        self.body, self.head = body, head
+        self.use_checkpoint = True
+
+    def forward(self, x):
+        h = checkpoint(self.body, x, use_reentrant=False) if self.use_checkpoint else self.body(x)
+        return self.head(h)
+
+
+def _mlp_ckpt() -> Checkpointed:
+    return Checkpointed(nn.Sequential(nn.Linear(4, 5), nn.Tanh()), nn.Linear(5, 3))
+
+
+def _cnn_ckpt() -> Checkpointed:
+    return Checkpointed(nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU()), nn.Sequential(nn.Flatten(), nn.Linear(18, 3)))
+
+
+def _data(shape, seed=1, n=6):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn((n, *shape), generator=g, dtype=torch.float64), torch.randint(0, 3, (n,), generator=g)
+
+
+MODELS = {
+    "transformer": (lambda: Transformer(), (4, 3)),
+    "lstm": (lambda: Recurrent(nn.LSTM), (4, 3)),
+    "gru": (lambda: Recurrent(nn.GRU), (4, 3)),
+    "checkpointed_mlp": (_mlp_ckpt, (4,)),
+    "checkpointed_cnn": (_cnn_ckpt, (1, 5, 5)),
+}
+
+
+def _model(name: str, seed: int = 0):
+    build, shape = MODELS[name]
+    torch.manual_seed(seed)
+    return _randomize(build().double(), seed), _data(shape, seed + 1)
+
+
+def reference(model, X, y, members, w_members=None, rtol=RTOL):
+    """``{wHw, g_sq, coupled, inverse_coupled, tol}`` of the block ``members`` from its dense Hessian.
+
+    ``w_members`` (same size) takes ``w`` from another block: the negative control."""
+    plain = getattr(model, "use_checkpoint", None)
+    if plain is not None:
+        model.use_checkpoint = False
+    params = {n: p.detach() for n, p in model.named_parameters()}
+    shapes, sizes = [params[m].shape for m in members], [params[m].numel() for m in members]
+
+    def f(flat):
+        p = dict(params)
+        p.update({m: t.reshape(s) for m, t, s in zip(members, torch.split(flat, sizes), shapes)})
+        return CE(functional_call(model, p, (X,)), y)
+
+    theta = torch.cat([params[m].reshape(-1) for m in members])
+    try:
+        with sdpa_kernel(SDPBackend.MATH):
+            t = theta.clone().requires_grad_(True)
+            (g,) = torch.autograd.grad(f(t), t)
+            H = torch.autograd.functional.hessian(f, theta)
+    finally:
+        if plain is not None:
+            model.use_checkpoint = plain
+    w = torch.cat([params[m].reshape(-1) for m in (w_members or members)]).numpy()
+    g, H = g.numpy(), H.numpy()
+    lam, U = np.linalg.eigh((H + H.T) / 2)
+    c = (U.T @ w) ** 2
+    keep = np.abs(lam) > rtol * np.abs(lam).max()
+    wsq, gsq = w @ w, g @ g
+    wHw = w @ H @ w
+    dplus = (c[keep] / lam[keep]).sum() / wsq * gsq
+    kappa = np.abs(lam).max() / np.abs(lam[keep]).min()
+    tol = max(TOL * abs(dplus), 20 * EPS * kappa * np.abs(c[keep] / lam[keep]).sum() / wsq * gsq)
+    return {"wHw": wHw, "g_sq": gsq, "coupled": wHw / wsq / gsq, "inverse_coupled": dplus, "tol": tol}
+
+
+def rel(a, b):
+    return abs(a - b) / max(abs(b), 1e-300)
+
+
+_REFERENCES: dict[tuple[str, tuple[str, ...]], dict] = {}  # (model, block) -> reference, shared by the tests
+
+
+def _check(model, X, y, d, name: str | None = None):
+    """Every block of ``d`` against its reference; returns the largest relative error of D and D⁺.
+
+    ``name`` (a key of ``MODELS``, built by :func:`_model`) lets the tests share references."""
+    worst = [0.0, 0.0]
+    for b in d:
+        key = (name, b.params)
+        ref = _REFERENCES.get(key) if name else None
+        if ref is None:
+            ref = reference(model, X, y, list(b.params))
+            if name:
+                _REFERENCES[key] = ref
+        for field in ("wHw", "g_sq", "coupled"):
+            assert rel(getattr(b, field), ref[field]) <= TOL, (b.name, field, getattr(b, field), ref[field])
+        assert b.inverse_coupled is not None, (b.name, b.notes)
+        assert abs(b.inverse_coupled - ref["inverse_coupled"]) <= ref["tol"], (b.name, b.inverse_coupled, ref)
+        worst = [max(worst[0], rel(b.coupled, ref["coupled"])),
+                 max(worst[1], rel(b.inverse_coupled, ref["inverse_coupled"]))]
+    return worst
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny float64 models: one thread is faster than two on a loaded machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_defaults_match_dense_reference(name):
+    model, (X, y) = _model(name)
+    d = diagnose(model, CE, (X, y))
+    _check(model, X, y, d, name)
+    assert all(b.method == "dense" for b in d)
+
+
+#: the blocks the network is piecewise affine in (the rest: attention, gates, Tanh, below a LayerNorm)
+AFFINE = {"transformer": {"head.weight", "head.bias", "enc.layers.0.norm2.weight", "enc.layers.0.norm2.bias"},
+          "lstm": {"head.weight", "head.bias"}}
+
+
+@pytest.mark.parametrize("name", ["transformer", "lstm", "checkpointed_mlp"])
+@pytest.mark.parametrize("method", ["auto", "gram"])
+def test_gram_and_auto_refuse_non_affine_blocks_and_match_reference(name, method):
+    model, (X, y) = _model(name)
+    d = diagnose(model, CE, (X, y), method=method)
+    _check(model, X, y, d, name)
+    gram = {b.name for b in d if b.method == "gram"}
+    refused = {b.name for b in d if any("Gram route does not apply" in n for n in b.notes)}
+    assert gram == AFFINE.get(name, set()) and refused == set(d.names()) - gram
+    assert all(d[b].method == "dense" for b in refused)
+    if name != "checkpointed_mlp":  # the check itself refuses them (torch.func cannot run a checkpoint)
+        assert all(any("not affine in the block" in n for n in d[b].notes) for b in refused)
+
+
+def test_math_kernel_note_only_with_attention():
+    model, (X, y) = _model("transformer")
+    notes = diagnose(model, CE, (X, y), inverse=False).notes
+    assert any(MATH_NOTE in n and "enc.layers.0.self_attn" in n for n in notes)
+    mlp = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 3)).double()
+    assert not any(MATH_NOTE in n for n in diagnose(mlp, CE, _data((3,))).notes)
+
+
+def test_without_the_math_kernel_the_fused_attention_has_no_second_derivative(monkeypatch):
+    """Negative control: the transformer does reach the fused kernel, so the math kernel is what works."""
+    model, (X, y) = _model("transformer")
+    monkeypatch.setattr(hvp, "math_attention", contextlib.nullcontext)
+    with pytest.raises(RuntimeError, match="derivative for .* is not implemented"):
+        diagnose(model, CE, (X, y))
+
+
+def test_reference_with_another_blocks_w_disagrees():
+    """Negative control: the same-size biases of the LSTM, w of one with H of the other."""
+    model, (X, y) = _model("lstm")
+    b = diagnose(model, CE, (X, y))["rnn.bias_ih_l0"]
+    good = reference(model, X, y, ["rnn.bias_ih_l0"])
+    bad = reference(model, X, y, ["rnn.bias_ih_l0"], w_members=["rnn.bias_hh_l0"])
+    assert rel(b.wHw, good["wHw"]) <= TOL
+    assert rel(b.wHw, bad["wHw"]) > 1e-3 and rel(b.inverse_coupled, bad["inverse_coupled"]) > 1e-3
+
+
+def test_checkpoint_failure_of_the_factor_route_is_noted():
+    model, (X, y) = _model("checkpointed_mlp")
+    d = diagnose(model, CE, (X, y))
+    assert any("per-sample factor route failed (CheckpointError" in n for n in d["body.0.weight"].notes)
+
+
+def _raising(error: Exception):
+    def fail(*args, **kwargs):
+        raise error
+
+    return fail
+
+
+def test_route_failures_fall_back_but_other_errors_propagate(monkeypatch):
+    """The tangent and Gram routes (which these models do not break) under injected failures: a
+    CheckpointError falls back to Hessian-vector products with a note; any other error propagates."""
+    mlp = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 3)).double()
+    X, y = _data((3,))
+    clean = diagnose(mlp, CE, (X, y), inverse=False)
+    monkeypatch.setattr(diagnostics, "block_quadratic_forms", _raising(CheckpointError("recomputed differ")))
+    d = diagnose(mlp, CE, (X, y), inverse=False)
+    assert d.meta["wHw_route"] == "hvp" and any("tangent route failed (CheckpointError" in n for n in d.notes)
+    assert all(rel(b.wHw, clean[b.name].wHw) <= 1e-12 for b in d)
+    monkeypatch.setattr(diagnostics, "gram_forms", _raising(RuntimeError("derivative for aten::x is not implemented")))
+    d = diagnose(mlp, CE, (X, y), method="gram")
+    _check(mlp, X, y, d)
+    assert all(b.method == "dense" and any("Gram route does not apply: it failed" in n for n in b.notes) for b in d)
+    monkeypatch.setattr(diagnostics, "gram_forms", _raising(RuntimeError("an unrelated bug")))
+    with pytest.raises(RuntimeError, match="an unrelated bug"):
+        diagnose(mlp, CE, (X, y), method="gram")
+    monkeypatch.setattr(hvp, "linear_block_hessians", _raising(RuntimeError("an unrelated bug")))
+    with pytest.raises(RuntimeError, match="an unrelated bug"):
+        diagnose(mlp, CE, (X, y))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["dense", "auto"])
+def test_larger_transformer_matches_reference(method):
+    torch.manual_seed(3)
+    layer = nn.TransformerEncoderLayer(16, 4, dim_feedforward=32, dropout=0.0, batch_first=True)
+    model = Transformer()
+    model.emb, model.head = nn.Linear(3, 16), nn.Linear(16, 3)
+    model.enc = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+    model = _randomize(model.double(), 3)
+    X, y = _data((6, 3), seed=4, n=16)
+    _check(model, X, y, diagnose(model, CE, (X, y), method=method))
+
+
+class _Reentrant(Checkpointed):
+    def forward(self, x):
+        return self.head(checkpoint(self.body, x, use_reentrant=True))
+
+
+@pytest.mark.filterwarnings("ignore:None of the inputs have requires_grad")
+def test_reentrant_checkpoint_is_refused_not_read_as_zero():
+    """A reentrant checkpoint on an input that needs no gradient cuts the parameters inside it off
+    the graph: their g and H would be 0. The same weights without the checkpoint are diagnosed."""
+    model, (X, y) = _model("checkpointed_mlp")
+    cut = _Reentrant(model.body, model.head)
+    with pytest.raises(InvalidInputError, match=r"body.0.weight, body.0.bias change.*use_reentrant=False"):
+        diagnose(cut, CE, (X, y))
+    for p in cut.body.parameters():
+        p.requires_grad_(False)
+    d = diagnose(cut, CE, (X, y))
+    assert d.names() == ["head.weight", "head.bias"] and d.skipped == ("body.0.weight", "body.0.bias")
+    for p in cut.body.parameters():
+        p.requires_grad_(True)
+    model.use_checkpoint = False
+    assert diagnose(model, CE, (X, y))["body.0.weight"].g_sq > 0  # control: the block has a gradient
