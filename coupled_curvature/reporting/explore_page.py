@@ -8,6 +8,7 @@ and whether they agree, the swept values for the figures, and the BatchNorm eps 
 from __future__ import annotations
 
 import html
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -115,7 +116,7 @@ def _cell_html(c: Any) -> str:
            f"{_points(c)}); predicted {c.predicted} ({c.reason}){tol}; witness: {c.witness}"
            f"{'; ' + c.note if c.note else ''}")
     cls = "ok" if c.agrees else "NO"
-    cls += " deg" if c.predicted == "degenerate" else ""
+    cls += " deg" if c.predicted == "degenerate" and c.agrees else ""  # a failing deg cell stays red
     return (f'<td class="{cls}" title="{html.escape(tip)}"><a href="#{_anchor(c)}">{_fmt(c.deviation)}</a>'
             f'<br><small>{html.escape(_criterion(c))} {"ok" if c.agrees else "NO"}</small></td>')
 
@@ -185,7 +186,6 @@ def render_html(mx: Any, embed_figures: bool = True) -> str:
     if not dis and not getattr(mx, "notes", []):
         out.append("<li>every cell agrees with its prediction</li>")
     out.append("</ul>")
-    out += _details_html(mx)
     dinh, eps = render_dinh(mx), render_eps(mx)
     if dinh:
         out += ["<h2>Dinh demonstration</h2>", f"<pre>{html.escape(dinh)}</pre>"]
@@ -193,6 +193,7 @@ def render_html(mx: Any, embed_figures: bool = True) -> str:
         out += ["<h2>BatchNorm eps evidence</h2>", f"<pre>{html.escape(eps)}</pre>"]
     if embed_figures and mx.values:
         out += ["<h2>Figures</h2>"] + _embedded_figures(mx)
+    out += _details_html(mx)
     out.append("</body></html>")
     return "\n".join(out) + "\n"
 
@@ -272,6 +273,7 @@ def explore_figure(mx: Any, sym: str) -> Figure:
     fig = Figure(figsize=(9.5, 4.8))
     ax = fig.add_subplot(1, 1, 1)
     xs_all: list[float] = []
+    zero = [m for m in mx.measures if mx.cell(m, sym).points and all(d == 0.0 for _, d in mx.cell(m, sym).points)]
     for i, m in enumerate(mx.measures):
         pts = sorted((x, FLOOR if d is None or d < FLOOR else d) for x, d in mx.cell(m, sym).points
                      if d is not None)
@@ -288,7 +290,10 @@ def explore_figure(mx: Any, sym: str) -> Figure:
     ax.set_ylim(FLOOR / 10, None)
     ax.set_xlabel(mx.parameters.get(sym, f"{sym} symmetry parameter"))
     ax.set_ylabel(f"max relative change over blocks\n(exact 0 drawn at {FLOOR:.0e})")
-    ax.set_title(f"measures under the {sym} symmetry: relative change against its parameter", fontsize=10)
+    title = f"measures under the {sym} symmetry: relative change against its parameter"
+    if zero:  # their lines coincide at the floor: name them
+        title += "\n" + textwrap.fill(f"exactly 0 at every point (drawn at {FLOOR:.0e}): {', '.join(zero)}", 95)
+    ax.set_title(title, fontsize=9)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.tight_layout()

@@ -2,14 +2,16 @@
 
 Rows are measures (:mod:`measures`), columns symmetries. A cell holds the maximum relative
 deviation ``max_points max_entries |m(T_α) − m| / |m|`` over the sweep, the prediction from
-:data:`PREDICTIONS` (a plain table whose reasons cite theorem ids, each checked against the
-registry :mod:`coupled_curvature.theorems` at import; numeric/ never imports the proofs package)
-and whether they agree: "invariant" needs deviation ≤ ``tol_invariant`` (1e-9),
+:data:`PREDICTIONS` (in :mod:`coupled_curvature.numeric.studies.explorer_predictions`, its reasons
+citing theorem ids) and whether they agree: "invariant" needs deviation ≤ ``tol_invariant`` (1e-9),
 "moves" needs ≥ ``tol_moves`` (1e-3), "degenerate" needs the measure to flag the block the
 symmetry acts on as undefined (T10). Pseudo-inverse measures report a per-block condition number
 ``κ_b`` (``conditioning``); their float64 values are known only to ``ε₆₄·κ_b``, so an "invariant"
 cell of such a measure is judged per block against ``max(tol_invariant, ε₆₄·κ_b)`` (κ_b the largest
-over the base and every sweep point) and the tolerance used is recorded in the cell.
+over the base and every sweep point) and the tolerance used is recorded in the cell. Each cell also
+keeps its deviation at every sweep point against the symmetry's own parameter (:data:`PARAMETERS`)
+and a witness: the map, sweep point and block of its largest deviation. BatchNorm cells that fail
+at the run's eps are judged as eps → 0 by :mod:`coupled_curvature.numeric.studies.explorer_eps`.
 """
 
 from __future__ import annotations
