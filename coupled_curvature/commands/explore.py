@@ -91,29 +91,17 @@ def resolve_symmetries(text: str | None, kind: str) -> list[str]:
 
 
 def bn_evidence(mx, target, *, seed: int, quick: bool) -> None:
-    """Re-run the ``bn`` cells predicted invariant that disagree at eps ×1e4, ×1e2, ×1, ×1e-2 and
-    annotate them with the log–log slope of deviation against eps (:func:`numeric.studies.explorer.eps_sweep`)."""
-    from coupled_curvature.numeric.studies.explorer import batchnorm_eps, eps_sweep
+    """Judge the ``bn`` cells predicted invariant that disagree at the run's eps as eps -> 0: re-run at
+    eps ×1e4, ×1e3, ×1e2 (:func:`numeric.studies.explorer_eps.judge_bn_as_eps_vanishes`)."""
+    from coupled_curvature.numeric.studies.explorer_eps import judge_bn_as_eps_vanishes
     from coupled_curvature.numeric.symmetries.homogeneous import weight_layers
 
-    bad = [c for c in mx.cells if c.symmetry == "bn" and c.predicted == "invariant" and not c.agrees]
-    model, loss_fn, data, _ = target
-    eps = batchnorm_eps(model)
-    if not bad or eps is None:
-        return
-    say(f"bn: {len(bad)} invariant-predicted cell(s) disagree; eps sweep as evidence")
-    values = [eps * f for f in (1e4, 1e2, 1.0, 1e-2)]
     start = time.perf_counter()
-    ev = eps_sweep(model, loss_fn, data, [c.measure for c in bad], values,
-                   layer=len(weight_layers(model)) - 2, options=BN_OPTIONS, seed=seed, quick=quick)
+    ev = judge_bn_as_eps_vanishes(mx, target, layer=len(weight_layers(target[0])) - 2, options=BN_OPTIONS,
+                                  seed=seed, quick=quick)
+    if ev is not None:
+        say(f"bn: {len(ev.deviations)} invariant-predicted cell(s) judged as eps -> 0 (eps sweep)")
     mx.seconds += time.perf_counter() - start
-    mx.eps_sweep = ev
-    for c in bad:
-        slope = ev.slopes[c.measure]
-        last = ev.deviations[c.measure][-1]
-        c.note = (f"eps-limited: deviation ∝ eps^{'—' if slope is None else f'{slope:.2f}'} over eps "
-                  f"{values[0]:.0e}…{values[-1]:.0e} (at eps={values[-1]:.0e}: "
-                  f"{'—' if last is None else f'{last:.1e}'}); the symmetry is exact only as eps -> 0")
 
 
 def _fill(files: dict[str, str], mx):

@@ -8,10 +8,15 @@ and whether they agree, the swept values for the figures, and the BatchNorm eps 
 from __future__ import annotations
 
 import html
+import textwrap
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["DINH", "render_text", "render_markdown", "render_html", "render_eps", "render_dinh", "figures"]
+if TYPE_CHECKING:  # matplotlib loads only when a figure is drawn (not for ccurv --help)
+    from matplotlib.figure import Figure
+
+__all__ = ["DINH", "render_text", "render_markdown", "render_html", "render_eps", "render_dinh", "figures",
+           "figure_set", "explore_figure", "eps_figure"]
 
 #: the measures of the Dinh demonstration table (raw sharpness beside the invariant ones)
 DINH = ("top_eig", "trace", "sam", "D", "Dplus", "adaptive_avg", "fisher_rao", "lambda")
@@ -21,9 +26,26 @@ def _fmt(x: float | None) -> str:
     return "—" if x is None else f"{x:.1e}"
 
 
+def _short(cell: Any) -> str:
+    """``inv``, ``mov``, ``deg``, or ``inv→0`` for a cell judged as BatchNorm eps -> 0."""
+    if cell.eps_limit is not None:
+        return "inv→0"
+    return {"invariant": "inv", "moves": "mov", "degenerate": "deg"}[cell.predicted]
+
+
 def _mark(cell: Any) -> str:
-    short = {"invariant": "inv", "moves": "mov", "degenerate": "deg"}[cell.predicted]
-    return f"{_fmt(cell.deviation)} {short} {'ok' if cell.agrees else 'NO'}"
+    return f"{_fmt(cell.deviation)} {_short(cell)} {'ok' if cell.agrees else 'NO'}"
+
+
+def _criterion(c: Any) -> str:
+    """What the cell's deviation is compared with, in a few characters."""
+    if c.eps_limit is not None:
+        lim = c.eps_limit
+        return f"inv as eps→0, order {_fmt_slope(lim.order)}"
+    if c.predicted == "degenerate":
+        return "deg (T10)"
+    sign = "≤" if c.predicted == "invariant" else "≥"
+    return f"{_short(c)} {sign} {_fmt(c.tolerance)}"
 
 
 def render_text(mx: Any) -> str:
@@ -66,24 +88,56 @@ th { background: #f2f2f2; } td.ok { background: #e3f4e3; } td.NO { background: #
 td.deg { background: #eee; } .key span { display: inline-block; padding: 0 0.4rem; margin-right: 0.3rem; border: 1px solid #ccc; }
 figure { margin: 1rem 0; } figure img { max-width: 100%; height: auto; border: 1px solid #ddd; }
 pre { overflow-x: auto; font-size: 0.8rem; background: #f8f8f8; padding: 0.5rem; }
+td a { color: inherit; } td small { color: #444; } table.details td { font-size: 0.75rem; max-width: 22rem; }
+tr:target th, tr:target td { background: #fff3b0; }
 """
 
 _LEGEND = (("inv", "predicted invariant: the measure must not change beyond its tolerance"),
+           ("inv→0", "predicted invariant under the exact symmetry, which BatchNorm with eps > 0 reaches only "
+                     "as eps → 0: the change falls as eps^p (p fitted on larger eps, at least 0.75) and the "
+                     "run's change is what that law predicts"),
            ("mov", "predicted to move: the symmetry is outside the measure's invariance group"),
            ("deg", "degenerate: the measure is identically 0 or undefined on this symmetry's blocks (T10)"),
            ("ok", "the measured deviation agrees with the prediction"),
            ("NO", "it does not (explained under Notes)"))
 
 
+def _anchor(c: Any) -> str:
+    return "cell-" + "".join(ch if ch.isalnum() else "_" for ch in f"{c.measure}-{c.symmetry}")
+
+
+def _points(c: Any) -> str:
+    return ", ".join(f"x={x:g}: {_fmt(d)}" for x, d in c.points) or "—"
+
+
 def _cell_html(c: Any) -> str:
-    short = {"invariant": "inv", "moves": "mov", "degenerate": "deg"}[c.predicted]
     tol = "" if c.tolerance is None else f"; tolerance {c.tolerance:.1e} {c.tolerance_reason}".rstrip()
-    tip = (f"{c.measure} × {c.symmetry}: max relative deviation {_fmt(c.deviation)}; predicted {c.predicted} "
-           f"({c.reason}){tol}{'; ' + c.note if c.note else ''}")
+    tip = (f"{c.measure} × {c.symmetry}: max relative deviation {_fmt(c.deviation)} (per sweep point: "
+           f"{_points(c)}); predicted {c.predicted} ({c.reason}){tol}; witness: {c.witness}"
+           f"{'; ' + c.note if c.note else ''}")
     cls = "ok" if c.agrees else "NO"
-    cls += " deg" if short == "deg" else ""
-    return (f'<td class="{cls}" title="{html.escape(tip)}">{_fmt(c.deviation)} {short} '
-            f'{"ok" if c.agrees else "NO"}</td>')
+    cls += " deg" if c.predicted == "degenerate" and c.agrees else ""  # a failing deg cell stays red
+    return (f'<td class="{cls}" title="{html.escape(tip)}"><a href="#{_anchor(c)}">{_fmt(c.deviation)}</a>'
+            f'<br><small>{html.escape(_criterion(c))} {"ok" if c.agrees else "NO"}</small></td>')
+
+
+def _details_html(mx: Any) -> list[str]:
+    """One row per cell (the target of its link): the numbers, the theorem, the tolerance, the witness."""
+    out = ["<h2 id='cells'>Cell details</h2><p>Click a cell of the matrix to jump to its row.</p>",
+           "<div class='scroll'><table class='details'><tr><th>cell</th><th>prediction (theorem)</th>"
+           "<th>tolerance</th><th>deviation per sweep point (x: the symmetry's parameter)</th><th>witness</th>"
+           "<th>note</th></tr>"]
+    for c in mx.cells:
+        tol = "—" if c.tolerance is None else f"{_criterion(c)} ({c.tolerance_reason})"
+        if c.eps_limit is not None:
+            tol = f"{_criterion(c)}; tolerance at the run's eps {c.eps_limit.tolerance:.1e}"
+        out.append(f"<tr id='{_anchor(c)}' class='{'ok' if c.agrees else 'NO'}'><th>{html.escape(c.measure)} × "
+                   f"{html.escape(c.symmetry)}<br>{_fmt(c.deviation)} {'ok' if c.agrees else 'NO'}</th>"
+                   f"<td>{html.escape(c.predicted)}: {html.escape(c.reason)}</td><td>{html.escape(tol)}</td>"
+                   f"<td>{html.escape(_points(c))}</td><td>{html.escape(c.witness)}</td>"
+                   f"<td>{html.escape(c.note)}</td></tr>")
+    out.append("</table></div>")
+    return out
 
 
 def _embedded_figures(mx: Any) -> list[str]:
@@ -93,21 +147,20 @@ def _embedded_figures(mx: Any) -> list[str]:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     out = []
-    for sym in mx.values:
-        fig = _figure(mx, sym)
+    for name, caption, fig in figure_set(mx):
         FigureCanvasAgg(fig)
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=90, metadata={"Software": None})
         data = base64.b64encode(buf.getvalue()).decode("ascii")
-        out.append(f"<figure><img alt='measures under the {html.escape(sym)} symmetry' "
-                   f"src='data:image/png;base64,{data}'><figcaption>Measures under the {html.escape(sym)} "
-                   "symmetry against its parameter.</figcaption></figure>")
+        out.append(f"<figure><img alt='{html.escape(name)}: {html.escape(caption)}' "
+                   f"src='data:image/png;base64,{data}'><figcaption>{html.escape(caption)}</figcaption></figure>")
     return out
 
 
 def render_html(mx: Any, embed_figures: bool = True) -> str:
-    """The explorer as one self-contained page: title, method, legend, matrix (hover: the numbers, the
-    theorem behind the prediction, tolerance and note), notes, the Dinh and BatchNorm-eps tables, figures."""
+    """The explorer as one self-contained page: title, method, legend, matrix (each cell: deviation,
+    criterion and agreement; hover: the numbers, the theorem behind the prediction, tolerance, witness
+    and note; click: its row in the cell details), notes, the Dinh and BatchNorm-eps tables, figures."""
     rows = []
     for m in mx.measures:
         rows.append(f"<tr><th>{html.escape(m)}</th>{''.join(_cell_html(mx.cell(m, s)) for s in mx.symmetries)}</tr>")
@@ -122,8 +175,9 @@ def render_html(mx: Any, embed_figures: bool = True) -> str:
            "largest relative change of the measure over the sweep, beside the prediction of the theorem named "
            "in its tooltip (hover a cell), and whether the two agree.</p>",
            "<p class='key'>" + " ".join(f"<span>{k}</span>{html.escape(v)};" for k, v in _LEGEND) + "</p>",
-           f"<p>Agreement: {agree}/{len(mx.cells)} cells. Invariant cells use a tolerance of 1e-9 unless the "
-           "tooltip names another.</p>",
+           f"<p>Agreement: {agree}/{len(mx.cells)} cells. Each cell shows the deviation, the criterion it is "
+           "judged by (tolerance or eps → 0 order) and the verdict; hover for the numbers, click for the "
+           "theorem, the witness and the deviation at every sweep point.</p>",
            f"<div class='scroll'><table><tr><th>measure</th>{head}</tr>{''.join(rows)}</table></div>",
            "<h2>Notes</h2><ul>"]
     out += [f"<li><b>{html.escape(c.measure)} × {html.escape(c.symmetry)}</b>: deviation {_fmt(c.deviation)}, "
@@ -139,6 +193,7 @@ def render_html(mx: Any, embed_figures: bool = True) -> str:
         out += ["<h2>BatchNorm eps evidence</h2>", f"<pre>{html.escape(eps)}</pre>"]
     if embed_figures and mx.values:
         out += ["<h2>Figures</h2>"] + _embedded_figures(mx)
+    out += _details_html(mx)
     out.append("</body></html>")
     return "\n".join(out) + "\n"
 
@@ -148,8 +203,9 @@ def render_eps(mx: Any) -> str:
     if ev is None:
         return ""
     names = list(ev.deviations)
-    lines = ["BatchNorm eps evidence: the bn column's disagreeing cells re-measured with every BatchNorm eps set to "
-             "each value (same weights); an eps effect falls ∝ eps (log–log slope 1)",
+    lines = ["BatchNorm eps evidence: the bn cells predicted invariant that fail at the run's eps, re-measured",
+             "with every BatchNorm eps set to each value (same weights; the last row is the run's own eps);",
+             "slope: order p of change ∝ eps^p fitted on the re-runs (an eps effect has p ≈ 1)",
              "eps".ljust(10) + "fn gap".rjust(10) + "".join(m.rjust(16) for m in names)]
     for i, eps in enumerate(ev.eps):
         lines.append(f"{eps:<10.0e}" + _fmt(ev.gaps[i]).rjust(10)
@@ -187,52 +243,115 @@ def render_dinh(mx: Any) -> str:
     return "\n".join(lines)
 
 
-_STYLES = ("-", "--", "-.", ":")
-_X_LABEL = {"layer": "layer rescaling factor α (W_l → αW_l, W_(l+1) → W_(l+1)/α)",
-            "neuron": "neuron-scaling spread (scales drawn in [1/x, x])", "perm": "permutation draw (no continuous parameter)",
-            "bn": "BatchNorm-side weight scale s", "orthogonal": "rotation angle / draw", "gl": "mixing strength",
-            "nonlinear": "reparameterization draw", "loss": "loss scale s (L → sL)"}
+#: one (colour, marker, line style) per measure: 15 measures cannot share a 10-colour cycle
+_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+            "#17becf", "#000075", "#800000", "#469990", "#f032e6", "#9a6324")
+_MARKERS = ("o", "s", "^", "v", "D", "P", "X", "*", "<", ">", "h", "p", "d", "8", "H")
+_LINES = ("-", "--", "-.", ":")
+#: exact zeros have no place on a log axis: they are drawn at this floor (the axis label says so)
+FLOOR = 1e-17
 
 
-def _figure(mx: Any, sym: str):
-    """One symmetry's panel: a distinct colour and line style per measure, the legend outside the data,
-    log axes only where the data span more than a decade."""
+def _style(i: int) -> dict:
+    return {"color": _COLOURS[i % len(_COLOURS)], "marker": _MARKERS[i % len(_MARKERS)],
+            "linestyle": _LINES[i % len(_LINES)], "markersize": 4, "linewidth": 1.2}
+
+
+def _log_if_decades(ax: Any, xs: list[float]) -> None:
+    if xs and min(xs) > 0 and max(xs) / min(xs) >= 10:
+        ax.set_xscale("log")
+
+
+def explore_figure(mx: Any, sym: str) -> Figure:
+    """One symmetry's panel: per measure, the max relative change over blocks ``|m(T_x) − m| / |m|``
+    against the symmetry's parameter ``x`` (the cells' ``points``), on a log y axis with the
+    tolerances 1e-9 (invariant below) and 1e-3 (moves above) dashed on top; each measure has its own
+    colour, marker and line style, the legend sits right of the axes, the x axis is logarithmic only
+    where the parameter spans a decade or more."""
     from matplotlib.figure import Figure
 
-    per = mx.values[sym]
-    fig = Figure(figsize=(9, 5))
+    fig = Figure(figsize=(9.5, 4.8))
     ax = fig.add_subplot(1, 1, 1)
-    xs_all, ys_all = [], []
-    for i, (m, pts) in enumerate(per.items()):
-        pts = sorted((x, abs(v)) for x, v in pts if v)
+    xs_all: list[float] = []
+    zero = [m for m in mx.measures if mx.cell(m, sym).points and all(d == 0.0 for _, d in mx.cell(m, sym).points)]
+    for i, m in enumerate(mx.measures):
+        pts = sorted((x, FLOOR if d is None or d < FLOOR else d) for x, d in mx.cell(m, sym).points
+                     if d is not None)
         if pts:
-            xs_all += [p[0] for p in pts]
-            ys_all += [p[1] for p in pts]
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, label=m,
-                    color=f"C{i % 10}", linestyle=_STYLES[(i // 10 + i) % len(_STYLES)])
-    if xs_all and min(xs_all) > 0 and max(xs_all) / min(xs_all) > 10:
-        ax.set_xscale("log")
-    if ys_all and min(ys_all) > 0 and max(ys_all) / min(ys_all) > 10:
-        ax.set_yscale("log")
-    ax.set_xlabel(_X_LABEL.get(sym, f"{sym} symmetry parameter"))
-    ax.set_ylabel("|measure| (per-block measures: mean |block value|)")
-    ax.set_title(f"measures under the {sym} symmetry", fontsize=10)
-    ax.grid(True, alpha=0.3)
-    if ys_all:
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+            xs_all += [x for x, _ in pts]
+            ax.plot([x for x, _ in pts], [d for _, d in pts], label=m, zorder=2, **_style(i))
+    ax.axhline(1e-9, color="black", linestyle="--", linewidth=1.4, zorder=10,
+               label="invariant if ≤ 1e-9\n(pseudo-inverse measures: ε₆₄·κ)")
+    ax.axhline(1e-3, color="tab:red", linestyle="--", linewidth=1.4, zorder=10, label="moves if ≥ 1e-3")
+    _log_if_decades(ax, xs_all)
+    if len(set(xs_all)) == 1:
+        ax.set_xticks(sorted(set(xs_all)))
+    ax.set_yscale("log")
+    ax.set_ylim(FLOOR / 10, None)
+    ax.set_xlabel(mx.parameters.get(sym, f"{sym} symmetry parameter"))
+    ax.set_ylabel(f"max relative change over blocks\n(exact 0 drawn at {FLOOR:.0e})")
+    title = f"measures under the {sym} symmetry: relative change against its parameter"
+    if zero:  # their lines coincide at the floor: name them
+        title += "\n" + textwrap.fill(f"exactly 0 at every point (drawn at {FLOOR:.0e}): {', '.join(zero)}", 95)
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.tight_layout()
     return fig
 
 
+def eps_figure(mx: Any) -> Figure | None:
+    """The BatchNorm cells judged as eps -> 0: relative change against eps (log-log) per measure and
+    the function gap, each fitted law ``C·eps^p`` (fitted on the larger eps) dotted, extended to the
+    run's eps (the last point) where it predicts the measured change. ``None`` without such cells."""
+    cells = [c for c in mx.cells if c.eps_limit is not None]
+    if not cells:
+        return None
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(9.5, 4.8))
+    ax = fig.add_subplot(1, 1, 1)
+    for c in cells:
+        lim = c.eps_limit
+        i = mx.measures.index(c.measure)
+        pts = [(e, d) for e, d in zip(lim.eps, lim.deviations) if d is not None and d > 0]
+        ax.plot([e for e, _ in pts], [d for _, d in pts], label=f"{c.measure} (order {_fmt_slope(lim.order)})",
+                zorder=3, **_style(i))
+        if lim.predicted is not None and lim.order is not None:
+            e0, e1 = lim.eps[0], lim.eps[-1]
+            d1 = lim.predicted
+            ax.plot([e0, e1], [d1 * (e0 / e1) ** lim.order, d1], color=_style(i)["color"], linestyle=":",
+                    linewidth=1.0, zorder=2)
+    ev = cells[0].eps_limit
+    ax.plot(ev.eps, [max(g, FLOOR) for g in ev.gaps], color="black", marker="x", linestyle="--", linewidth=1.2,
+            zorder=4, label=f"function gap max|f' − f| (order {_fmt_slope(ev.gap_order)})")
+    ax.axhline(1e-9, color="gray", linestyle="--", linewidth=1.2, zorder=10, label="invariant tolerance 1e-9")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("BatchNorm eps (same weights; the smallest is the run's own)")
+    ax.set_ylabel("max relative change under the bn sweep")
+    ax.set_title("BatchNorm scale symmetry as eps → 0 (dotted: fitted C·eps^p, extrapolated)", fontsize=10)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    fig.tight_layout()
+    return fig
+
+
+def figure_set(mx: Any) -> list[tuple[str, str, Figure]]:
+    """``(name, caption, figure)`` of every explorer figure: one per symmetry, then the eps figure."""
+    out = [(sym, f"Relative change of every measure under the {sym} symmetry against "
+                 f"{mx.parameters.get(sym, 'its parameter')}.", explore_figure(mx, sym)) for sym in mx.symmetries]
+    eps = eps_figure(mx)
+    if eps is not None:
+        out.append(("bn_eps", "BatchNorm cells judged as eps → 0: relative change against eps.", eps))
+    return out
+
+
 def figures(mx: Any, folder: Path) -> list[str]:
-    """Write one PNG per symmetry into ``folder``; returns the file names."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    """Write every figure of :func:`figure_set` into ``folder`` as SVG and PNG; returns the file names."""
+    from coupled_curvature.reporting.figures import save_figure
 
     made = []
-    for sym in mx.values:
-        fig = _figure(mx, sym)
-        FigureCanvasAgg(fig)
-        name = f"{sym}.png"
-        fig.savefig(folder / name, dpi=90)
-        made.append(name)
+    for name, _, fig in figure_set(mx):
+        made += save_figure(fig, str(folder), name)
     return made

@@ -2,23 +2,25 @@
 
 Rows are measures (:mod:`measures`), columns symmetries. A cell holds the maximum relative
 deviation ``max_points max_entries |m(T_α) − m| / |m|`` over the sweep, the prediction from
-:data:`PREDICTIONS` (a plain table whose reasons cite theorem ids, each checked against the
-registry :mod:`coupled_curvature.theorems` at import; numeric/ never imports the proofs package)
-and whether they agree: "invariant" needs deviation ≤ ``tol_invariant`` (1e-9),
+:data:`PREDICTIONS` (in :mod:`coupled_curvature.numeric.studies.explorer_predictions`, its reasons
+citing theorem ids) and whether they agree: "invariant" needs deviation ≤ ``tol_invariant`` (1e-9),
 "moves" needs ≥ ``tol_moves`` (1e-3), "degenerate" needs the measure to flag the block the
 symmetry acts on as undefined (T10). Pseudo-inverse measures report a per-block condition number
 ``κ_b`` (``conditioning``); their float64 values are known only to ``ε₆₄·κ_b``, so an "invariant"
 cell of such a measure is judged per block against ``max(tol_invariant, ε₆₄·κ_b)`` (κ_b the largest
-over the base and every sweep point) and the tolerance used is recorded in the cell.
+over the base and every sweep point) and the tolerance used is recorded in the cell. Each cell also
+keeps its deviation at every sweep point against the symmetry's own parameter (:data:`PARAMETERS`)
+and a witness: the map, sweep point and block of its largest deviation. BatchNorm cells that fail
+at the run's eps are judged as eps → 0 by :mod:`coupled_curvature.numeric.studies.explorer_eps`.
 """
 
 from __future__ import annotations
 
-import copy
 import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -26,83 +28,31 @@ from torch import nn
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.numeric.core.compare import EPS64, relative_change
 from coupled_curvature.numeric.measures import registry as M
-from coupled_curvature.numeric.studies.stats import loglog_slope
+from coupled_curvature.numeric.studies.explorer_predictions import (  # noqa: F401  (re-exported)
+    DG, I, MV, PREDICTIONS, SYMMETRIES, EpsLimit, judge,
+)
 from coupled_curvature.numeric.symmetries.reparam import (
     SymmetryResult, bn_rescale, orthogonal_mix, linear_mix, random_invertible, random_orthogonal,
     reparametrize, scale_loss,
 )
-from coupled_curvature.numeric.symmetries.homogeneous import function_gap, layer_rescale, neuron_rescale, permute_neurons, weight_layers
-from coupled_curvature.theorems import check_citations
+from coupled_curvature.numeric.symmetries.homogeneous import (
+    function_gap, layer_rescale, neuron_rescale, permute_neurons, weight_layers,
+)
 
-SYMMETRIES = ("layer", "neuron", "perm", "bn", "orthogonal", "gl", "nonlinear", "loss")
+if TYPE_CHECKING:
+    from coupled_curvature.numeric.studies.explorer_eps import EpsSweep
 
-I, MV, DG = "invariant", "moves", "degenerate"
-_EW = "element-wise scaling θ_i → a_iθ_i"
-_ADAPT = f"the set ‖δ/|w|‖ ≤ ρ follows {_EW}"
-_MIX, _CRN, _LS, _INC = "mixing is not element-wise", "common random numbers", "L → sL scales the", "loss increase by s"
-_DIAG = "the Hessian diagonal is not preserved by mixing"
-_NL_SET = "the set ‖δ/|w|‖ ≤ ρ is not mapped to itself by a nonlinear φ"
-# Non-conformal block maps w -> Aw: gᵀH⁺g is invariant iff g ∈ range(H) (or H invertible). For
-# Gauss–Newton-exact Linear/Conv blocks H = BᵀB, g = Bᵀs, so it is, and the measure's factor route
-# computes ‖P_range(B) s‖² (range(BA⁻¹) = range(B)) instead of cutting H's spectrum at a relative
-# τ, which is covariant only under conformal A (genuine eigenvalues near τ cross it).
-_NEWTON_RANGE = ("T11: g = Bᵀs ∈ range(H_bb = BᵀB), so gᵀH⁺g = ‖P_range(B) s‖² and range(BA⁻¹) = range(B) "
-                 "(factor route; the pseudo-inverse route with a relative cutoff is not covariant here)")
-# (prediction, reason) per measure and symmetry; symmetries act on the last hidden layer.
-PREDICTIONS: dict[str, dict[str, tuple[str, str]]] = {
-    "top_eig": {"layer": (MV, "T3: blocks scale by c^∓2"), "neuron": (MV, "T1: H -> A⁻ᵀHA⁻¹, A non-orthogonal"),
-                "perm": (I, "T1: orthogonal T keeps the spectrum"), "bn": (MV, "T1: block scales by c⁻²"),
-                "orthogonal": (I, "T1: orthogonal T keeps the spectrum"), "gl": (MV, "T1, A non-orthogonal"),
-                "nonlinear": (MV, "T6: H' = JᵀHJ + Σg∇²φ"), "loss": (MV, "T12: H -> sH")},
-    "trace": {"layer": (MV, "T3"), "neuron": (MV, "T1"), "perm": (I, "T1: orthogonal T"), "bn": (MV, "T1"),
-              "orthogonal": (I, "T1: orthogonal T"), "gl": (MV, "T1"), "nonlinear": (MV, "T6"), "loss": (MV, "T12")},
-    "sam": {"layer": (MV, "fixed ℓ2 radius while T3 rescales the blocks by c and c⁻ᵏ"),
-            "neuron": (MV, "fixed ℓ2 radius: the ball does not follow w → Aw"),
-            "perm": (I, "ball and ascent from 0 are orthogonally equivariant"),
-            "bn": (MV, "fixed ℓ2 radius: the ball does not follow w → cw"),
-            "orthogonal": (I, "ball and ascent from 0 are orthogonally equivariant"),
-            "gl": (MV, "fixed ℓ2 radius: A non-orthogonal does not map the ball to itself"),
-            "nonlinear": (MV, "T6: a fixed ℓ2 ball in φ is not a fixed ℓ2 ball in θ"),
-            "loss": (MV, f"{_LS} worst-case {_INC}")},
-    "adaptive_worst": {"layer": (I, _ADAPT), "neuron": (I, _ADAPT), "perm": (I, "ascent from 0 is permutation-equivariant"),
-                       "bn": (I, _ADAPT), "orthogonal": (MV, _MIX), "gl": (MV, _MIX), "nonlinear": (MV, _NL_SET),
-                       "loss": (MV, f"{_LS} worst-case {_INC}")},
-    "adaptive_avg": {"layer": (I, f"{_CRN}: {_ADAPT}"), "neuron": (I, f"{_CRN}: {_ADAPT}"),
-                     "perm": (MV, f"{_CRN} are tied to coordinate indices: invariant only in distribution"),
-                     "bn": (I, f"{_CRN}: {_ADAPT}"), "orthogonal": (MV, _MIX), "gl": (MV, _MIX), "nonlinear": (MV, _NL_SET),
-                     "loss": (MV, f"{_LS} average {_INC}")},
-    "norm_flat": {"layer": (I, f"{_EW}, H_ii → H_ii/a_i²"), "neuron": (I, _EW), "perm": (I, "re-indexing of Σ_i"),
-                  "bn": (I, _EW), "orthogonal": (MV, _DIAG), "gl": (MV, _DIAG),
-                  "nonlinear": (MV, "T6: H' = JᵀHJ + Σg∇²φ, and |φ_i| is not proportional to |θ_i|"),
-                  "loss": (MV, "2Σ_i |w_i|√H_ii scales by √s")},
-    "rel_flat": {"layer": (I, "uniform column scaling of the last layer"), "neuron": (MV, "non-uniform column scaling"),
-                 "perm": (I, "column permutation"), "bn": (I, "last layer untouched"),
-                 "orthogonal": (I, "orthogonal column mixing"), "gl": (MV, "non-orthogonal column mixing"),
-                 "nonlinear": (MV, "T6: H' = JᵀHJ + Σg∇²φ is not a congruence of H"), "loss": (MV, "κ scales by s")},
-    "fisher_rao": {"layer": (I, "T1: θᵀ∇ℓ_n under linear symmetries"), "neuron": (I, "T1"), "perm": (I, "T1"), "bn": (I, "T1"),
-                   "orthogonal": (I, "T1"), "gl": (I, "T1"), "nonlinear": (MV, "T6: φᵀ(h'⊙∇ℓ) ≠ θᵀ∇ℓ"), "loss": (MV, "T12: s²")},
-    "laplace_logdet": {"layer": (MV, "T3/T8: det(c⁻²H+δI)"), "neuron": (MV, "T1"), "perm": (I, "T1: orthogonal per block"),
-                       "bn": (MV, "T8"), "orthogonal": (I, "T1: orthogonal per block"), "gl": (MV, "T1"),
-                       "nonlinear": (MV, "T6"), "loss": (MV, "T8/T12")},
-    "lambda": {s: (I, "depends on the function only") for s in SYMMETRIES[:-1]}
-    | {"loss": (I, "log|s d_n| = log s + log|d_n|: slope unchanged")},
-    "D": {"layer": (I, "T3"), "neuron": (MV, "T5: non-uniform scaling is not conformal"), "perm": (I, "T5: orthogonal"),
-          "bn": (DG, "T10: scale-invariant block, wᵀg = 0, D ≡ 0"), "orthogonal": (I, "T4: CO(n)"),
-          "gl": (MV, "T4: A ∉ CO(n)"), "nonlinear": (MV, "T6"), "loss": (MV, "T12: D/s")},
-    "Dplus": {"layer": (I, "T3/T7"), "neuron": (MV, "T7"), "perm": (I, "T7"), "bn": (I, "T7: conformal cI"),
-              "orthogonal": (I, "T7"), "gl": (MV, "T7"), "nonlinear": (MV, "T6"), "loss": (MV, "T12: sD⁺")},
-    "D*Dplus": {"layer": (I, "T3/T7"), "neuron": (MV, "T5/T7"), "perm": (I, "T7"), "bn": (DG, "T10: D ≡ 0"),
-                "orthogonal": (I, "T4/T7"), "gl": (MV, "T4/T7"), "nonlinear": (MV, "T6"), "loss": (I, "T12: D·D⁺ invariant")},
-    "rho": {"layer": (I, "T11"), "neuron": (I, "T11: block-diagonal linear"), "perm": (I, "T11"),
-            "bn": (DG, "T10/T11: wᵀg = 0, ρ undefined"), "orthogonal": (I, "T11"), "gl": (I, "T11: block-diagonal linear"),
-            "nonlinear": (MV, "T6"), "loss": (MV, "T12: ρ/s")},
-    "newton": {"layer": (I, "T11"), "neuron": (I, _NEWTON_RANGE), "perm": (I, "T11"),
-               "bn": (DG, "T10/T11: scale-invariant block, Hw = −g so gᵀH⁺g = wᵀHw = −wᵀg = 0"),
-               "orthogonal": (I, "T11"), "gl": (I, _NEWTON_RANGE), "nonlinear": (MV, "T6"), "loss": (MV, "T12: s·gᵀH⁺g")},
+#: the quantity on each sweep's x axis (the symmetry's own parameter)
+PARAMETERS = {
+    "layer": "layer scale c (W_l → cW_l, W_(l+1) → W_(l+1)/c)",
+    "neuron": "neuron-scale bound b (a_i = 2^m_i, integer |m_i| ≤ log₂ b)",
+    "perm": "swapped unit pairs k (‖P − I‖_F = 2√k)",
+    "bn": "scale c of the weights before BatchNorm (W_l → cW_l)",
+    "orthogonal": "rotation size t (Q = exp(tS), S skew-symmetric)",
+    "gl": "mixing strength t (M = exp(tG/√n))",
+    "nonlinear": "scale s of θ = s·sinh(φ) (nearly linear for s ≫ |θ|)",
+    "loss": "loss scale s (L → sL)",
 }
-
-#: a prediction may cite only registered theorems (checked at import)
-check_citations(reason for row in PREDICTIONS.values() for _, reason in row.values())
 
 
 @dataclass
@@ -123,11 +73,16 @@ class Cell:
     note: str = ""
     tolerance: float | None = None
     tolerance_reason: str = ""
+    points: list[tuple[float, float | None]] = field(default_factory=list)  # (x, max deviation) per point
+    witness: str = ""  # the sweep point and block of the largest deviation, re-runnable
+    eps_limit: EpsLimit | None = None  # set when the cell is judged as BatchNorm eps -> 0
 
     def to_dict(self) -> dict:
         return {"measure": self.measure, "symmetry": self.symmetry, "deviation": self.deviation,
                 "predicted": self.predicted, "agrees": self.agrees, "reason": self.reason, "note": self.note,
-                "tolerance": self.tolerance, "tolerance_reason": self.tolerance_reason}
+                "tolerance": self.tolerance, "tolerance_reason": self.tolerance_reason,
+                "points": [list(p) for p in self.points], "witness": self.witness,
+                "eps_limit": None if self.eps_limit is None else self.eps_limit.to_dict()}
 
 
 @dataclass
@@ -143,6 +98,7 @@ class Matrix:
     measure_seconds: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     eps_sweep: EpsSweep | None = None
+    parameters: dict[str, str] = field(default_factory=dict)  # symmetry -> x-axis quantity
 
     def cell(self, measure: str, symmetry: str) -> Cell:
         return next(c for c in self.cells if c.measure == measure and c.symmetry == symmetry)
@@ -184,6 +140,10 @@ def relative_deviation(base: dict, new: dict) -> float | None:
     devs = block_deviations(base, new)
     return max(devs.values()) if devs else None
 
+#: the symmetry parameter at which each map is the identity (None: the family does not contain it)
+IDENTITY: dict[str, float | None] = {"layer": 1.0, "neuron": 1.0, "perm": 0.0, "bn": 1.0, "orthogonal": 0.0,
+                                     "gl": 0.0, "nonlinear": None, "loss": 1.0}
+
 
 def _conditioning(result: dict) -> dict[str, float]:
     return {k.replace(".parametrizations.", ".").removesuffix(".original"): v
@@ -200,16 +160,6 @@ def block_tolerances(results: Sequence[dict], tol_invariant: float) -> dict[str,
         for k, v in _conditioning(r).items():
             kappa[k] = max(kappa.get(k, 0.0), v)
     return {k: max(tol_invariant, EPS64 * v) for k, v in kappa.items()}
-
-
-def judge(predicted: str, deviation: float | None, degenerate: bool, *, tol_invariant: float = 1e-9,
-          tol_moves: float = 1e-3) -> bool:
-    """Agreement of one cell with its prediction."""
-    if predicted == DG:
-        return degenerate
-    if deviation is None:
-        return False
-    return deviation <= tol_invariant if predicted == I else deviation >= tol_moves
 
 
 def evaluate_all(model: nn.Module, loss_fn: Callable, data, measures: Sequence[str], options: dict,
@@ -229,28 +179,36 @@ def sweep(symmetry: str, model: nn.Module, loss_fn: Callable, X: torch.Tensor, *
           quick: bool = False) -> list[SweepPoint]:
     """The default sweep of one symmetry acting on weight layer ``layer`` (and ``layer + 1``).
 
-    Scale parameters are powers of two (exact in floating point); neuron-wise scales are
-    ``2^{m_i}``, integers ``m_i ∈ [−t, t]``; mixing uses ``exp(tS)`` (orthogonal) or ``exp(tG/√n)``.
+    Each point's ``x`` is the symmetry's own parameter (:data:`PARAMETERS`). Scale parameters are
+    powers of two (exact in floating point); neuron-wise scales are ``2^{m_i}``, integers
+    ``m_i ∈ [−t, t]``; a permutation swaps ``k`` disjoint pairs of units (``‖P − I‖_F = 2√k``);
+    mixing uses ``exp(tS)`` (orthogonal) or ``exp(tG/√n)``; the nonlinear map is ``θ = s·sinh(φ)``.
     """
     gen = torch.Generator().manual_seed(seed)
     pts: list[SweepPoint] = []
+    at = f"layer={layer}, generator seed {seed}"
     if symmetry == "layer":
         for c in ((2.0**-4, 2.0**4) if quick else (2.0**-4, 2.0**-2, 2.0**2, 2.0**4)):
             m = layer_rescale(model, layer, c)
-            pts.append(SweepPoint(c, f"c={c:g}", SymmetryResult(m, None, function_gap(model, m, X), f"layer_rescale(c={c:g})")))
+            pts.append(SweepPoint(c, f"c={c:g}", SymmetryResult(m, None, function_gap(model, m, X),
+                                                                f"layer_rescale(layer={layer}, c={c:g})")))
     elif symmetry == "neuron":
         units = weight_layers(model)[layer].weight.shape[0]
         u = torch.rand(units, generator=gen, dtype=torch.float64) * 2 - 1
         for t in ((2,) if quick else (1, 3)):
             a = 2.0 ** torch.round(t * u)
             m = neuron_rescale(model, layer, a)
-            pts.append(SweepPoint(2.0**t, f"max ratio 2^{2 * t}", SymmetryResult(m, None, function_gap(model, m, X), f"neuron_rescale(2^m, |m|≤{t})")))
+            pts.append(SweepPoint(2.0**t, f"b=2^{t}", SymmetryResult(
+                m, None, function_gap(model, m, X), f"neuron_rescale(a_i = 2^round({t}·U_i), U ~ U(−1, 1); {at})")))
     elif symmetry == "perm":
         units = weight_layers(model)[layer].weight.shape[0]
-        for k in range(1 if quick else 2):
-            p = torch.randperm(units, generator=gen)
+        for k in ((max(1, units // 2),) if quick else (1, max(1, units // 2))):
+            pick = torch.randperm(units, generator=gen)[: 2 * k]
+            p = torch.arange(units)
+            p[pick[0::2]], p[pick[1::2]] = pick[1::2], pick[0::2]
             m = permute_neurons(model, layer, p)
-            pts.append(SweepPoint(float(k + 1), f"draw {k + 1}", SymmetryResult(m, None, function_gap(model, m, X), "permute_neurons")))
+            pts.append(SweepPoint(float(k), f"k={k}", SymmetryResult(
+                m, None, function_gap(model, m, X), f"permute_neurons({k} random disjoint swaps; {at})")))
     elif symmetry == "bn":
         for c in ((2.0**4,) if quick else (2.0**-4, 2.0**4)):
             pts.append(SweepPoint(c, f"c={c:g}", bn_rescale(model, layer, c, X)))
@@ -263,11 +221,10 @@ def sweep(symmetry: str, model: nn.Module, loss_fn: Callable, X: torch.Tensor, *
             else:
                 pts.append(SweepPoint(t, f"t={t:g}", linear_mix(model, layer, random_invertible(n, t, s), X)))
     elif symmetry == "nonlinear":
-        # θ = s·sinh(φ) with s = 1 is nearly the identity map on weights of size ~0.1 (sinh φ ≈ φ);
-        # s = 0.05 makes the Jacobian cosh(φ) far from 1, so the sweep tests a genuinely nonlinear map.
-        kinds = (("sinh", 0.05),) if quick else (("sinh", 0.05), ("cube", 1.0))
-        for k, (kind, scale) in enumerate(kinds):
-            pts.append(SweepPoint(float(k + 1), f"{scale:g}·{kind}", reparametrize(model, kind, X, scale=scale)))
+        # θ = s·sinh(φ) is nearly linear (θ ≈ sφ, conformal) where s ≫ |θ|: s = 1 on weights of size
+        # ~0.1 is close to the linear limit; s = 0.05 makes the Jacobian cosh(φ) far from constant.
+        for scale in ((0.05,) if quick else (0.05, 1.0)):
+            pts.append(SweepPoint(scale, f"s={scale:g}", reparametrize(model, "sinh", X, scale=scale)))
     elif symmetry == "loss":
         for s in ((2.0**4,) if quick else (2.0**-4, 2.0**4)):
             pts.append(SweepPoint(s, f"s={s:g}", scale_loss(model, loss_fn, s, X)))
@@ -322,7 +279,8 @@ def invariance_matrix(
             say(f"  {sym}: {p.label} (function gap {p.result.function_gap:.2e})")
             lf = p.result.loss_fn or loss_fn
             results.append(evaluate_all(p.result.model, lf, data, measures, opts, allow, timings))
-        values[sym] = {m: [(1.0, summary(base[m]))] + [(p.x, summary(r[m])) for p, r in zip(points, results)]
+        ident = [] if IDENTITY[sym] is None else [(IDENTITY[sym], None)]
+        values[sym] = {m: [(x, summary(base[m])) for x, _ in ident] + [(p.x, summary(r[m])) for p, r in zip(points, results)]
                        for m in measures}
         for m in measures:
             per = [block_deviations(base[m], r[m]) for r in results]
@@ -353,53 +311,22 @@ def invariance_matrix(
             if pinv and not ok:
                 note += (" blocks on the pseudo-inverse route (relative cutoff, covariant only under conformal "
                          "maps): " + ", ".join(pinv))
-            cells.append(Cell(m, sym, dev, predicted, reason, ok, note.strip(), tol, tol_reason))
-    return Matrix(list(measures), list(symmetries), cells, values, gaps, time.perf_counter() - start, timings)
+            curve = [(p.x, max(d.values()) if d else None) for p, d in zip(points, per)]
+            cells.append(Cell(m, sym, dev, predicted, reason, ok, note.strip(), tol, tol_reason, curve,
+                              _witness(points, per, base[m], degenerate, seed)))
+    return Matrix(list(measures), list(symmetries), cells, values, gaps, time.perf_counter() - start, timings,
+                  parameters={s: PARAMETERS[s] for s in symmetries})
 
 
-@dataclass
-class EpsSweep:
-    """Deviations of chosen measures under the ``bn`` sweep with every BatchNorm's ``eps`` set to each
-    value (same weights), the function gap per value and the log–log slope of deviation against eps."""
-
-    eps: list[float]
-    gaps: list[float]
-    deviations: dict[str, list[float | None]]
-    slopes: dict[str, float | None]
-
-
-def batchnorm_eps(model: nn.Module) -> float | None:
-    """The largest ``eps`` of the model's BatchNorm layers (``None`` without any)."""
-    eps = [m.eps for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
-    return max(eps) if eps else None
-
-
-def eps_sweep(model: nn.Module, loss_fn: Callable, data, measures: Sequence[str], eps_values: Sequence[float], *,
-              layer: int, options: dict | None = None, seed: int = 0, quick: bool = False) -> EpsSweep:
-    """Evidence for the BatchNorm explanation: the ``bn`` column of :func:`invariance_matrix` for
-    ``measures`` with every BatchNorm's ``eps`` set to each of ``eps_values`` (the weights unchanged).
-
-    ``BN(cz) = (z − μ)/√(σ² + eps/c²)`` differs from ``BN(z)`` by ``O(eps·|1/c² − 1|/σ²)``, so a
-    deviation caused by eps falls in proportion to it (log–log slope 1) down to round-off, while one
-    with another cause does not.
-
-    >>> torch.manual_seed(0) and None
-    >>> net = nn.Sequential(nn.Linear(3, 4, bias=False), nn.BatchNorm1d(4, eps=1e-12), nn.ReLU(), nn.Linear(4, 2)).double()
-    >>> X, y = torch.randn(16, 3, dtype=torch.float64), torch.randint(0, 2, (16,))
-    >>> ev = eps_sweep(net.train(), nn.CrossEntropyLoss(), (X, y), ["fisher_rao"], [1e-4, 1e-6], layer=0, quick=True)
-    >>> round(ev.slopes["fisher_rao"], 1)
-    1.0
-    """
-    devs: dict[str, list[float | None]] = {m: [] for m in measures}
-    gaps = []
-    for eps in eps_values:
-        twin = copy.deepcopy(model)
-        for mod in twin.modules():
-            if isinstance(mod, nn.modules.batchnorm._BatchNorm):
-                mod.eps = float(eps)
-        mx = invariance_matrix({"bn": (twin, loss_fn, data, True)}, measures, ["bn"], layer=lambda _: layer,
-                               options=options, seed=seed, quick=quick)
-        gaps.append(max((g for _, g in mx.gaps["bn"]), default=0.0))
-        for m in measures:
-            devs[m].append(mx.cell(m, "bn").deviation)
-    return EpsSweep(list(eps_values), gaps, devs, {m: loglog_slope(eps_values, d) for m, d in devs.items()})
+def _witness(points: Sequence[SweepPoint], per: Sequence[dict[str, float]], base: dict, degenerate: bool,
+             seed: int) -> str:
+    """The sweep point and block of the largest deviation, with what re-creates it."""
+    if degenerate:
+        return "blocks the measure flags undefined at the base and every sweep point: " + ", ".join(base["degenerate"])
+    best = max(((d, i, k) for i, p in enumerate(per) for k, d in p.items()), default=None)
+    if best is None:
+        return "no block is defined both at the base and at a sweep point"
+    d, i, k = best
+    pt = points[i]
+    return (f"{pt.result.description} at {pt.label} (function gap {pt.result.function_gap:.1e}): block {k} "
+            f"changes by {d:.2e} (relative); seed {seed}")
