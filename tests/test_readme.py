@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -19,7 +20,10 @@ def test_readme_block_runs_and_prints_what_it_says(index, tmp_path):
     """Each block runs cleanly; the rescaling example prints the same D after layer_rescale, as it claims
     ('to ~1e-15 relative'; checked to 1e-13)."""
     block = BLOCKS[index]
-    out = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    # this checkout's package, not whichever copy is installed (an editable install may point elsewhere)
+    path = os.pathsep.join(p for p in (str(README.parent), os.environ.get("PYTHONPATH", "")) if p)
+    out = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": path})
     assert out.returncode == 0, out.stderr[-3000:]
     assert "Traceback" not in out.stderr
     if "layer_rescale" in block:

@@ -1,21 +1,16 @@
 """Which named module pairs of any ``nn.Module`` carry a T2 map: the structural check on its fx graph.
 
-A rescaling of the output units of module ``src`` is compensated exactly in the input columns of
-module ``dst`` only if nothing between them breaks ``f(c·z) = c·f(z)`` (per unit for a
-non-uniform scale) and nothing else reads the rescaled activations. :func:`channel_path` traces
-the model with ``torch.fx.symbolic_trace`` and walks every use of ``src``'s output until ``dst``:
-
-* ``kind="layer"`` (one factor ``c > 0``): only positively homogeneous maps of degree 1 may lie
-  in between: ReLU, LeakyReLU, PReLU, abs, identity, eval-mode dropout, max/avg pooling,
-  reshapes, sums and means, products with a number;
-* ``kind="neuron"`` (a factor per unit): the same, element-wise or within one channel, and every
-  reshape must keep the unit index (``flatten(x, 1)``, ``x.view(x.size(0), -1)``);
-* ``kind="permute"``: any element-wise map without parameters (tanh, GELU, … too), pooling,
-  unit-preserving reshapes, and BatchNorm or per-channel PReLU, whose tensors are then permuted.
-
-A BatchNorm in between refuses both rescalings: in eval mode ``BN(cz) = γ(cz − μ)/σ + β ≠
+Rescaling the output units of ``src`` is compensated exactly in the inputs of ``dst`` only if
+nothing between them breaks ``f(c·z) = c·f(z)`` (per unit, for a per-unit scale) and nothing else
+reads the rescaled activations. :func:`channel_path` walks every use of ``src``'s output on
+``torch.fx.symbolic_trace(model)`` until ``dst``. Between them may lie: for one factor ``c > 0``,
+positively homogeneous maps (ReLU, LeakyReLU, PReLU, abs, eval-mode dropout, max/avg pooling,
+reshapes, sums, products with a number); for a factor per unit, those acting per unit that keep
+the unit index (``flatten(x, 1)``, ``x.view(x.size(0), -1)``); for a permutation, also any
+parameter-free element-wise map (tanh, GELU, …) and a BatchNorm or per-channel PReLU, permuted
+alike. A BatchNorm in between refuses rescaling: in eval mode ``BN(cz) = γ(cz − μ)/σ + β ≠
 c·BN(z)``, in train mode its batch statistics absorb ``c``; rescale the BatchNorm itself (as
-``src``) instead. Residual additions, concatenations, slices and any second reader are refused.
+``src``). Residual additions, concatenations, slices and any second reader are refused.
 """
 
 from __future__ import annotations
@@ -39,44 +34,33 @@ _KINDS = ("layer", "neuron", "permute")
 _CONV = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
 _BN = nn.modules.batchnorm._BatchNorm
 _HOMOGENEOUS_MODULES = (nn.ReLU, nn.LeakyReLU, nn.Identity)
-_EQUIVARIANT_MODULES = (
-    nn.Tanh, nn.Sigmoid, nn.GELU, nn.SiLU, nn.ELU, nn.CELU, nn.SELU, nn.Softplus, nn.Softsign,
-    nn.Hardtanh, nn.Hardsigmoid, nn.Hardswish, nn.Mish, nn.LogSigmoid, nn.Tanhshrink,
-    nn.Softshrink, nn.Hardshrink,
-)
-_POOL_MODULES = (
-    nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d, nn.AvgPool1d, nn.AvgPool2d, nn.AvgPool3d,
-    nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d, nn.AdaptiveAvgPool3d,
-    nn.AdaptiveMaxPool1d, nn.AdaptiveMaxPool2d, nn.AdaptiveMaxPool3d,
-)
-_DROPOUT_MODULES = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout,
-                    nn.FeatureAlphaDropout)
+_EQUIVARIANT_MODULES = (nn.Tanh, nn.Sigmoid, nn.GELU, nn.SiLU, nn.ELU, nn.CELU, nn.SELU, nn.Softplus,
+                        nn.Softsign, nn.Hardtanh, nn.Hardsigmoid, nn.Hardswish, nn.Mish, nn.LogSigmoid,
+                        nn.Tanhshrink, nn.Softshrink, nn.Hardshrink)
+_POOL_MODULES = (nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d, nn.AvgPool1d, nn.AvgPool2d, nn.AvgPool3d,
+                 nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d, nn.AdaptiveAvgPool3d,
+                 nn.AdaptiveMaxPool1d, nn.AdaptiveMaxPool2d, nn.AdaptiveMaxPool3d)
+_DROPOUT_MODULES = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout)
 _HOMOGENEOUS_FUNCS: set[Callable] = {F.relu, torch.relu, F.leaky_relu, torch.abs, operator.abs}
-_EQUIVARIANT_FUNCS: set[Callable] = {
-    torch.tanh, torch.sigmoid, F.tanh, F.sigmoid, F.gelu, F.silu, F.elu, F.selu, F.celu,
-    F.softplus, F.softsign, F.hardtanh, F.relu6, F.hardsigmoid, F.hardswish, F.mish,
-    F.logsigmoid, torch.exp,
-}
-_POOL_FUNCS: set[Callable] = {
-    F.max_pool1d, F.max_pool2d, F.max_pool3d, F.avg_pool1d, F.avg_pool2d, F.avg_pool3d,
-    F.adaptive_avg_pool1d, F.adaptive_avg_pool2d, F.adaptive_avg_pool3d,
-    F.adaptive_max_pool1d, F.adaptive_max_pool2d, F.adaptive_max_pool3d,
-}
-_DROPOUT_FUNCS: set[Callable] = {F.dropout, F.dropout1d, F.dropout2d, F.dropout3d,
-                                 F.alpha_dropout, F.feature_alpha_dropout}
-_SCALAR_LINEAR = {operator.mul: "mul", operator.truediv: "div", torch.mul: "mul", torch.div: "div",
-                  operator.neg: "neg", torch.neg: "neg"}
-_SCALAR_SHIFT = {operator.add: "add", operator.sub: "sub", torch.add: "add", torch.sub: "sub"}
-_HOMOGENEOUS_METHODS = {"relu", "relu_", "abs"}
+_EQUIVARIANT_FUNCS: set[Callable] = {torch.tanh, torch.sigmoid, F.tanh, F.sigmoid, F.gelu, F.silu, F.elu, F.selu,
+                                     F.celu, F.softplus, F.softsign, F.hardtanh, F.relu6, F.hardsigmoid,
+                                     F.hardswish, F.mish, F.logsigmoid, torch.exp}
+_POOL_FUNCS: set[Callable] = {F.max_pool1d, F.max_pool2d, F.max_pool3d, F.avg_pool1d, F.avg_pool2d, F.avg_pool3d,
+                              F.adaptive_avg_pool1d, F.adaptive_avg_pool2d, F.adaptive_avg_pool3d,
+                              F.adaptive_max_pool1d, F.adaptive_max_pool2d, F.adaptive_max_pool3d}
+_DROPOUT_FUNCS: set[Callable] = {F.dropout, F.dropout1d, F.dropout2d, F.dropout3d, F.alpha_dropout,
+                                 F.feature_alpha_dropout}
+_SCALAR_OPS = {operator.mul: "mul", operator.truediv: "div", torch.mul: "mul", torch.div: "div",
+               operator.neg: "neg", torch.neg: "neg", operator.add: "add", operator.sub: "sub",
+               torch.add: "add", torch.sub: "sub"}
+_HOMOGENEOUS_METHODS = {"relu", "relu_", "abs", "contiguous", "clone"}
 _EQUIVARIANT_METHODS = {"tanh", "sigmoid", "exp"}
-_IDENTITY_METHODS = {"contiguous", "clone"}
 # commute with one positive factor; the unit index survives only the flatten/view/reshape forms
 # that keep dim 0 (see _reshape)
-_LINEAR_METHODS = {"squeeze", "unsqueeze", "permute", "transpose", "mean", "sum", "amax", "amin",
-                   "flatten", "view", "reshape"}
-_LINEAR_FUNCS: set[Callable] = {torch.squeeze, torch.unsqueeze, torch.permute, torch.transpose,
-                                torch.mean, torch.sum, torch.amax, torch.amin, torch.flatten,
-                                torch.reshape}
+_LINEAR_METHODS = {"squeeze", "unsqueeze", "permute", "transpose", "mean", "sum", "amax", "amin", "flatten",
+                   "view", "reshape"}
+_LINEAR_FUNCS: set[Callable] = {torch.squeeze, torch.unsqueeze, torch.permute, torch.transpose, torch.mean,
+                                torch.sum, torch.amax, torch.amin, torch.flatten, torch.reshape}
 
 # Where the unit index sits in an activation: last ('last', a Linear's output), dim 1 of a tensor
 # with spatial dims ('first', Conv, BatchNorm2d/3d), dim 1 of rank 2 or 3 ('dim1', BatchNorm1d),
@@ -187,7 +171,8 @@ def channel_path(model: nn.Module, src: str, dst: str, kind: Kind) -> ChannelPat
         raise InvalidInputError(f"{what} {where}: {dst!r} reads src's output only through other inputs; "
                                 "pass a dst called on it")
     spread = None if kind == "layer" else _spread(dst, dst_mod, layouts[dst_input], units)
-    return ChannelPath(src, dst, kind, units, spread, tuple(permuted), tuple(_label(n) for n in order))
+    names = tuple(str(n.target) if n.op == "call_module" else n.name for n in order)
+    return ChannelPath(src, dst, kind, units, spread, tuple(permuted), names)
 
 
 def _reaches(a: fx.Node, b: fx.Node) -> bool:
@@ -252,13 +237,7 @@ def _units(m: nn.Module) -> int:
 
 
 def _initial_layout(m: nn.Module) -> _Layout:
-    if isinstance(m, nn.Linear):
-        return "last"
-    return "dim1" if isinstance(m, nn.BatchNorm1d) else "first"
-
-
-def _label(node: fx.Node) -> str:
-    return str(node.target) if node.op == "call_module" else node.name
+    return "last" if isinstance(m, nn.Linear) else "dim1" if isinstance(m, nn.BatchNorm1d) else "first"
 
 
 def _describe(model: nn.Module, node: fx.Node) -> str:
@@ -291,9 +270,7 @@ def _is_batch(arg: object) -> bool:
 
 
 def _arg(node: fx.Node, index: int, key: str, default: object) -> object:
-    if len(node.args) > index:
-        return node.args[index]
-    return node.kwargs.get(key, default)
+    return node.args[index] if len(node.args) > index else node.kwargs.get(key, default)
 
 
 def _step(model: nn.Module, node: fx.Node, source: fx.Node, kind: Kind, layout: _Layout, units: int,
@@ -304,15 +281,17 @@ def _step(model: nn.Module, node: fx.Node, source: fx.Node, kind: Kind, layout: 
         raise _Refused("the activations are also returned by forward")
     others = [a for a in node.all_input_nodes if a is not source and not _is_shape(a)]
     commutes = node.target in (operator.mul, operator.add, torch.mul, torch.add)
-    if others or not (node.args[:1] == (source,) or (commutes and node.args[1:2] == (source,))):
-        raise _Refused(f"{desc} also reads {_describe(model, others[0]) if others else 'another tensor'}, "
-                       "so it mixes the changed activations with others (a residual connection?)")
+    if others:
+        raise _Refused(f"{desc} also reads {_describe(model, others[0])}, so it mixes the changed "
+                       "activations with others (a residual connection?)")
+    if not (node.args[:1] == (source,) or (commutes and node.args[1:2] == (source,))):
+        raise _Refused(f"{desc} does not take the activations as its first input")
     if node.op == "call_module":
         return _module_step(model.get_submodule(str(node.target)), str(node.target), desc, kind, layout,
                             units, permuted)
     target = node.target
     if node.op == "call_method":
-        if target in _HOMOGENEOUS_METHODS or target in _IDENTITY_METHODS:
+        if target in _HOMOGENEOUS_METHODS:
             return layout
         if target in _EQUIVARIANT_METHODS:
             return _equivariant(desc, kind, layout)
@@ -326,8 +305,8 @@ def _step(model: nn.Module, node: fx.Node, source: fx.Node, kind: Kind, layout: 
     if target in _EQUIVARIANT_FUNCS:
         return _equivariant(desc, kind, layout)
     if target in _POOL_FUNCS:
-        at = 2 if "adaptive" in getattr(target, "__name__", "") else 6
-        if _arg(node, at, "return_indices", False):
+        name = getattr(target, "__name__", "")
+        if "max" in name and _arg(node, 2 if "adaptive" in name else 6, "return_indices", False):
             raise _Refused(f"{desc} returns indices")
         return _pool(desc, kind, layout)
     if target in _DROPOUT_FUNCS:
@@ -338,10 +317,8 @@ def _step(model: nn.Module, node: fx.Node, source: fx.Node, kind: Kind, layout: 
         return layout
     if target in _LINEAR_FUNCS:
         return _reshape(node, desc, kind, layout, method=False)
-    if target in _SCALAR_LINEAR:
-        return _scalar(node, source, desc, kind, layout, _SCALAR_LINEAR[target])
-    if target in _SCALAR_SHIFT:
-        return _scalar(node, source, desc, kind, layout, _SCALAR_SHIFT[target])
+    if target in _SCALAR_OPS:
+        return _scalar(node, source, desc, kind, layout, _SCALAR_OPS[target])
     raise _Refused(f"{desc} is not known to commute with the map")
 
 

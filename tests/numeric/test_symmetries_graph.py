@@ -385,3 +385,62 @@ def test_named_maps_on_plain_mlp_classes_match_the_sequential_form(widths, bias,
     if kind != "neuron":
         before, after = (diagnose(m, LOSS, (X, y), inverse=False) for m in (model, new))
         assert max(v for v in _changes(before, after, "coupled").values() if v is not None) <= 1e-10
+
+
+class Functional(nn.Module):
+    """Functional forms between the layers: F.leaky_relu, a product with a number, F.dropout that
+    follows the mode, a per-channel PReLU, then x.shape[0]-based reshape."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.prelu, self.fc = nn.Conv2d(1, 3, 3, padding=1), nn.PReLU(3), nn.Linear(3 * 16, 2)
+
+    def forward(self, x):
+        h = 0.5 * F.leaky_relu(self.conv(x), 0.2)
+        h = F.avg_pool2d(self.prelu(F.dropout(h, 0.3, training=self.training)), 2)
+        return self.fc(h.reshape(h.shape[0], -1))
+
+
+def test_functional_forms_and_a_per_channel_prelu_pass():
+    torch.manual_seed(0)
+    model = Functional().double().eval()
+    with torch.no_grad():
+        model.prelu.weight.copy_(torch.tensor([0.1, -0.3, 0.7]))
+    X, _ = data(5, (1, 8, 8), 2)
+    path = channel_path(model, "conv", "fc", "permute")
+    assert path.permuted == ("prelu",) and path.spread == 16
+    for new in (layer_rescale(model, ("conv", "fc"), 4.0), neuron_rescale(model, ("conv", "fc"), [2.0, 0.5, 9.0]),
+                permute_neurons(model, ("conv", "fc"), [1, 2, 0])):
+        assert _relative_gap(model, new, X) <= 1e-13
+    assert torch.equal(permute_neurons(model, ("conv", "fc"), [1, 2, 0]).prelu.weight, model.prelu.weight[[1, 2, 0]])
+    with pytest.raises(InvalidInputError, match="training=True"):
+        layer_rescale(model.train(), ("conv", "fc"), 4.0)
+
+
+def test_shared_and_grouped_layers_are_refused_for_what_they_break():
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1, self.fc2, self.fc3 = nn.Linear(4, 4), nn.Linear(4, 4), nn.Linear(4, 4)
+            self.fc3.weight = self.fc1.weight
+
+        def forward(self, x):
+            return self.fc3(self.fc2(torch.relu(self.fc1(x))))
+
+    with pytest.raises(InvalidInputError, match="shares a parameter"):
+        layer_rescale(Tied(), ("fc1", "fc2"), 2.0)
+
+    class Grouped(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Conv1d(2, 4, 3), nn.Conv1d(4, 4, 3, groups=2)
+
+        def forward(self, x):
+            return self.b(torch.relu(self.a(x)))
+
+    torch.manual_seed(0)
+    model = Grouped().double()
+    X, _ = data(4, (2, 9), 2)
+    assert _relative_gap(model, layer_rescale(model, ("a", "b"), 3.0), X) <= 1e-13
+    with pytest.raises(InvalidInputError, match="grouped"):
+        permute_neurons(model, ("a", "b"), [1, 0, 3, 2])
