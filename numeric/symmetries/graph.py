@@ -23,6 +23,7 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 from torch import fx, nn
+from torch.nn.utils import parametrize
 
 from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
 
@@ -75,6 +76,8 @@ class ChannelPath:
     ``spread``: inputs of ``dst`` per unit of ``src`` (unit ``j`` owns inputs ``j·spread + s``), or
     ``None`` for ``kind="layer"``, where ``dst``'s weight is divided as a whole. ``permuted``:
     the per-channel modules in between (BatchNorm, PReLU) whose tensors follow a permutation.
+    Activations are taken batched: dim 0 is the batch, the unit index is dim 1 (Conv, BatchNorm)
+    or last (Linear).
     """
 
     src: str
@@ -127,11 +130,13 @@ def channel_path(model: nn.Module, src: str, dst: str, kind: Kind) -> ChannelPat
     if kind == "permute" and isinstance(src_mod, _BN):
         raise InvalidInputError(f"src {src!r} is a BatchNorm: its output unit j reads input unit j, so its "
                                 "units cannot be permuted alone; pass the Linear/Conv before it as src")
-    if kind != "layer":
-        for name, m in ((src, src_mod), (dst, dst_mod)):
-            if isinstance(m, _CONV) and m.groups != 1 and (kind == "permute" or m is dst_mod):
-                raise InvalidInputError(f"{name!r} is a grouped convolution (groups={m.groups}): per-unit "
-                                        "maps would cross groups; only layer_rescale applies")
+    for name, m in ((src, src_mod), (dst, dst_mod)):
+        if kind != "layer" and isinstance(m, _CONV) and m.groups != 1 and (kind == "permute" or m is dst_mod):
+            raise InvalidInputError(f"{name!r} is a grouped convolution (groups={m.groups}): per-unit "
+                                    "maps would cross groups; only layer_rescale applies")
+        if parametrize.is_parametrized(m):
+            raise InvalidInputError(f"{name!r} has a parametrization (its weight is computed): remove it "
+                                    "first (torch.nn.utils.parametrize.remove_parametrizations)")
     _check_not_shared(model, {src: src_mod, dst: dst_mod})
     graph = _trace(model)
     src_node, dst_node = _call_of(graph, src, "src"), _call_of(graph, dst, "dst")
@@ -139,7 +144,8 @@ def channel_path(model: nn.Module, src: str, dst: str, kind: Kind) -> ChannelPat
         if node.op == "get_attr" and str(node.target).startswith((f"{src}.", f"{dst}.")):
             raise InvalidInputError(f"forward reads {node.target!r} directly: changing it would change "
                                     "that use too; pick modules whose tensors only they use")
-    if not _reaches(src_node, dst_node):
+    nodes = list(graph.nodes)
+    if nodes.index(dst_node) < nodes.index(src_node):  # fx lists nodes in the order they run
         raise InvalidInputError(f"{dst!r} does not read the output of {src!r}: pass src, then a layer "
                                 "that consumes it")
     units = _units(src_mod)
@@ -168,23 +174,11 @@ def channel_path(model: nn.Module, src: str, dst: str, kind: Kind) -> ChannelPat
             queue.append(user)
     dst_input = dst_node.args[0] if dst_node.args else None
     if dst_input not in layouts:
-        raise InvalidInputError(f"{what} {where}: {dst!r} reads src's output only through other inputs; "
-                                "pass a dst called on it")
+        raise InvalidInputError(f"{dst!r} does not read the output of {src!r}: pass src, then a layer "
+                                "that consumes it")
     spread = None if kind == "layer" else _spread(dst, dst_mod, layouts[dst_input], units)
     names = tuple(str(n.target) if n.op == "call_module" else n.name for n in order)
     return ChannelPath(src, dst, kind, units, spread, tuple(permuted), names)
-
-
-def _reaches(a: fx.Node, b: fx.Node) -> bool:
-    seen, stack = {a}, [a]
-    while stack:
-        for user in stack.pop().users:
-            if user is b:
-                return True
-            if user not in seen:
-                seen.add(user)
-                stack.append(user)
-    return False
 
 
 def _module(model: nn.Module, name: object, role: str) -> nn.Module:
@@ -231,9 +225,7 @@ def _call_of(graph: fx.Graph, name: str, role: str) -> fx.Node:
 
 
 def _units(m: nn.Module) -> int:
-    if isinstance(m, nn.Linear):
-        return m.out_features
-    return m.out_channels if isinstance(m, _CONV) else m.num_features
+    return m.out_features if isinstance(m, nn.Linear) else m.out_channels if isinstance(m, _CONV) else m.num_features
 
 
 def _initial_layout(m: nn.Module) -> _Layout:

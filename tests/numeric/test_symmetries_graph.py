@@ -175,7 +175,7 @@ def test_rescalings_keep_every_block_D_and_move_RQ_of_the_rescaled_ones(net_and_
 
 def test_a_non_uniform_neuron_rescale_keeps_the_function_but_moves_D(net_and_diagnosis):
     net, before = net_and_diagnosis
-    moved = neuron_rescale(net, ("layer1.0.bn1", "layer1.0.conv2"), [1.0, 4.0, 0.25, 2.0])
+    moved = neuron_rescale(net, ("layer1.0.bn1", "layer1.0.conv2"), [1.0, 3.0, 0.3, 2.0])
     assert _relative_gap(net, moved, X_IMG) <= 1e-12
     after = diagnose(moved, LOSS, (X_IMG, Y_IMG), inverse=False)
     d = _changes(before, after, "coupled")
@@ -219,11 +219,23 @@ def test_a_residual_addition_between_is_refused_and_the_refusal_is_needed():
     assert _relative_gap(net, naive, X_IMG) > 1e-3
 
 
+class TwoOutputs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(4, 4), nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = torch.relu(self.fc1(x))
+        return self.fc2(h), h.sum(1)
+
+
 def test_a_residual_mlp_and_a_second_reader_are_refused():
     model = ResidualMLP().double()
     for fn, arg in ((layer_rescale, 2.0), (neuron_rescale, [1, 2, 3, 4]), (permute_neurons, [1, 0, 2, 3])):
         with pytest.raises(InvalidInputError, match="residual"):
             fn(model, ("fc1", "fc2"), arg)
+    with pytest.raises(InvalidInputError, match="returned by forward"):
+        layer_rescale(TwoOutputs(), ("fc1", "fc2"), 2.0)
 
 
 @pytest.mark.parametrize("act", [nn.Tanh(), nn.GELU(), nn.Sigmoid()])
@@ -429,6 +441,15 @@ def test_shared_and_grouped_layers_are_refused_for_what_they_break():
 
     with pytest.raises(InvalidInputError, match="shares a parameter"):
         layer_rescale(Tied(), ("fc1", "fc2"), 2.0)
+
+    class Positive(nn.Module):
+        def forward(self, w):
+            return w.abs()
+
+    model = Stack(nn.ReLU())
+    torch.nn.utils.parametrize.register_parametrization(model.fc1, "weight", Positive())
+    with pytest.raises(InvalidInputError, match="parametrization"):
+        layer_rescale(model, ("fc1", "fc2"), 2.0)  # its weight is computed: writing to it would do nothing
 
     class Grouped(nn.Module):
         def __init__(self):
