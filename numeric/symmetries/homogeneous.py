@@ -1,4 +1,9 @@
-"""Function-preserving reparameterizations of ReLU-type ``nn.Sequential`` networks (T2).
+"""Function-preserving reparameterizations of ReLU-type networks (T2).
+
+``layer`` is either an int, counting the Linear/Conv layers of an ``nn.Sequential`` chain, or a
+pair of module names ``(src, dst)`` of any ``nn.Module``: ``src`` (Linear, Conv or BatchNorm) has
+its output units changed, ``dst`` (Linear or Conv) compensates in its inputs, and the model's fx
+graph is checked first (:mod:`graph`): only maps that commute with the change may lie between.
 
 Every map returns a new model in the model's own dtype: a float32 model stays float32, so its
 ``D`` agrees with the original's only to float32 rounding (about 1e-7 relative after the
@@ -19,6 +24,9 @@ from torch import Tensor, nn
 
 from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
 from coupled_curvature.numeric.core.inputs import float64_copy, forward_checked, prepare_inputs
+from coupled_curvature.numeric.symmetries.graph import ChannelPath, Kind, channel_path
+
+Layer = int | tuple[str, str]
 
 _WEIGHT_LAYERS = (nn.Linear, nn.Conv1d, nn.Conv2d)
 # Positively homogeneous of degree 1 (σ(cz) = cσ(z), c > 0), or commuting with a positive
@@ -34,15 +42,17 @@ _HOMOGENEOUS = (
 class _Pair:
     this: nn.Module
     nxt: nn.Module
-    spread: int  # next-layer input features per unit of this layer (> 1 after Flatten)
+    spread: int | None  # next-layer inputs per unit of this layer (> 1 after Flatten); None: all of them
+    label: str  # "weight layers 0 and 1", "'a' and 'b'"
+    between: tuple[nn.Module, ...] = ()  # per-channel modules (BatchNorm, PReLU) permuted with the units
 
 
 def weight_layers(model: nn.Module) -> list[nn.Module]:
     """The Linear/Conv layers of a (possibly nested) ``nn.Sequential``, in order."""
     if not isinstance(model, nn.Sequential):
         raise UnsupportedModelError(
-            f"symmetries act on nn.Sequential chains; got {type(model).__name__}. Build the "
-            "network as nn.Sequential(Linear/Conv, ReLU, ...) to use them"
+            f"an int layer counts the weight layers of an nn.Sequential chain; got {type(model).__name__}. "
+            "Name the two modules instead, e.g. layer_rescale(model, ('block.bn1', 'block.conv2'), c)"
         )
     return [m for _, m in leaf_modules(model) if isinstance(m, _WEIGHT_LAYERS)]
 
@@ -56,7 +66,20 @@ def leaf_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
     return [(n, m) for n, m in model.named_modules() if not list(m.children())]
 
 
-def _pair(model: nn.Module, layer: int) -> _Pair:
+def _locate(model: nn.Module, layer: Layer, kind: Kind) -> int | ChannelPath:
+    """An int ``layer`` as given (checked by :func:`_pair`), a ``(src, dst)`` pair checked on the fx graph."""
+    if isinstance(layer, (tuple, list)):
+        if len(layer) != 2:
+            raise InvalidInputError(f"layer={layer!r}: pass an int or two module names (src, dst)")
+        return channel_path(model, layer[0], layer[1], kind)
+    return layer
+
+
+def _pair(model: nn.Module, layer: int | ChannelPath) -> _Pair:
+    if isinstance(layer, ChannelPath):
+        between = tuple(model.get_submodule(n) for n in layer.permuted)
+        return _Pair(model.get_submodule(layer.src), model.get_submodule(layer.dst), layer.spread,
+                     f"{layer.src!r} and {layer.dst!r}", between)
     layers = weight_layers(model)
     if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < len(layers) - 1:
         raise InvalidInputError(
@@ -81,7 +104,7 @@ def _pair(model: nn.Module, layer: int) -> _Pair:
             f"weight layer {layer + 1} takes {fan_in} inputs, not a multiple of the {units} "
             f"units of layer {layer}; cannot match units to the next layer's inputs"
         )
-    return _Pair(this, nxt, fan_in // units)
+    return _Pair(this, nxt, fan_in // units, f"weight layers {layer} and {layer + 1}")
 
 
 def _usable_range(pair: _Pair) -> tuple[float, float]:
@@ -116,19 +139,20 @@ def _factor(c: object, name: str) -> float:
     return c
 
 
-def _transform(model: nn.Module, layer: int, row_scale: Tensor, perm: Tensor) -> nn.Module:
+def _transform(model: nn.Module, layer: int | ChannelPath, row_scale: Tensor, perm: Tensor) -> nn.Module:
     """New model: rows of layer ``layer`` permuted by ``perm`` and scaled by ``row_scale``;
-    the matching inputs of the next layer permuted and scaled by ``1/row_scale``.
+    the matching inputs of the next layer permuted and scaled by ``1/row_scale`` (all of its
+    weight divided by the one factor where ``spread`` is None), per-channel modules in between permuted.
 
     Refuses (before returning) scales whose products overflow or underflow the model's dtype."""
     new = copy.deepcopy(model)
     pair = _pair(new, layer)
     dtype = pair.this.weight.dtype
     if pair.this.weight.is_meta or pair.nxt.weight.is_meta:
-        raise UnsupportedModelError(f"weight layers {layer} and {layer + 1} are on the meta device (no values); "
-                                    "materialize the model first (model.to_empty(device='cpu'), then load_state_dict)")
+        raise UnsupportedModelError(f"{pair.label} are on the meta device (no values); materialize the "
+                                    "model first (model.to_empty(device='cpu'), then load_state_dict)")
     if not dtype.is_floating_point:
-        raise UnsupportedModelError(f"layer {layer} holds {dtype} weights; symmetries need float weights: call .double()")
+        raise UnsupportedModelError(f"{pair.label} hold {dtype} weights; symmetries need float weights: call .double()")
     olds = [p.detach().clone() for p in (pair.this.weight, pair.this.bias, pair.nxt.weight) if p is not None]
     with torch.no_grad():
         a = row_scale.to(pair.this.weight.dtype)
@@ -136,19 +160,26 @@ def _transform(model: nn.Module, layer: int, row_scale: Tensor, perm: Tensor) ->
         pair.this.weight.copy_(pair.this.weight[perm] * a.reshape(shape))
         if pair.this.bias is not None:
             pair.this.bias.copy_(pair.this.bias[perm] * a)
-        # next layer: input index j*spread + s belongs to unit j (channel-major Flatten)
         W = pair.nxt.weight
-        idx = (perm.reshape(-1, 1) * pair.spread + torch.arange(pair.spread)).reshape(-1)
-        inv = (1.0 / a).repeat_interleave(pair.spread)
-        shape_next = (1, -1) + (1,) * (W.dim() - 2)
-        W.copy_(W[:, idx] * inv.reshape(shape_next))
+        if pair.spread is None:  # one factor for every unit (a named layer_rescale): divide all of W
+            idx = torch.arange(W.shape[1])
+            W.div_(a[0])
+        else:  # next layer: input index j*spread + s belongs to unit j (channel-major Flatten)
+            idx = (perm.reshape(-1, 1) * pair.spread + torch.arange(pair.spread)).reshape(-1)
+            inv = (1.0 / a).repeat_interleave(pair.spread)
+            shape_next = (1, -1) + (1,) * (W.dim() - 2)
+            W.copy_(W[:, idx] * inv.reshape(shape_next))
+        for m in pair.between:
+            for t in (getattr(m, k, None) for k in ("weight", "bias", "running_mean", "running_var")):
+                if t is not None:
+                    t.copy_(t[perm])
     news = [p.detach() for p in (pair.this.weight, pair.this.bias, pair.nxt.weight) if p is not None]
     olds = [olds[0][perm], *([olds[1][perm]] if pair.this.bias is not None else []), olds[-1][:, idx]]
     if not all(_representable(o, n, dtype) for o, n in zip(olds, news)):
         lo, hi = _usable_range(_pair(model, layer))
         raise InvalidInputError(
-            f"the scale(s) {_describe(row_scale)} overflow or underflow {dtype} on weight layers {layer} and "
-            f"{layer + 1} (they would hold inf or lose entries to 0); with these weights the usable range is "
+            f"the scale(s) {_describe(row_scale)} overflow or underflow {dtype} on {pair.label} "
+            "(they would hold inf or lose entries to 0); with these weights the usable range is "
             f"[{lo:.3g}, {hi:.3g}]: pass factors in it, or call .double() on the model first for a wider range"
         )
     return new
@@ -159,10 +190,14 @@ def _describe(a: Tensor) -> str:
     return f"{float(vals[0]):g}" if bool((vals == vals[0]).all()) else f"in [{float(vals.min()):g}, {float(vals.max()):g}]"
 
 
-def layer_rescale(model: nn.Module, layer: int, c: float) -> nn.Module:
+def layer_rescale(model: nn.Module, layer: Layer, c: float) -> nn.Module:
     """T2: ``W_l -> cW_l, b_l -> cb_l, W_{l+1} -> W_{l+1}/c`` (degree-1 activations), as a new model.
 
-    ``layer`` counts weight layers (Linear/Conv) from 0. The function is unchanged for
+    ``layer`` counts weight layers (Linear/Conv) from 0 of an ``nn.Sequential``, or is a pair
+    ``(src, dst)`` of module names of any model: ``W_src -> c·W_src, b_src -> c·b_src`` (for a
+    BatchNorm src its affine weight and bias), ``W_dst -> W_dst/c``, after the fx check that only
+    positively homogeneous maps lie between and nothing else reads src's output (a residual
+    addition, a BatchNorm or tanh in between is refused). The function is unchanged for
     every input; raw curvature of the affected blocks scales by ``c^{∓2}`` (T3). The result
     keeps the model's dtype (float32 stays float32: ``D`` then agrees to float32 rounding,
     ~1e-7; ``.double()`` the model first for ~1e-13). ``c`` must be finite, positive and such
@@ -173,15 +208,28 @@ def layer_rescale(model: nn.Module, layer: int, c: float) -> nn.Module:
     >>> X = torch.randn(5, 2)
     >>> function_gap(net, layer_rescale(net, 0, 8.0), X) < 1e-5
     True
+    >>> class Block(nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.fc1, self.bn, self.fc2 = nn.Linear(2, 3), nn.BatchNorm1d(3), nn.Linear(3, 2)
+    ...     def forward(self, x):
+    ...         return x[:, :2] + self.fc2(torch.relu(self.bn(self.fc1(x))))
+    >>> block = Block().eval()
+    >>> function_gap(block, layer_rescale(block, ("bn", "fc2"), 8.0), X[:, :2]) < 1e-5
+    True
     """
     c = _factor(c, "c")
-    units = _pair(model, layer).this.weight.shape[0]
-    return _transform(model, layer, torch.full((units,), c, dtype=torch.float64), torch.arange(units))
+    where = _locate(model, layer, "layer")
+    units = _pair(model, where).this.weight.shape[0]
+    return _transform(model, where, torch.full((units,), c, dtype=torch.float64), torch.arange(units))
 
 
-def neuron_rescale(model: nn.Module, layer: int, scales: Sequence[float] | Tensor) -> nn.Module:
+def neuron_rescale(model: nn.Module, layer: Layer, scales: Sequence[float] | Tensor) -> nn.Module:
     """T2 neuron-wise: rows of ``W_l``, ``b_l`` times ``a``; columns of ``W_{l+1}`` times ``1/a``.
 
+    ``layer`` as in :func:`layer_rescale` (an int, or ``(src, dst)``: ``W_src -> diag(a)·W_src``,
+    ``b_src -> a⊙b_src``, the inputs of ``dst`` fed by unit ``j`` divided by ``a_j``; every map in
+    between must act per unit and keep the unit index, e.g. ``flatten(x, 1)``).
     ``scales`` is a positive vector ``a`` with one entry per unit (channel) of ``layer``.
     Non-uniform ``a`` is not conformal on the tensor blocks (T5), so ``D`` moves. The result
     keeps the model's dtype; scales whose products overflow or underflow it are refused.
@@ -190,18 +238,22 @@ def neuron_rescale(model: nn.Module, layer: int, scales: Sequence[float] | Tenso
     >>> function_gap(net, neuron_rescale(net, 0, [1.0, 2.0, 0.5]), torch.randn(4, 2)) < 1e-5
     True
     """
-    units = _pair(model, layer).this.weight.shape[0]
+    where = _locate(model, layer, "neuron")
+    units = _pair(model, where).this.weight.shape[0]
     a = _numbers(scales, "scales", integer=False).reshape(-1)
     if a.numel() != units:
         raise InvalidInputError(f"scales has {a.numel()} entries; layer {layer} has {units} units: pass one per unit")
     if not bool(torch.isfinite(a).all()) or not bool((a > 0).all()):
         raise InvalidInputError("scales must be finite and positive; pass e.g. [1.0, 2.0, 0.5]")
-    return _transform(model, layer, a, torch.arange(units))
+    return _transform(model, where, a, torch.arange(units))
 
 
-def permute_neurons(model: nn.Module, layer: int, perm: Sequence[int] | Tensor) -> nn.Module:
+def permute_neurons(model: nn.Module, layer: Layer, perm: Sequence[int] | Tensor) -> nn.Module:
     """T2: relabel the hidden units of ``layer`` by ``perm`` (rows of ``W_l``, ``b_l``; columns of ``W_{l+1}``).
 
+    ``layer`` as in :func:`layer_rescale`; for ``(src, dst)`` (src a Linear or Conv) any
+    parameter-free element-wise map may lie between (tanh, GELU too), and a BatchNorm or
+    per-channel PReLU in between has its tensors permuted alike.
     ``perm`` holds integers (no floats, no bools), each of ``0..units-1`` once. The result keeps
     the model's dtype.
 
@@ -209,12 +261,13 @@ def permute_neurons(model: nn.Module, layer: int, perm: Sequence[int] | Tensor) 
     >>> function_gap(net, permute_neurons(net, 0, [2, 0, 1]), torch.randn(4, 2)) < 1e-6
     True
     """
-    units = _pair(model, layer).this.weight.shape[0]
+    where = _locate(model, layer, "permute")
+    units = _pair(model, where).this.weight.shape[0]
     p = _numbers(perm, "perm", integer=True).reshape(-1)
     if p.numel() != units or not torch.equal(torch.sort(p).values, torch.arange(units)):
         raise InvalidInputError(f"perm must be a permutation of 0..{units - 1}: pass each index once, e.g. "
                                 f"{list(range(units))[::-1]}")
-    return _transform(model, layer, torch.ones(units, dtype=torch.float64), p)
+    return _transform(model, where, torch.ones(units, dtype=torch.float64), p)
 
 
 def _numbers(values: object, name: str, *, integer: bool) -> Tensor:
