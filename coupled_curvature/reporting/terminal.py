@@ -77,18 +77,28 @@ def pad(text: str, width: int, align: str = "l") -> str:
     return fill + text if align == "r" else text + fill
 
 
+#: spans a line never breaks inside: a bracketed interval ``[-0.33, +0.00]`` and ``name = value``
+_KEEP = re.compile(r"\S+ = \S+(?: \[[^\[\]\n]{1,40}\])?|\[[^\[\]\n]{1,40}\]")
+_GLUE = "\x00"  # stands for a space inside a kept span while wrapping (textwrap never breaks at it)
+
+
 def wrap(text: str, width: int | None = None, *, indent: str = "", hang: str | None = None) -> list[str]:
     """``text`` wrapped at word boundaries to ``width`` (default :func:`terminal_width`): the first
     line starts with ``indent``, the others with ``hang`` (default: as many spaces as ``indent``).
-    Words are never split, so a single word longer than the line stays whole.
+    Words are never split, nor a bracketed interval or a ``name = value``; a single word longer than
+    the line stays whole.
 
     >>> wrap("the pseudo-inverse cutoff decides which eigenvalues count", 24, indent="- ")
     ['- the pseudo-inverse', '  cutoff decides which', '  eigenvalues count']
+    >>> wrap("with the loss gap τ = +0.64 [+0.64, +0.67]", 20)
+    ['with the loss gap', 'τ = +0.64 [+0.64, +0.67]']
     """
     width = terminal_width() if width is None else width
     hang = " " * len(indent) if hang is None else hang
-    return textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=hang,
-                         break_long_words=False, break_on_hyphens=False) or [indent.rstrip()]
+    glued = _KEEP.sub(lambda m: m.group(0).replace(" ", _GLUE), text)
+    lines = textwrap.wrap(glued, width=width, initial_indent=indent, subsequent_indent=hang,
+                          break_long_words=False, break_on_hyphens=False)
+    return [line.replace(_GLUE, " ") for line in lines] or [indent.rstrip()]
 
 
 def bullets(items: Iterable[str], width: int | None = None, *, indent: str = "  ") -> list[str]:
