@@ -54,7 +54,12 @@ def _print_chain(result: Any) -> None:
     for step in result.steps:
         print(f"  {step}")
     print(f"  function gap after the chain: {result.function_gap:.3e}")
-    print(result.table())
+    f = lambda x: "-" if x is None else f"{x:.3e}"  # noqa: E731
+    rows = [[b.name, f(b.D), f(b.dD), f(b.Dplus), f(b.dDplus), f(b.dplus_bound), f(b.rq), f(b.drq)]
+            for b in result.blocks]
+    print(table(["block", "D", "ΔD", "D⁺", "ΔD⁺", "ε/λmin_rel", "RQ", "ΔRQ"], rows))
+    print("\n".join(wrap("Δ: largest relative change under the chain; ε/λmin_rel: the float64 conditioning "
+                         "limit of the D⁺ change (ε₆₄ over the smallest kept eigenvalue relative to the largest)")))
     print("\n".join(wrap(
         f"max rel change: D {result.max_dD:.3e} (tol {result.tol_D:g}), "
         f"D⁺ {result.max_dDplus:.3e} (tol {result.tol_Dplus:g}), "

@@ -153,8 +153,8 @@ def _tolerances(mx, width: int) -> list[str]:
     """The tolerances of 'invariant' cells that are not the fixed 1e-9, the reason's shared words
     said once."""
     cells = [c for c in mx.cells if c.predicted == "invariant" and c.tolerance is not None and c.tolerance != 1e-9]
-    out = ["tolerances of 'invariant' cells: 1e-9 relative unless listed"
-           + ("" if cells else " (none listed)")]
+    out = wrap("tolerances of 'invariant' cells: 1e-9 relative unless listed"
+               + ("" if cells else " (none listed)"), width)
     if not cells:
         return out
     common = os.path.commonprefix([c.tolerance_reason for c in cells]) if len(cells) > 1 else ""
@@ -211,7 +211,7 @@ def render_terminal(mx, width: int) -> str:
     if not dis:
         lines.append("  none")
     agree = sum(c.agrees for c in mx.cells)
-    lines += ["", "Invariance matrix: max relative deviation over the sweep, prediction, agreement",
+    lines += ["", *wrap("Invariance matrix: max relative deviation over the sweep, prediction, agreement", width),
               *matrix_table(mx, width), *_tolerances(mx, width),
               f"agreement: {agree}/{len(mx.cells)} cells ({100.0 * agree / max(len(mx.cells), 1):.1f}%)", ""]
     lines += _eps_table(mx, width)
