@@ -58,7 +58,7 @@ def _print_chain(result: Any) -> None:
     rows = [[b.name, f(b.D), f(b.dD), f(b.Dplus), f(b.dDplus), f(b.dplus_bound), f(b.rq), f(b.drq)]
             for b in result.blocks]
     print(table(["block", "D", "ΔD", "D⁺", "ΔD⁺", "ε/λmin_rel", "RQ", "ΔRQ"], rows))
-    print("\n".join(wrap("Δ: largest relative change under the chain; ε/λmin_rel: the float64 conditioning "
+    print("\n".join(wrap("Δ: the block's relative change under the chain; ε/λmin_rel: the float64 conditioning "
                          "limit of the D⁺ change (ε₆₄ over the smallest kept eigenvalue relative to the largest)")))
     print("\n".join(wrap(
         f"max rel change: D {result.max_dD:.3e} (tol {result.tol_D:g}), "

@@ -137,7 +137,7 @@ def _dev(x: float | None) -> str:
     return "—" if x is None else f"{x:.1e}"
 
 
-def matrix_table(mx, width: int) -> list[str]:
+def _matrix_table(mx, width: int) -> list[str]:
     """The invariance matrix as compact cells (``3.7e+01 m``, ``*`` on a disagreement) under short
     symmetry headers, with its legend said once below; split into panels beyond ``width``."""
     rows = [[m] + [f"{_dev(c.deviation)} {_SHORT[c.predicted]}{'' if c.agrees else '*'}"
@@ -180,7 +180,7 @@ def _eps_table(mx, width: int) -> list[str]:
     return [*wrap(head, width), table(["eps", "fn gap", *names], rows, width=width), ""]
 
 
-def dinh_table(mx, width: int) -> str:
+def _dinh_table(mx, width: int) -> str:
     """The Dinh et al. α-scale demonstration: raw sharpness beside the invariant measures at each α of
     the layer sweep, and the spread max/min over α; empty without a ``layer`` column."""
     if "layer" not in mx.values:
@@ -202,7 +202,17 @@ def dinh_table(mx, width: int) -> str:
 def render_terminal(mx, width: int) -> str:
     """What ``ccurv explore`` prints (and writes to ``matrix.txt`` at width 100): disagreements,
     the matrix with its legend, tolerances, the BatchNorm eps evidence, the Dinh table, the notes
-    (wrapped, each once) and the time per measure; no line wider than ``width``."""
+    (wrapped, each once) and the time per measure; no line wider than ``width``.
+
+    >>> from coupled_curvature.numeric.studies.explorer import Cell, Matrix
+    >>> cells = [Cell("D", "layer", 3e-16, "invariant", "T3", True), Cell("D", "neuron", 0.93, "moves", "T5", True)]
+    >>> text = render_terminal(Matrix(["D"], ["layer", "neuron"], cells, {}, {}, 1.0, {"D": 0.5}), 60)
+    >>> print("\\n".join(text.splitlines()[5:7]))
+    measure  layer      neuron
+    D        3.0e-16 i  9.3e-01 m
+    >>> max(len(line) for line in text.splitlines()) <= 60
+    True
+    """
     dis = mx.disagreements
     lines = [f"=== DISAGREEMENTS ({len(dis)}) ==="]
     for c in dis:
@@ -212,10 +222,10 @@ def render_terminal(mx, width: int) -> str:
         lines.append("  none")
     agree = sum(c.agrees for c in mx.cells)
     lines += ["", *wrap("Invariance matrix: max relative deviation over the sweep, prediction, agreement", width),
-              *matrix_table(mx, width), *_tolerances(mx, width),
+              *_matrix_table(mx, width), *_tolerances(mx, width),
               f"agreement: {agree}/{len(mx.cells)} cells ({100.0 * agree / max(len(mx.cells), 1):.1f}%)", ""]
     lines += _eps_table(mx, width)
-    dinh = dinh_table(mx, width)
+    dinh = _dinh_table(mx, width)
     lines += [dinh, ""] if dinh else []
     lines += ["notes:", *bullets(mx.notes, width)]
     total = sum(mx.measure_seconds.values()) or 1.0
@@ -326,7 +336,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out is not None:
         write_folder(args.out, "explore", _fill({"matrix.txt": saved + "\n", "matrix.md": render_markdown(mx),
                                                  "matrix.html": render_html(mx), "matrix.json": blob,
-                                                 "dinh.txt": dinh_table(mx, 100) + "\n"}, mx))
+                                                 "dinh.txt": _dinh_table(mx, 100) + "\n"}, mx))
         say(f"wrote {args.out}/ (matrix.txt, matrix.md, matrix.html, matrix.json, dinh.txt, figures/)")
     if args.json is not None:
         write_file(args.json, blob + "\n")
