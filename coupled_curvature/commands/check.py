@@ -68,7 +68,7 @@ def _print_chain(result: Any) -> None:
     print()
 
 
-def _say_wrapped(text: str, indent: str = "") -> None:
+def _print_wrapped(text: str, indent: str = "") -> None:
     """Print ``text`` to stdout wrapped at the terminal width, continuation lines indented by two more."""
     print("\n".join(wrap(text, indent=indent, hang=indent + "  ")))
 
@@ -98,7 +98,7 @@ def formal_section(only: list[str], checked: bool) -> tuple[bool, dict[str, Any]
 
     pinned = {t: names for t, names in formal.formal_theorems().items() if t in only}
     if not checked:
-        _say_wrapped(f"Formal (Coq): {sum(map(len, pinned.values()))} pinned theorems for "
+        _print_wrapped(f"Formal (Coq): {sum(map(len, pinned.values()))} pinned theorems for "
                      f"{', '.join(pinned) or 'none'} of the selection; not checked in this run "
                      "(ccurv check --formal builds and checks them)")
         return True, {"checked": False, "theorems": pinned}, {t: "pinned" for t in pinned}
@@ -106,17 +106,17 @@ def formal_section(only: list[str], checked: bool) -> tuple[bool, dict[str, Any]
     results = formal.check_statements(only=list(pinned))
     bad = [r for r in results if not r.ok]
     per = {t: all(r.ok for r in results if r.theorem_id == t) for t in pinned}
-    _say_wrapped(f"Formal (Coq): development built in {built.seconds:.1f}s; {len(results) - len(bad)}/{len(results)} "
+    _print_wrapped(f"Formal (Coq): development built in {built.seconds:.1f}s; {len(results) - len(bad)}/{len(results)} "
                  "pinned statements match Coq and use no axiom beyond the real-number libraries'")
     for t, names in pinned.items():
-        _say_wrapped(f"{t}: {'formal' if per[t] else 'FAILED'} ({len(names)} Coq theorems): "
+        _print_wrapped(f"{t}: {'formal' if per[t] else 'FAILED'} ({len(names)} Coq theorems): "
                      f"{FORMAL_SCOPE.get(t, '')}", indent="  ")
     for r in bad:
         why = "statement differs from its pin" if not r.matches else f"axioms {', '.join(r.axioms)}"
-        _say_wrapped(f"{r.name}: {why}", indent="  ")
+        _print_wrapped(f"{r.name}: {why}", indent="  ")
     missing = [t for t in only if t not in pinned]
     if missing:
-        _say_wrapped(f"no Coq theorem yet for {', '.join(missing)}", indent="  ")
+        _print_wrapped(f"no Coq theorem yet for {', '.join(missing)}", indent="  ")
     return not bad, {"checked": True, "build_seconds": built.seconds,
                      "theorems": {t: {"names": pinned[t], "ok": per[t], "scope": FORMAL_SCOPE.get(t)}
                                   for t in pinned}}, \
@@ -147,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
     print(summary_table(report, formal_status))
     for t, s in report.statuses.items():
         for r in s.reasons:
-            _say_wrapped(f"{t}: {r}", indent="  ")
+            _print_wrapped(f"{t}: {r}", indent="  ")
     total = time.perf_counter() - start
     if not report.ok:
         verdict = "SOME THEOREMS FAILED"
@@ -158,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
     precision_ok, precision_rows = True, None
     if args.precision is not None:
         precision_ok, precision_rows = check_precision(args.precision, args.seed)
-        _say_wrapped("Arbitrary precision (wine ReLU 6-5, 24 samples, layer 0 rescaled by c = 0.3 at each "
+        _print_wrapped("Arbitrary precision (wine ReLU 6-5, 24 samples, layer 0 rescaled by c = 0.3 at each "
                      "precision):")
         for r in precision_rows:
             print(f"  dps {r['dps']:>4}: max rel ΔD {r['D_str']:>10}   max rel ΔD⁺ {r['Dplus_str']:>10}")

@@ -159,11 +159,16 @@ def _tolerances(mx, width: int) -> list[str]:
         return out
     common = os.path.commonprefix([c.tolerance_reason for c in cells]) if len(cells) > 1 else ""
     common = common[:common.rfind(" ") + 1] if " " in common else ""
-    rows = [[f"{c.measure} × {c.symmetry}", f"≤ {c.tolerance:.1e}", c.tolerance_reason[len(common):].strip()]
-            for c in cells]
+    unclosed = common.count("(") > common.count(")")  # the shared words open a parenthesis
+
+    def detail(reason: str) -> str:
+        rest = reason[len(common):].strip()
+        return rest[:-1] if unclosed and rest.endswith(")") else rest
+
+    rows = [[f"{c.measure} × {c.symmetry}", f"≤ {c.tolerance:.1e}", detail(c.tolerance_reason)] for c in cells]
     out.append(table(["cell", "tolerance", "detail" if common else "why"], rows, align="lrl", width=width))
     if common:
-        out += wrap(f"detail: {common.strip()} …", width)
+        out += wrap(f"detail: {common.strip()} …{')' if unclosed else ''}", width)
     return out
 
 
