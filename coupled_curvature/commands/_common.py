@@ -24,7 +24,14 @@ SEED_MAX = 2**32 - 1
 
 
 def say(msg: str) -> None:
-    """Progress and status lines go to stderr, results to stdout."""
+    """Progress and status lines go to stderr, results to stdout; a line wider than the terminal
+    (at most 100 columns) is wrapped, its continuation indented two spaces past its own indent."""
+    from coupled_curvature.reporting.terminal import display_width, terminal_width, wrap
+
+    width = terminal_width()
+    if "\n" not in msg and display_width(msg) > width:
+        indent = msg[:len(msg) - len(msg.lstrip(" "))]
+        msg = "\n".join(wrap(msg.lstrip(" "), width, indent=indent, hang=indent + "  "))
     print(msg, file=sys.stderr, flush=True)
 
 

@@ -14,48 +14,63 @@ from coupled_curvature.commands._common import bounded_int, seed
 from coupled_curvature.numeric.vocabulary import MAX_DPS, MIN_DPS
 from coupled_curvature.commands._common import say as _say
 from coupled_curvature.output import check_file, write_json
+from coupled_curvature.reporting.terminal import table, wrap
 
 
 def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.2e}"
 
 
-def summary_table(report: Any, formal: dict[str, str] | None = None) -> str:
-    """Aligned text: one row per theorem (``formal``: theorem id -> formal, pinned or FAILED)."""
+STEP_LEGEND = ("steps by trust label: exact (SymPy, rational arithmetic), cert (certificate re-checked "
+               "by an independent checker), rewrite (a declared hypothesis), num (numeric: evidence only); "
+               "figure: the numeric cross-check's figure, named below; ok: it agrees with the prediction")
+
+
+def summary_table(report: Any, formal: dict[str, str] | None = None, width: int | None = None) -> str:
+    """Aligned text, one row per theorem (``formal``: theorem id -> formal, pinned or FAILED), short
+    headers with their legend said once, then what each numeric figure is; fits ``width``."""
     formal = formal or {}
-    head = ["theorem", "status", "formal", "exact", "certificate", "rewrite", "numeric", "numeric figure",
-            "agrees", "time"]
-    rows = [head]
+    head = ["theorem", "status", "formal", "exact", "cert", "rewrite", "num", "figure", "ok", "time"]
+    rows, named = [], []
     for t, s in report.statuses.items():
         num = s.numeric
         rows.append([
             t, s.status, formal.get(t, "-"), *(str(s.steps[k]) for k in ("exact", "certificate", "rewrite", "numeric")),
-            "-" if num is None else f"{num.figure_name} = {_fmt(num.figure)}",
+            "-" if num is None else _fmt(num.figure),
             "-" if num is None else ("yes" if num.agrees else "NO"), f"{s.seconds:.1f}s",
         ])
-    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    lines = ["  ".join(c.ljust(w) if i in (0, 1, 2, 7) else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
-             for r in rows]
-    lines.insert(1, "-" * len(lines[0]))
+        if num is not None:
+            named.append(f"{t} {num.figure_name}")
+    text = table(head, rows, align="lll" + "r" * 7, width=width, rule=True)
+    lines = [text, *wrap(STEP_LEGEND, width)]
+    if named:
+        lines += wrap("figures: " + "; ".join(named), width)
     return "\n".join(lines)
 
 
 def _print_chain(result: Any) -> None:
-    print("Numeric check (T3): D and D⁺ under a random chain of layer rescalings and permutations "
-          "(digits, ReLU MLP 64x3, float64)")
+    print("\n".join(wrap("Numeric check (T3): D and D⁺ under a random chain of layer rescalings and "
+                         "permutations (digits, ReLU MLP 64x3, float64)")))
     for step in result.steps:
         print(f"  {step}")
     print(f"  function gap after the chain: {result.function_gap:.3e}")
-    print(result.table())
-    print(
+    f = lambda x: "-" if x is None else f"{x:.3e}"  # noqa: E731
+    rows = [[b.name, f(b.D), f(b.dD), f(b.Dplus), f(b.dDplus), f(b.dplus_bound), f(b.rq), f(b.drq)]
+            for b in result.blocks]
+    print(table(["block", "D", "ΔD", "D⁺", "ΔD⁺", "ε/λmin_rel", "RQ", "ΔRQ"], rows))
+    print("\n".join(wrap("Δ: the block's relative change under the chain; ε/λmin_rel: the float64 conditioning "
+                         "limit of the D⁺ change (ε₆₄ over the smallest kept eigenvalue relative to the largest)")))
+    print("\n".join(wrap(
         f"max rel change: D {result.max_dD:.3e} (tol {result.tol_D:g}), "
         f"D⁺ {result.max_dDplus:.3e} (tol {result.tol_Dplus:g}), "
-        f"Rayleigh quotient {result.max_drq:.3e} (must move > 1e-3)"
-    )
+        f"Rayleigh quotient {result.max_drq:.3e} (must move > 1e-3)")))
     print("numeric check: " + ("PASS" if result.passed else "FAIL") + " (digits 64x3, T3)")
     print()
 
 
+def _print_wrapped(text: str, indent: str = "") -> None:
+    """Print ``text`` to stdout wrapped at the terminal width, continuation lines indented by two more."""
+    print("\n".join(wrap(text, indent=indent, hang=indent + "  ")))
 
 
 def check_precision(dps: int, seed: int = 0) -> tuple[bool, list[dict]]:
@@ -83,23 +98,25 @@ def formal_section(only: list[str], checked: bool) -> tuple[bool, dict[str, Any]
 
     pinned = {t: names for t, names in formal.formal_theorems().items() if t in only}
     if not checked:
-        print(f"Formal (Coq): {sum(map(len, pinned.values()))} pinned theorems for {', '.join(pinned) or 'none'} "
-              "of the selection; not checked in this run (ccurv check --formal builds and checks them)")
+        _print_wrapped(f"Formal (Coq): {sum(map(len, pinned.values()))} pinned theorems for "
+                     f"{', '.join(pinned) or 'none'} of the selection; not checked in this run "
+                     "(ccurv check --formal builds and checks them)")
         return True, {"checked": False, "theorems": pinned}, {t: "pinned" for t in pinned}
     built = formal.build()
     results = formal.check_statements(only=list(pinned))
     bad = [r for r in results if not r.ok]
     per = {t: all(r.ok for r in results if r.theorem_id == t) for t in pinned}
-    print(f"Formal (Coq): development built in {built.seconds:.1f}s; {len(results) - len(bad)}/{len(results)} "
-          "pinned statements match Coq and use no axiom beyond the real-number libraries'")
+    _print_wrapped(f"Formal (Coq): development built in {built.seconds:.1f}s; {len(results) - len(bad)}/{len(results)} "
+                 "pinned statements match Coq and use no axiom beyond the real-number libraries'")
     for t, names in pinned.items():
-        print(f"  {t}: {'formal' if per[t] else 'FAILED'} ({len(names)} Coq theorems): {FORMAL_SCOPE.get(t, '')}")
+        _print_wrapped(f"{t}: {'formal' if per[t] else 'FAILED'} ({len(names)} Coq theorems): "
+                     f"{FORMAL_SCOPE.get(t, '')}", indent="  ")
     for r in bad:
         why = "statement differs from its pin" if not r.matches else f"axioms {', '.join(r.axioms)}"
-        print(f"  {r.name}: {why}")
+        _print_wrapped(f"{r.name}: {why}", indent="  ")
     missing = [t for t in only if t not in pinned]
     if missing:
-        print(f"  no Coq theorem yet for {', '.join(missing)}")
+        _print_wrapped(f"no Coq theorem yet for {', '.join(missing)}", indent="  ")
     return not bad, {"checked": True, "build_seconds": built.seconds,
                      "theorems": {t: {"names": pinned[t], "ok": per[t], "scope": FORMAL_SCOPE.get(t)}
                                   for t in pinned}}, \
@@ -130,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
     print(summary_table(report, formal_status))
     for t, s in report.statuses.items():
         for r in s.reasons:
-            print(f"  {t}: {r}")
+            _print_wrapped(f"{t}: {r}", indent="  ")
     total = time.perf_counter() - start
     if not report.ok:
         verdict = "SOME THEOREMS FAILED"
@@ -141,7 +158,8 @@ def run(args: argparse.Namespace) -> int:
     precision_ok, precision_rows = True, None
     if args.precision is not None:
         precision_ok, precision_rows = check_precision(args.precision, args.seed)
-        print("Arbitrary precision (wine ReLU 6-5, 24 samples, layer 0 rescaled by c = 0.3 at each precision):")
+        _print_wrapped("Arbitrary precision (wine ReLU 6-5, 24 samples, layer 0 rescaled by c = 0.3 at each "
+                     "precision):")
         for r in precision_rows:
             print(f"  dps {r['dps']:>4}: max rel ΔD {r['D_str']:>10}   max rel ΔD⁺ {r['Dplus_str']:>10}")
         print("precision check: " + ("PASS" if precision_ok else f"FAIL (ΔD above 1e-{args.precision - 4})"))

@@ -11,8 +11,45 @@ from __future__ import annotations
 
 import argparse
 
+from typing import Any
+
 from coupled_curvature.commands._common import count, nonnegative, positive_float, seed
 from coupled_curvature.output import check_file, write_json
+from coupled_curvature.reporting.terminal import table, wrap
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.6e}"
+
+
+def diagnosis_text(diagnosis: Any, width: int | None = None) -> str:
+    """One row per block (size, ‖g‖², wᵀHw, RQ = wᵀHw/wᵀw, D = RQ/‖g‖², D⁺ = (wᵀH⁺w/wᵀw)·‖g‖², rank
+    of the block Hessian), then each note once with the blocks it concerns, wrapped to ``width``.
+
+    >>> from types import SimpleNamespace as B
+    >>> blocks = [B(name=n, size=2, g_sq=1.0, wHw=2.0, rayleigh=1.0, coupled=1.0, inverse_coupled=None,
+    ...             rank=None, notes=["D⁺ not computed: block above max_dense"]) for n in ("a", "b")]
+    >>> class Diagnosis(list):  # the two attributes read: the blocks (iteration) and model notes
+    ...     notes: list = []
+    >>> print(diagnosis_text(Diagnosis(blocks)))
+    block  size          ‖g‖²          wᵀHw            RQ             D  D⁺  rank
+    a         2  1.000000e+00  2.000000e+00  1.000000e+00  1.000000e+00   -     -
+    b         2  1.000000e+00  2.000000e+00  1.000000e+00  1.000000e+00   -     -
+    notes:
+      a, b: D⁺ not computed: block above max_dense
+    """
+    rows = [[b.name, str(b.size), _num(b.g_sq), _num(b.wHw), _num(b.rayleigh), _num(b.coupled),
+             _num(b.inverse_coupled), "-" if b.rank is None else str(b.rank)] for b in diagnosis]
+    lines = [table(["block", "size", "‖g‖²", "wᵀHw", "RQ", "D", "D⁺", "rank"], rows, width=width)]
+    where: dict[str, list[str]] = {}
+    for b in diagnosis:
+        for note in b.notes:
+            where.setdefault(note, []).append(b.name)
+    notes = [f"model: {n}" for n in diagnosis.notes] + [f"{', '.join(names)}: {n}" for n, names in where.items()]
+    if notes:
+        lines.append("notes:")
+        lines += [line for n in notes for line in wrap(n, width, indent="  ", hang="    ")]
+    return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -30,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     if result is None:  # not rank 0
         return 0
     out = result.to_dict(opts)
-    print(result.diagnosis.table())
+    print(diagnosis_text(result.diagnosis))
     meta = out["meta"]
     print(f"loss {meta['loss']:.12e} over {meta['n_samples']} samples on {result.world_size} rank(s)"
           + ("" if result.backend is None else f" ({result.backend})"))

@@ -20,6 +20,7 @@ import os
 import time
 
 from coupled_curvature.commands._common import count, nonnegative, say, seed
+from coupled_curvature.reporting.terminal import bullets, footnote_repeats, table, wrap
 
 _COLUMNS = [
     ("dataset", "dataset"), ("arch", "arch"), ("hidden", "hidden (layers×width)"), ("seed", "seed"), ("status", "status"), ("params", "params"),
@@ -89,11 +90,30 @@ def _fmt(v) -> str:
     return str(v)
 
 
-def table_text(rows: list[dict]) -> str:
-    """Plain aligned table, one row per (dataset, arch, seed)."""
-    cells = [[h for _, h in _COLUMNS]] + [[_fmt(r.get(k)) for k, _ in _COLUMNS] for r in rows]
-    widths = [max(len(c[i]) for c in cells) for i in range(len(_COLUMNS))]
-    return "\n".join("  ".join(c.rjust(w) for c, w in zip(line, widths)) for line in cells)
+# the terminal table: one key column naming the net, short headers, the legend said once below
+_TERMINAL = [
+    ("status", "status"), ("params", "params"), ("blocks", "blocks"), ("train_acc", "tr acc"),
+    ("test_acc", "te acc"), ("max_rel_change_D", "ΔD"), ("max_rel_change_Dplus", "ΔD⁺"),
+    ("neuron_control_median", "nΔD med"), ("neuron_control_min", "nΔD min"), ("rq_change", "ΔRQ"),
+    ("top_eig_change", "Δλmax"), ("t9_residual", "T9 res"),
+]
+TABLE_LEGEND = (
+    "net: dataset, arch, hidden layers×width (or the widths), seed s; tr/te acc: training and test "
+    "accuracy; ΔD, ΔD⁺: max relative change over tensor blocks under the random chain of layer "
+    "rescalings and permutations; nΔD med/min: ΔD under random neuron-wise rescalings (the negative "
+    "control, it must move), median and minimum over trials; ΔRQ, Δλmax: the same for the raw "
+    "Rayleigh quotient and the top eigenvalue (they must move); T9 res: Euler-identity residual "
+    "(bias-free nets); – not measured")
+
+
+def table_text(rows: list[dict], width: int | None = None) -> str:
+    """Aligned table, one row per (dataset, arch, seed), with its legend; fits ``width`` (default
+    the terminal's, at most 100 columns), splitting the columns into panels if needed."""
+    head = ["net", *(h for _, h in _TERMINAL)]
+    cells = [[f"{r.get('dataset')} {r.get('arch')} {_fmt(r.get('hidden'))} s{r.get('seed')}",
+              *(_fmt(r.get(k)) for k, _ in _TERMINAL)] for r in rows]
+    return "\n".join([table(head, cells, align="ll" + "r" * (len(head) - 2), width=width),
+                      *wrap(TABLE_LEGEND, width)])
 
 
 def _summary(data: dict) -> list[str]:
@@ -272,7 +292,8 @@ def run_width_command(args: argparse.Namespace) -> int:
     path = write_folder(args.out, "experiment width", fill)
     print(R.kendall_text(data))
     print()
-    for s in R.sentences(data):
-        print(f"- {s}")
+    said, footnotes = footnote_repeats(R.sentences(data))
+    print("\n".join(bullets(said, indent="")))
+    print("\n".join(line for f in footnotes for line in wrap(f, hang="    ")))
     print(f"\n{len(data['runs'])} nets in {data['seconds']:.1f} s; report in {path}")
     return 0

@@ -18,7 +18,8 @@ from pathlib import Path
 from coupled_curvature.commands._common import count, nonnegative, positive_float, say, seed
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.output import check_file, check_folder, write_file, write_folder
-from coupled_curvature.reporting.explore_page import figures, render_dinh, render_eps, render_html, render_markdown, render_text
+from coupled_curvature.reporting.explore_page import DINH, figures, render_html, render_markdown
+from coupled_curvature.reporting.terminal import bullets, table, terminal_width, wrap
 
 ARCHS = ("mlp:64x3", "mlp-nobias:32x4", "cnn", "linear:16x3", "mlp-bn:32x3")
 APPLICABLE = {
@@ -115,6 +116,118 @@ def _fill(files: dict[str, str], mx):
     return fill
 
 
+# ---------------------------------------------------------------------------- terminal text
+
+_SHORT = {"invariant": "i", "moves": "m", "degenerate": "d"}
+
+
+def _dev(x: float | None) -> str:
+    return "—" if x is None else f"{x:.1e}"
+
+
+def _matrix_table(mx, width: int) -> list[str]:
+    """The invariance matrix as compact cells (``3.7e+01 m``, ``*`` on a disagreement) under short
+    symmetry headers, with its legend said once below; split into panels beyond ``width``."""
+    rows = [[m] + [f"{_dev(c.deviation)} {_SHORT[c.predicted]}{'' if c.agrees else '*'}"
+                   for c in (mx.cell(m, s) for s in mx.symmetries)] for m in mx.measures]
+    legend = ("cell: max relative deviation over the sweep, then the prediction (i invariant, m moves, "
+              "d degenerate: the measure is identically 0 or undefined on the blocks, T10); "
+              "* marks a cell that disagrees with its prediction (listed above)")
+    return [table(["measure", *mx.symmetries], rows, align="l" + "l" * len(mx.symmetries), width=width),
+            *wrap(legend, width)]
+
+
+def _tolerances(mx, width: int) -> list[str]:
+    """The tolerances of 'invariant' cells that are not the fixed 1e-9, the reason's shared words
+    said once."""
+    cells = [c for c in mx.cells if c.predicted == "invariant" and c.tolerance is not None and c.tolerance != 1e-9]
+    out = wrap("tolerances of 'invariant' cells: 1e-9 relative unless listed"
+               + ("" if cells else " (none listed)"), width)
+    if not cells:
+        return out
+    common = os.path.commonprefix([c.tolerance_reason for c in cells]) if len(cells) > 1 else ""
+    common = common[:common.rfind(" ") + 1] if " " in common else ""
+    unclosed = common.count("(") > common.count(")")  # the shared words open a parenthesis
+
+    def detail(reason: str) -> str:
+        rest = reason[len(common):].strip()
+        return rest[:-1] if unclosed and rest.endswith(")") else rest
+
+    rows = [[f"{c.measure} × {c.symmetry}", f"≤ {c.tolerance:.1e}", detail(c.tolerance_reason)] for c in cells]
+    out.append(table(["cell", "tolerance", "detail" if common else "why"], rows, align="lrl", width=width))
+    if common:
+        out += wrap(f"detail: {common.strip()} …{')' if unclosed else ''}", width)
+    return out
+
+
+def _eps_table(mx, width: int) -> list[str]:
+    ev = mx.eps_sweep
+    if ev is None:
+        return []
+    names = list(ev.deviations)
+    rows = [[f"{eps:.0e}", _dev(ev.gaps[i]), *(_dev(ev.deviations[m][i]) for m in names)]
+            for i, eps in enumerate(ev.eps)]
+    rows.append(["slope", "", *("—" if ev.slopes[m] is None else f"{ev.slopes[m]:.2f}" for m in names)])
+    head = ("BatchNorm eps evidence: the bn column's disagreeing cells re-measured with every BatchNorm eps "
+            "set to each value (same weights); an eps effect falls ∝ eps (log–log slope 1)")
+    return [*wrap(head, width), table(["eps", "fn gap", *names], rows, width=width), ""]
+
+
+def _dinh_table(mx, width: int) -> str:
+    """The Dinh et al. α-scale demonstration: raw sharpness beside the invariant measures at each α of
+    the layer sweep, and the spread max/min over α; empty without a ``layer`` column."""
+    if "layer" not in mx.values:
+        return ""
+    vals = mx.values["layer"]
+    xs = sorted({x for x, _ in next(iter(vals.values()))})
+    rows = []
+    for m in DINH:
+        if m in vals:
+            got = [dict(vals[m]).get(x) for x in xs]
+            finite = [abs(v) for v in got if v]
+            ratio = max(finite) / min(finite) if finite and min(finite) > 0 else float("nan")
+            rows.append([m, *map(_dev, got), f"{ratio:.3g}"])
+    head = "Dinh demonstration: α-scale map W_l -> αW_l, W_{l+1} -> W_{l+1}/α at the trained minimum"
+    return "\n".join([*wrap(head, width), table(["measure", *(f"α={x:g}" for x in xs), "max/min"], rows,
+                                                 width=width)])
+
+
+def render_terminal(mx, width: int) -> str:
+    """What ``ccurv explore`` prints (and writes to ``matrix.txt`` at width 100): disagreements,
+    the matrix with its legend, tolerances, the BatchNorm eps evidence, the Dinh table, the notes
+    (wrapped, each once) and the time per measure; no line wider than ``width``.
+
+    >>> from coupled_curvature.numeric.studies.explorer import Cell, Matrix
+    >>> cells = [Cell("D", "layer", 3e-16, "invariant", "T3", True), Cell("D", "neuron", 0.93, "moves", "T5", True)]
+    >>> text = render_terminal(Matrix(["D"], ["layer", "neuron"], cells, {}, {}, 1.0, {"D": 0.5}), 60)
+    >>> print("\\n".join(text.splitlines()[5:7]))
+    measure  layer      neuron
+    D        3.0e-16 i  9.3e-01 m
+    >>> max(len(line) for line in text.splitlines()) <= 60
+    True
+    """
+    dis = mx.disagreements
+    lines = [f"=== DISAGREEMENTS ({len(dis)}) ==="]
+    for c in dis:
+        text = f"{c.measure} × {c.symmetry}: deviation {_dev(c.deviation)}, predicted {c.predicted} ({c.reason})"
+        lines += wrap(f"{text} {c.note}".rstrip(), width, indent="  - ")
+    if not dis:
+        lines.append("  none")
+    agree = sum(c.agrees for c in mx.cells)
+    lines += ["", *wrap("Invariance matrix: max relative deviation over the sweep, prediction, agreement", width),
+              *_matrix_table(mx, width), *_tolerances(mx, width),
+              f"agreement: {agree}/{len(mx.cells)} cells ({100.0 * agree / max(len(mx.cells), 1):.1f}%)", ""]
+    lines += _eps_table(mx, width)
+    dinh = _dinh_table(mx, width)
+    lines += [dinh, ""] if dinh else []
+    lines += ["notes:", *bullets(mx.notes, width)]
+    total = sum(mx.measure_seconds.values()) or 1.0
+    shares = [f"  {m:15s} {t:7.1f}s  {100 * t / total:5.1f}%"
+              for m, t in sorted(mx.measure_seconds.items(), key=lambda kv: -kv[1])]
+    lines += ["", f"sweep time {mx.seconds:.1f}s; time per measure:", *shares]
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------------------- command
 
 
@@ -171,10 +284,14 @@ def explore(args: argparse.Namespace):
         f"≤ {options['trace']['max_dense']} for any other tensor or a rejected factorization) except on "
         f"reparametrized (nonlinear) blocks > {options['trace']['max_dense']}, where Hutchinson with 8 fixed-seed "
         "probes per block is used (those cells are predicted to move)",
-        f"bn column: BatchNorm twin of width {BN_TWIN_WIDTH} with eps={args.bn_eps:g} (torch requires eps > 0 "
-        "in train mode; the symmetry is exact only as eps -> 0); no Kronecker factors under batch statistics, "
-        "so pseudo-inverse measures, log det, trace and normalized flatness use dense blocks ≤ 256 "
-        "(Hutchinson, 8 probes per block, above: per-block probes scale exactly with a uniform block scaling)",
+    ]
+    if "bn" in symmetries or kind == "mlp-bn":
+        notes.append(
+            f"bn column: BatchNorm twin of width {BN_TWIN_WIDTH} with eps={args.bn_eps:g} (torch requires eps > 0 "
+            "in train mode; the symmetry is exact only as eps -> 0); no Kronecker factors under batch statistics, "
+            "so pseudo-inverse measures, log det, trace and normalized flatness use dense blocks ≤ 256 "
+            "(Hutchinson, 8 probes per block, above: per-block probes scale exactly with a uniform block scaling)")
+    notes += [
         "tolerance for 'invariant' cells: 1e-9 relative, except for pseudo-inverse measures (D⁺, D·D⁺, "
         "Newton decrement), whose float64 value is known only to ε₆₄·κ_b (κ_b = max|λ|/min kept |λ| of "
         "the block, or the least-squares sensitivity κ_LS on the Newton factor route; max over the sweep): "
@@ -187,13 +304,8 @@ def explore(args: argparse.Namespace):
     ]
     gaps = "; ".join(f"{s}: {max(g for _, g in v):.1e}" for s, v in mx.gaps.items() if v)
     notes.append(f"function gap (max over the sweep): {gaps}")
-    text = "\n".join([render_text(mx), "", render_eps(mx), "", render_dinh(mx), "", "notes:"] + [f"  - {x}" for x in notes])
-    total = sum(mx.measure_seconds.values()) or 1.0
-    shares = "\n".join(f"  {m:15s} {t:7.1f}s  {100 * t / total:5.1f}%" for m, t in
-                       sorted(mx.measure_seconds.items(), key=lambda kv: -kv[1]))
-    text += f"\n\nsweep time {mx.seconds:.1f}s; time per measure:\n{shares}"
     mx.notes = notes
-    return mx, text
+    return mx, render_terminal(mx, terminal_width())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -205,6 +317,7 @@ def run(args: argparse.Namespace) -> int:
     mx, text = explore(args)
     seconds = time.perf_counter() - start
     print(text)
+    saved = render_terminal(mx, 100)  # matrix.txt: the 100-column rendering, whatever the terminal
     payload = {"cells": [c.to_dict() for c in mx.cells], "seconds": seconds,
                "measure_seconds": mx.measure_seconds, "notes": mx.notes,
                "function_gaps": {s: v for s, v in mx.gaps.items()}}
@@ -214,9 +327,9 @@ def run(args: argparse.Namespace) -> int:
                                    "slopes": ev.slopes}
     blob = json.dumps(payload, indent=2)
     if args.out is not None:
-        write_folder(args.out, "explore", _fill({"matrix.txt": text + "\n", "matrix.md": render_markdown(mx),
+        write_folder(args.out, "explore", _fill({"matrix.txt": saved + "\n", "matrix.md": render_markdown(mx),
                                                  "matrix.html": render_html(mx), "matrix.json": blob,
-                                                 "dinh.txt": render_dinh(mx) + "\n"}, mx))
+                                                 "dinh.txt": _dinh_table(mx, 100) + "\n"}, mx))
         say(f"wrote {args.out}/ (matrix.txt, matrix.md, matrix.html, matrix.json, dinh.txt, figures/)")
     if args.json is not None:
         write_file(args.json, blob + "\n")
