@@ -1,6 +1,6 @@
 """``ccurv check``: machine-check T1–T12 (symbolic proofs and numeric cross-checks on trained nets).
 
-Prints one summary row per theorem (status, steps by trust label, numeric figure, time); exit 0
+Prints one summary row per theorem (status, steps by trust label, agreement, time); exit 0
 when every selected theorem is proved (or, numeric only, agrees), 1 otherwise, 2 on bad input.
 """
 
@@ -21,22 +21,28 @@ def _fmt(x: float | None) -> str:
 
 
 def summary_table(report: Any, formal: dict[str, str] | None = None) -> str:
-    """Aligned text: one row per theorem (``formal``: theorem id -> formal, pinned or FAILED)."""
+    """Aligned text, at most 100 columns: one row per theorem (``formal``: theorem id -> formal,
+    pinned or FAILED, in the ``Coq`` column), its steps by trust label (``formal``: the claim is
+    also stated in general by a pinned Coq theorem), whether the numeric cross-check agrees and the
+    time; then one line per numeric figure."""
+    from coupled_curvature.proofs.catalogue import TRUST_LABELS
+
     formal = formal or {}
-    head = ["theorem", "status", "formal", "exact", "certificate", "rewrite", "numeric", "numeric figure",
-            "agrees", "time"]
-    rows = [head]
+    short = {"certificate": "cert.", "rewrite": "rewr.", "numeric": "num."}
+    head = ["theorem", "status", "Coq", *(short.get(k, k) for k in TRUST_LABELS), "agrees", "time"]
+    rows, figures = [head], []
     for t, s in report.statuses.items():
         num = s.numeric
-        rows.append([
-            t, s.status, formal.get(t, "-"), *(str(s.steps[k]) for k in ("exact", "certificate", "rewrite", "numeric")),
-            "-" if num is None else f"{num.figure_name} = {_fmt(num.figure)}",
-            "-" if num is None else ("yes" if num.agrees else "NO"), f"{s.seconds:.1f}s",
-        ])
+        rows.append([t, s.status, formal.get(t, "-"), *(str(s.steps[k]) for k in TRUST_LABELS),
+                     "-" if num is None else ("yes" if num.agrees else "NO"), f"{s.seconds:.1f}s"])
+        if num is not None:
+            figures.append(f"  {t}: {num.figure_name} = {_fmt(num.figure)}")
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    lines = ["  ".join(c.ljust(w) if i in (0, 1, 2, 7) else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+    lines = ["  ".join(c.ljust(w) if i in (0, 1, 2) else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
              for r in rows]
     lines.insert(1, "-" * len(lines[0]))
+    if figures:
+        lines += ["numeric figures:", *figures]
     return "\n".join(lines)
 
 
@@ -83,8 +89,8 @@ def formal_section(only: list[str], checked: bool) -> tuple[bool, dict[str, Any]
 
     pinned = {t: names for t, names in formal.formal_theorems().items() if t in only}
     if not checked:
-        print(f"Formal (Coq): {sum(map(len, pinned.values()))} pinned theorems for {', '.join(pinned) or 'none'} "
-              "of the selection; not checked in this run (ccurv check --formal builds and checks them)")
+        print(f"Formal (Coq): {sum(map(len, pinned.values()))} pinned theorems for {', '.join(pinned) or 'none'}"
+              " of the selection;\n  not checked in this run (ccurv check --formal builds and checks them)")
         return True, {"checked": False, "theorems": pinned}, {t: "pinned" for t in pinned}
     built = formal.build()
     results = formal.check_statements(only=list(pinned))

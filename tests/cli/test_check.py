@@ -17,7 +17,7 @@ def test_symbolic_subset_json(tmp_path, capsys):
     assert set(data["theorems"]) == {"T4", "T12"}
     t4 = data["theorems"]["T4"]
     assert t4["status"] == "proved" and t4["numeric"] is None and t4["seconds"] >= 0
-    assert set(t4["steps"]) == {"exact", "certificate", "rewrite", "numeric"} and t4["steps"]["certificate"] >= 5
+    assert set(t4["steps"]) == {"formal", "exact", "certificate", "rewrite", "numeric"} and t4["steps"]["certificate"] >= 5
 
 
 def test_numeric_subset_is_evidence(tmp_path, capsys):
