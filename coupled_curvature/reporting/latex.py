@@ -131,6 +131,9 @@ def _block(b: Block) -> list[str]:
             L += _block(x)
         return L
     if isinstance(b, Paragraph):
+        if all(isinstance(p, Math) or (isinstance(p, Text) and not p.text.strip()) for p in b.parts):
+            # a formula in pieces: break between them, ragged right
+            return [r"{\raggedright " + inline_tex(b.parts) + r"\par}"]
         return [inline_tex(b.parts) + r"\par"]
     if isinstance(b, Bullets):
         return [r"\begin{itemize}"] + [rf"\item {inline_tex(i)}" for i in b.items] + [r"\end{itemize}"]

@@ -39,7 +39,7 @@ def inline_md(parts: tuple[Inline, ...]) -> str:
         elif isinstance(p, Mark):
             out.append(f"`{p.text}`" if p.kind == "label" else p.text)
         elif isinstance(p, Math):
-            out.append(f"${p.tex if p.tex is not None else _math_text(p.text)}$")
+            out.append(p.text if p.plain else f"${p.tex if p.tex is not None else _math_text(p.text)}$")
         elif isinstance(p, Link):
             out.append(p.text)
     return "".join(out)

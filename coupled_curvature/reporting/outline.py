@@ -51,11 +51,13 @@ class Mark:
 @dataclass(frozen=True)
 class Math:
     """An inline formula: Unicode ``text``, LaTeX ``tex`` (``None``: typeset the text), MathML
-    ``mathml`` (a whole ``<math>`` element; ``None``: the text)."""
+    ``mathml`` (a whole ``<math>`` element; ``None``: the text). ``plain``: the Unicode text reads
+    well as it is (plain-text formats show it instead of the LaTeX)."""
 
     text: str
     tex: str | None = None
     mathml: str | None = None
+    plain: bool = False
 
 
 @dataclass(frozen=True)

@@ -16,17 +16,19 @@ from typing import Any
 import sympy as sp
 
 from coupled_curvature.reporting import cutoff_section as cs
+from coupled_curvature.reporting.coq_math import Piece, coq_math
 from coupled_curvature.reporting.content import NUMERIC_HEAD, ReportData, as_math, fmt_num, formal_listing, summary_rows
 from coupled_curvature.reporting.mathml import to_mathml
-from coupled_curvature.reporting.outline import (Block, Bullets, Code, Details, Display, Figure, Inline, Link, Mark,
-                                                 Math, Outline, Paragraph, Section, StepItem, Steps, Strong, Table,
-                                                 Text)
+from coupled_curvature.reporting.outline import (Block, Bullets, Code, Details, Display, Figure, Inline, Link,
+                                                 Listing, Mark, Math, Outline, Paragraph, Section, StepItem, Steps,
+                                                 Strong, Table, Text)
 from coupled_curvature.reporting.precision import CAPTION, POWER, precision_table, precision_text
 from coupled_curvature.reporting.steps import step_view
 
 __all__ = ["build_outline", "SECTIONS", "TITLE"]
 
 TITLE = "coupled-curvature: proof catalogue and numeric cross-checks"
+_NS = 'xmlns="http://www.w3.org/1998/Math/MathML" display="inline"'
 
 
 def _t(s: str, maths: bool = True) -> tuple[Inline, ...]:
@@ -90,6 +92,26 @@ def figures(data: ReportData) -> list[Section]:
     return [Section("Figures", tuple(Figure(f.name, _t(f.caption)) for f in data.figures), "figures")]
 
 
+def definitions(data: ReportData) -> list[Section]:
+    """The package's definitions next to the Coq development's (read from ``proofs/coq``)."""
+    from coupled_curvature.reporting.definitions import definition_rows
+
+    rows = []
+    for r in definition_rows():
+        coq: list[Inline] = []
+        for i, (lhs, rhs, _) in enumerate(r.coq or ()):
+            coq += ([Text("; ", False)] if i else []) + [Code(lhs), Text(" := ", False), *_maths(rhs)]
+        rows.append((_t(r.quantity), _t(r.package), tuple(coq) or _t("(Coq sources not found)", False)))
+    intro = Paragraph(_t("Each quantity as the package defines it (symbolic and numeric code alike) and as the "
+                         "Coq development in proofs/coq defines it (Defs.v; D⁺ in T07_pseudo_inverse.v, the "
+                         "forward pass in T02_homogeneous_rescaling.v), translated to mathematics. In Coq the "
+                         "vectors are columns of a matrix type over a real closed field R, uᵀv is the (0, 0) "
+                         "entry of a 1×1 product, and Coq's division by 0 gives 0 where the package answers "
+                         "None.", False))
+    table = Table((_t("quantity", False), _t("package", False), _t("Coq", False)), tuple(rows), (0.15, 0.37, 0.44))
+    return [Section("Definitions: package and Coq", (intro, table), "definitions")]
+
+
 def _steps(steps: list[Any]) -> Steps:
     items = []
     for st in steps:
@@ -106,7 +128,19 @@ def _witness_cell(v: Any) -> tuple[Inline, ...]:
     return (Math(sp.sstr(m), sp.latex(m), to_mathml(m)),)
 
 
-def _formal_paragraph(e: Any) -> list[Block]:
+def _maths(pieces: list[Piece]) -> tuple[Inline, ...]:
+    """A translated Coq formula as inline pieces a line may break between."""
+    out: list[Inline] = []
+    for i, p in enumerate(pieces):
+        out += ([Text(" ", False)] if i else []) + [Math(p.text, p.tex, f"<math {_NS}>{p.mathml}</math>", True)]
+    return tuple(out)
+
+
+def _formal_section(e: Any) -> list[Block]:
+    """What Coq proves of the theorem, then each pinned Coq theorem: its statement as mathematics,
+    the raw Coq text in a collapsible block."""
+    from coupled_curvature.proofs.formal import statement_pins
+
     listing = formal_listing(e)
     if not listing:
         return []
@@ -115,8 +149,14 @@ def _formal_paragraph(e: Any) -> list[Block]:
     for i, (n, k) in enumerate(listing):
         parts += [Text(", " if i else "", False), Code(n), Text("" if k is None else f" ({k} lines)", False)]
     parts += [Text(" (pinned statements; ", False), Code("ccurv check --formal"),
-              Text(" compiles and checks them).", False)]
-    return [Paragraph(tuple(parts))]
+              Text(" compiles and checks them). Steps labelled formal name the theorem that states them.", False)]
+    pinned = {n: st for ps in statement_pins().values() for n, st in ps}
+    blocks: list[Block] = [Paragraph(tuple(parts))]
+    for name in e.formal:
+        short = name.removeprefix("CoupledCurvature.")
+        blocks += [Paragraph((Code(short), Text(":", False))), Paragraph(_maths(coq_math(pinned[name]))),
+                   Details("Coq statement (as coqc prints it)", (Listing(pinned[name], "coq"),))]
+    return [Section("Formal (Coq)", tuple(blocks), level=2)]
 
 
 def _theorem(t: str, e: Any, s: Any) -> Section:
@@ -129,7 +169,7 @@ def _theorem(t: str, e: Any, s: Any) -> Section:
         for i, r in enumerate(e.rules):
             parts += [Text(", " if i else "", False), Code(r)]
         b.append(Paragraph(tuple(parts)))
-    b += _formal_paragraph(e)
+    b += _formal_section(e)
     if s.reasons:
         b += [Paragraph((Strong(_t("Reasons for failure.", False)),)), Bullets(tuple(_t(r) for r in s.reasons))]
     if e.steps:
@@ -191,7 +231,8 @@ def cutoff(data: ReportData) -> list[Section]:
 
 
 #: the report's sections, in order
-SECTIONS: tuple[Callable[[ReportData], list[Section]], ...] = (summary, figures, theorems, precision, cutoff)
+SECTIONS: tuple[Callable[[ReportData], list[Section]], ...] = (summary, figures, definitions, theorems, precision,
+                                                                cutoff)
 
 
 def build_outline(data: ReportData) -> Outline:
