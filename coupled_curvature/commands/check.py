@@ -7,6 +7,7 @@ when every selected theorem is proved (or, numeric only, agrees), 1 otherwise, 2
 from __future__ import annotations
 
 import argparse
+import textwrap
 import time
 from typing import Any
 
@@ -97,9 +98,10 @@ def formal_section(only: list[str], checked: bool) -> tuple[bool, dict[str, Any]
     bad = [r for r in results if not r.ok]
     per = {t: all(r.ok for r in results if r.theorem_id == t) for t in pinned}
     print(f"Formal (Coq): development built in {built.seconds:.1f}s; {len(results) - len(bad)}/{len(results)} "
-          "pinned statements match Coq and use no axiom beyond the real-number libraries'")
+          "pinned statements match Coq\n  and use no axiom beyond the real-number libraries'")
     for t, names in pinned.items():
-        print(f"  {t}: {'formal' if per[t] else 'FAILED'} ({len(names)} Coq theorems): {FORMAL_SCOPE.get(t, '')}")
+        print(textwrap.fill(f"  {t}: {'formal' if per[t] else 'FAILED'} ({len(names)} Coq theorems): "
+                            f"{FORMAL_SCOPE.get(t, '')}", width=100, subsequent_indent="      "))
     for r in bad:
         why = "statement differs from its pin" if not r.matches else f"axioms {', '.join(r.axioms)}"
         print(f"  {r.name}: {why}")

@@ -44,7 +44,7 @@ DEFINITIONS = (
                (("Defs.v", "act_w"), ("Defs.v", "act_g"), ("Defs.v", "act_H"))),
     Definition("conformal group CO(n)", "CO(n) = {cQ : c > 0, QᵀQ = I}, i.e. AᵀA = c²I",
                (("Defs.v", "conformal"),)),
-    Definition("network evaluation (T2)", "f(x) = W_m σ(⋯σ(W_1x + b_1)⋯) + b_m, σ entrywise after every "
+    Definition("network evaluation (T2)", "f(x) = W_m σ(… σ(W_1x + b_1) …) + b_m, σ entrywise after every "
                "hidden layer, affine output layer", (("T02_homogeneous_rescaling.v", "eval"),)),
 )
 

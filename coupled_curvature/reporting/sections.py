@@ -156,7 +156,7 @@ def _formal_section(e: Any) -> list[Block]:
         short = name.removeprefix("CoupledCurvature.")
         blocks += [Paragraph((Code(short), Text(":", False))), Paragraph(_maths(coq_math(pinned[name]))),
                    Details("Coq statement (as coqc prints it)", (Listing(pinned[name], "coq"),))]
-    return [Section("Formal (Coq)", tuple(blocks), level=2)]
+    return [Section("Formal proofs in Coq", tuple(blocks), level=2)]
 
 
 def _theorem(t: str, e: Any, s: Any) -> Section:
