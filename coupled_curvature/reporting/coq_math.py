@@ -71,7 +71,10 @@ def _op(sym: str, space: bool = True) -> Piece:
 
 
 def _txt(s: str) -> Piece:
-    return Piece(s, r"\text{" + s.replace("_", r"\_") + "}", f"<mtext>{html.escape(s)}</mtext>")
+    """Words inside a formula; MathML drops an mtext's outer spaces, so they become mspace."""
+    sp = "<mspace width='0.3em'/>"
+    ml = (sp if s.startswith(" ") else "") + f"<mtext>{html.escape(s.strip())}</mtext>" + (sp if s.endswith(" ") else "")
+    return Piece(s, r"\text{" + s.replace("_", r"\_") + "}", ml)
 
 
 def _num(s: str) -> Piece:
