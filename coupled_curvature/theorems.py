@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 from coupled_curvature.errors import InvalidInputError
 
-__all__ = ["Theorem", "THEOREMS", "FORMAL_SCOPE", "get", "cited", "check_citations", "formal_names"]
+__all__ = ["Theorem", "THEOREMS", "FORMAL_SCOPE", "get", "cited", "check_citations", "formal_names",
+           "FORMAL_STEPS", "formal_step"]
 
 
 @dataclass(frozen=True)
@@ -233,3 +234,140 @@ FORMAL_SCOPE: dict[str, str] = {
     "T12": "D → D/s, D⁺ → sD⁺, ρ → ρ/s and D·D⁺ unchanged under L → sL",
 }
 
+
+
+#: per theorem, the derivation steps (by their exact description) whose claim a pinned Coq theorem
+#: states in general (any n, depth and width), with those Coq theorems (``<Module>.<name>``, the
+#: library prefix ``CoupledCurvature.`` left out). A step listed here gets the trust label
+#: ``formal``; steps about one explicit instance or one certificate's arithmetic, the relative
+#: cutoff, derivatives in t and the Laplace reading are not listed (no pinned statement says them).
+FORMAL_STEPS: dict[str, dict[str, tuple[str, ...]]] = {
+    "T1": {
+        "n=2: chain rule ∇(L∘T)(θ) = Tᵀ(∇L)(Tθ) (SymPy diff)": ("T01_analytic.grad_comp_linear",),
+        "n=2: chain rule ∇²(L∘T)(θ) = Tᵀ(∇²L)(Tθ)T (SymPy diff)": ("T01_analytic.hess_comp_linear",),
+        "n=3: chain rule ∇(L∘T)(θ) = Tᵀ(∇L)(Tθ) (SymPy diff)": ("T01_analytic.grad_comp_linear",),
+        "n=3: chain rule ∇²(L∘T)(θ) = Tᵀ(∇²L)(Tθ)T (SymPy diff)": ("T01_analytic.hess_comp_linear",),
+        "L∘T = L gives g = Tᵀg' (g' = ∇L(Tθ)); solving: g' = T⁻ᵀg": ("T01_analytic.grad_symmetry",),
+        "and H = TᵀH'T; solving: H' = T⁻ᵀHT⁻¹": ("T01_analytic.hess_symmetry",),
+        "(Aw)ᵀ(A⁻ᵀHA⁻¹)(Aw) = wᵀHw (generic n)": ("T01_transformation_law.quad_act",),
+        "(Aw)ᵀ(A⁻ᵀg) = wᵀg (generic n)": ("T01_transformation_law.dot_act",),
+        "(Aw)ᵀ(A⁻ᵀHA⁻¹)(Aw) = wᵀHw (n=2, entrywise; A⁻¹ explicit)": ("T01_transformation_law.quad_act",),
+        "(Aw)ᵀ(A⁻ᵀg) = wᵀg (n=2, entrywise)": ("T01_transformation_law.dot_act",),
+    },
+    "T2": {
+        "c^-k Σ_i c^k(…) = Σ_i (…): output unchanged":
+            ("T02_homogeneous_rescaling.layer_rescaling_preserves_output",),
+        "σ(a_i z_i) = a_i^k σ(z_i) (a_i > 0), and a_i^-k a_i^k = 1: output unchanged":
+            ("T02_homogeneous_rescaling.neuron_scaling_preserves_output",),
+        "permutation π of hidden units: re-index Σ_i by the bijection π":
+            ("T02_homogeneous_rescaling.permutation_preserves_output",),
+    },
+    "T3": {
+        **{f"{b}: {q}": names for b in ("W_l, b_l",) for q, names in (
+            ("‖g'‖²/‖g‖² = c**(-2)", ("T03_c_minus_two_law.T3_layer_l",)),
+            ("RQ'/RQ = c**(-2)", ("T03_c_minus_two_law.T3_layer_l",)))},
+        **{f"{b}: {q}": names for b in ("W_{l+1}",) for q, names in (
+            ("‖g'‖²/‖g‖² = c**(2*k)", ("T03_c_minus_two_law.T3_layer_next",)),
+            ("RQ'/RQ = c**(2*k)", ("T03_c_minus_two_law.T3_layer_next",)))},
+        **{f"{b}: {q}": names for b in ("W_l, b_l", "W_{l+1}") for q, names in (
+            ("w'ᵀH'w' = wᵀHw", ("T03_c_minus_two_law.T3_scalar_block",)),
+            ("w'ᵀg' = wᵀg", ("T03_c_minus_two_law.T3_scalar_block",)),
+            ("D' = D", ("T03_c_minus_two_law.T3_scalar_block_D",)),
+            ("Penrose 1 for (H/α²)⁺ = α²H⁺", ("T08_monotonicity.pinv_scale",)),
+            ("Penrose 2 for (H/α²)⁺ = α²H⁺ (3, 4: symmetric since scalar multiples)",
+             ("T08_monotonicity.pinv_scale",)),
+            ("D⁺' = D⁺", ("T03_c_minus_two_law.T3_scalar_block_D",)))},
+        "2-3-2-1: output unchanged": ("T02_homogeneous_rescaling.layer_rescaling_preserves_output",),
+        "3-2-2-2: output unchanged": ("T02_homogeneous_rescaling.layer_rescaling_preserves_output",),
+    },
+    "T4": {
+        "numerator wᵀHw is invariant (T1)": ("T01_transformation_law.quad_act",),
+        "D'/D = (wᵀw·gᵀg)/(wᵀMw·gᵀM⁻¹g); with H = wwᵀ (q_H = (wᵀw)² != 0), (i) => (ii) and (ii) => (i)":
+            ("T04_invariance_group.T4_i_ii",),
+        "n=2: independent checker accepts the certificate (M = M_00 I)": ("T04_invariance_group.T4_ii_iii",),
+        "n=3: independent checker accepts the certificate (M = M_00 I)": ("T04_invariance_group.T4_ii_iii",),
+        "hence D'/D = 1 for A = cQ (D' from the two norms above)": ("T04_invariance_group.T4_i_iii",),
+        "M diagonal: w = e_i, g = e_j gives factor 1/(M_ii (M⁻¹)_jj) = M_jj/M_ii":
+            ("T04_invariance_group.T4_witness_eigen",),
+    },
+    "T5": {
+        "vec(diag(a) W diag(b)^-k) = (diag(b)^-k ⊗ diag(a)) vec(W)":
+            ("T05_relu_group.vec_action_neuron_mapE", "T05_relu_group.vec_action_neuron_map"),
+        "ratio of entries (i,j), (i',j): a_i/a_i' (b cancels), so equal entries force a uniform":
+            ("T05_relu_group.neuron_scaling_W_conformal_iff",),
+        "ratio of entries (i,j), (i,j'): (b_j'/b_j)^k, so equal entries force b uniform (t -> t^k injective)":
+            ("T05_relu_group.neuron_scaling_W_conformal_iff",),
+        "all 2! permutation matrices P satisfy PᵀP = I (block-diagonal of the 2 products)":
+            ("T05_relu_group.permutation_b_orthogonal",),
+        "all 3! permutation matrices P satisfy PᵀP = I (block-diagonal of the 6 products)":
+            ("T05_relu_group.permutation_b_orthogonal",),
+    },
+    "T6": {
+        "H = 0: D = 0, so D' = 0 needs Σ_k g_k w'ᵀ∇²φ_k w' = 0 for all g, w' (Euler: = Σ_k g_k Σ_d d(d-1)φ_k^(d))":
+            ("T06_no_nonlinear_extension.pointwise_core",),
+        "affine φ = Bw' + a, D' = D for all (g, H, w'): B11**2 - B12**2 + B21**2 - B22**2 lies in the ideal":
+            ("T06_no_nonlinear_extension.pointwise_core",),
+        "affine φ = Bw' + a, D' = D for all (g, H, w'): B11*B12 + B21*B22 lies in the ideal":
+            ("T06_no_nonlinear_extension.pointwise_core",),
+        "n=1 cubic φ: φ'' ≡ 0 forces s2 = s3 = 0 (affine)": ("T06_n1_classification.n1_affine_iff",),
+        "n=1: every affine φ = s w' + a is admissible: D' = H'/g'² = (φ'²H + gφ'')/(φ'g)² = H/g² = D":
+            ("T06_n1_classification.n1_pointwise",),
+    },
+    "T7": {
+        "Penrose 2: XH'X = X": ("T07_pseudo_inverse.T7_pinv_congruence",),
+        "Penrose 1: H'XH' = H' for X = AH⁺Aᵀ": ("T07_pseudo_inverse.T7_pinv_congruence",),
+        "Penrose 3: (H'X)ᵀ = Q H H⁺ Qᵀ = H'X": ("T07_pseudo_inverse.T7_pinv_congruence",),
+        "Penrose 4: (XH')ᵀ = XH'": ("T07_pseudo_inverse.T7_pinv_congruence",),
+        "D⁺'/D⁺ = 1": ("T07_pseudo_inverse.T7_Dplus_invariant",),
+        "T4 (ii) => AᵀA = c²I (certificate n=2)": ("T04_invariance_group.T4_ii_iii",),
+        "T4 (ii) => AᵀA = c²I (certificate n=3)": ("T04_invariance_group.T4_ii_iii",),
+        "shear: wᵀHw unchanged (T1): (Aw)ᵀ(A⁻ᵀHA⁻¹)(Aw) = wᵀHw": ("T07_pseudo_inverse.T7_witness_quad",),
+        "shear: wᵀH⁺w changes, (Aw)ᵀH'⁺(Aw) / wᵀH⁺w = 1/4 != 1 with the witness's H⁺, H'⁺ (Penrose-checked "
+        "above; the checker re-verifies)": ("T07_pseudo_inverse.T7_witness_quad",),
+    },
+    "T8": {
+        "(tH)⁺ = H⁺/t: Penrose 1": ("T08_monotonicity.pinv_scale",),
+        "(tH)⁺ = H⁺/t: Penrose 2 (3, 4: scalar multiples of symmetric HH⁺, H⁺H)": ("T08_monotonicity.pinv_scale",),
+        "D(tH) = t·D(H)": ("T08_monotonicity.T8_D_scale",),
+        "D⁺(tH) = D⁺(H)/t": ("T08_monotonicity.T8_Dplus_scale",),
+    },
+    "T10": {
+        "d/ds L(sw)|_{s=1} = wᵀg (=0 as L(sw) is constant in s)":
+            ("T10_scale_invariant_blocks.scale_invariant_radial", "T10_scale_invariant_blocks.scale_invariant_wg"),
+        "∂/∂s ∇_w[L(sw)]|_{s=1} = g + Hw (=0 as ∇_w L(sw) = ∇L(w) is constant in s)":
+            ("T10_scale_invariant_blocks.scale_invariant_Hw",),
+        **{f"F(w_i/w_n), n={n}: {q}": names for n in (2, 3, 4) for q, names in (
+            ("wᵀg = 0", ("T10_scale_invariant_blocks.scale_invariant_wg",)),
+            ("Hw = -g", ("T10_scale_invariant_blocks.scale_invariant_Hw",)),
+            ("wᵀHw = 0, hence D = wᵀHw/(wᵀw‖g‖²) = 0", ("T10_scale_invariant_blocks.scale_invariant_quad",)))},
+    },
+    "T11": {
+        "numerator of ρ invariant": ("T01_transformation_law.quad_act",),
+        "P = wᵀg invariant, so ρ = wᵀHw/P² invariant": ("T11_larger_groups.T11_rho_invariant",),
+        "Newton decrement: (T⁻ᵀg)ᵀ(T⁻ᵀHT⁻¹)⁻¹(T⁻ᵀg) = gᵀH⁻¹g": ("T11_larger_groups.T11_newton_invariant",),
+        "Newton decrement, n=2 entrywise: (T⁻ᵀg)ᵀ X (T⁻ᵀg) with X = (T⁻ᵀHT⁻¹)⁻¹ computed explicitly":
+            ("T11_larger_groups.T11_newton_invariant",),
+    },
+    "T12": {
+        "(sH)⁺ = H⁺/s: Penrose 1": ("T08_monotonicity.pinv_scale",),
+        "(sH)⁺ = H⁺/s: Penrose 2 (3, 4: scalar multiples)": ("T08_monotonicity.pinv_scale",),
+        "D -> D/s": ("T12_loss_scaling.T12_D",),
+        "D⁺ -> s·D⁺": ("T12_loss_scaling.T12_Dplus",),
+        "ρ -> ρ/s": ("T12_loss_scaling.T12_rho",),
+        "D·D⁺ invariant": ("T12_loss_scaling.T12_product",),
+        "instance (singular H, s = 5/2): D -> D/s (D = 5/42)": ("T12_loss_scaling.T12_D",),
+        "instance: D⁺ -> s·D⁺ (pinv of rational matrices; D⁺ = 15/7)": ("T12_loss_scaling.T12_Dplus",),
+    },
+}
+
+
+def formal_step(theorem_id: str, description: str) -> tuple[str, ...]:
+    """Qualified Coq theorems that state the claim of step ``description`` of ``theorem_id`` in
+    general (``()``: none; see :data:`FORMAL_STEPS`).
+
+    >>> formal_step("T12", "D -> D/s")
+    ('CoupledCurvature.T12_loss_scaling.T12_D',)
+    >>> formal_step("T9", "closed form: q_{j+1} = k·q_j")
+    ()
+    """
+    return tuple(f"CoupledCurvature.{n}" for n in FORMAL_STEPS.get(theorem_id, {}).get(description, ()))

@@ -1,7 +1,10 @@
 """Catalogue records: checked steps with trust labels, witnesses, and the proved/failed verdict.
 
-Trust labels:
+Trust labels, strongest first:
 
+* ``formal``      -- a step checked symbolically (one of the labels below) whose claim a pinned Coq
+  theorem also states in general (:data:`coupled_curvature.theorems.FORMAL_STEPS`); the step
+  names those theorems in ``CheckedStep.formal`` and keeps its symbolic method;
 * ``exact``       -- exact symbolic identity (``expand``/``cancel``/``Poly``) or Gröbner reduction;
 * ``certificate`` -- a plain-data witness or certificate accepted by the independent
   ``fractions.Fraction`` checker of :mod:`coupled_curvature.symbolic.checker`;
@@ -35,15 +38,15 @@ import sympy as sp
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.symbolic import check_certificate, check_pinv_witness, check_witness
 from coupled_curvature.symbolic.derivation import Derivation, Step, Witness, exact_equal
-from coupled_curvature.theorems import FORMAL_SCOPE, THEOREMS, formal_names
+from coupled_curvature.theorems import FORMAL_SCOPE, THEOREMS, formal_names, formal_step
 
 __all__ = [
     "TRUST_LABELS", "PROOF_LABELS", "trust_label", "CheckedStep", "WitnessRecord", "Entry", "Status",
     "make_entry", "evaluate", "certificate_step",
 ]
 
-TRUST_LABELS = ("exact", "certificate", "rewrite", "numeric")
-PROOF_LABELS = frozenset({"exact", "certificate", "rewrite"})
+TRUST_LABELS = ("formal", "exact", "certificate", "rewrite", "numeric")
+PROOF_LABELS = frozenset({"formal", "exact", "certificate", "rewrite"})
 
 
 def trust_label(method: str) -> str:
@@ -75,6 +78,7 @@ class CheckedStep:
     verification: str = "recorded"  # "re-verified" (catalogue recomputed it) or "recorded"
     text: str = ""
     latex: str = ""
+    formal: tuple[str, ...] = ()  # qualified pinned Coq theorems stating this step's claim in general
 
     @property
     def rule(self) -> str | None:
@@ -205,8 +209,21 @@ def make_entry(theorem: str, title: str, derivation: Derivation | None, numeric:
         )
     if theorem in THEOREMS:
         entry.formal, entry.formal_scope = formal_names(theorem), FORMAL_SCOPE.get(theorem)
+        _label_formal(theorem, entry.steps)
     entry.seconds += time.perf_counter() - t0 + (numeric.seconds if numeric is not None else 0.0)
     return entry
+
+
+def _label_formal(theorem: str, steps: list[CheckedStep]) -> None:
+    """Give the label ``formal`` to the steps whose claim a pinned Coq theorem states in general
+    (only names that are pinned in ``proofs/coq/statements`` count; without the sources, none)."""
+    from coupled_curvature.proofs.formal import formal_theorems
+
+    pinned = {n for ns in formal_theorems().values() for n in ns}
+    for st in steps:
+        names = tuple(n for n in formal_step(theorem, st.description) if n in pinned)
+        if names and st.label in PROOF_LABELS:
+            st.formal, st.label = names, "formal"
 
 
 def evaluate(entry: Entry) -> Status:

@@ -111,3 +111,44 @@ def test_every_formally_proved_theorem_states_its_scope():
 
     assert set(R.FORMAL_SCOPE) == set(formal.formal_theorems())
     assert all(R.FORMAL_SCOPE[t].strip() for t in R.FORMAL_SCOPE)
+
+
+def test_formal_steps_name_pinned_coq_theorems_and_real_steps():
+    """Every Coq theorem that FORMAL_STEPS names is pinned in proofs/coq/statements, and every step
+    it lists is a step (by its exact description) of that theorem's derivation."""
+    import importlib
+
+    from coupled_curvature.proofs.formal import formal_theorems
+    from coupled_curvature.theorems import FORMAL_STEPS, formal_step
+
+    pinned = {n for ns in formal_theorems().values() for n in ns}
+    assert len(pinned) > 50
+    for tid, steps in FORMAL_STEPS.items():
+        module, fn = R.THEOREMS[tid].derivation
+        derived = {s.description for s in getattr(importlib.import_module(f"coupled_curvature.symbolic.{module}"),
+                                                  fn)().steps}
+        for description in steps:
+            assert description in derived, (tid, description)
+            names = formal_step(tid, description)
+            assert names and all(n in pinned for n in names), (tid, description, names)
+    # negative control: a name that is not pinned, a step that is not listed
+    assert "CoupledCurvature.T12_loss_scaling.T12_nope" not in pinned
+    assert formal_step("T12", "no such step") == () and formal_step("T9", "D -> D/s") == ()
+
+
+def test_step_labels_follow_the_registry(monkeypatch):
+    """A listed step of a checked entry is labelled formal and names its Coq theorems; unlisted
+    steps keep their symbolic label; a listed name that is not pinned gives no label."""
+    from coupled_curvature import theorems
+    from coupled_curvature.proofs.catalogue import evaluate, make_entry
+    from coupled_curvature.symbolic.loss_scaling import derive_T12
+
+    d = derive_T12()
+    e = make_entry("T12", "Loss scaling", d)
+    for st in e.steps:
+        assert (st.label == "formal") == bool(theorems.formal_step("T12", st.description))
+        assert st.formal == theorems.formal_step("T12", st.description)
+    assert evaluate(e).steps["formal"] == len(theorems.FORMAL_STEPS["T12"]) and evaluate(e).status == "proved"
+    monkeypatch.setitem(theorems.FORMAL_STEPS, "T12", {"D -> D/s": ("T12_loss_scaling.T12_nope",)})
+    e = make_entry("T12", "Loss scaling", d)
+    assert all(st.label != "formal" and st.formal == () for st in e.steps)

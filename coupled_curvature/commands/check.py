@@ -1,6 +1,6 @@
 """``ccurv check``: machine-check T1–T12 (symbolic proofs and numeric cross-checks on trained nets).
 
-Prints one summary row per theorem (status, steps by trust label, numeric figure, time); exit 0
+Prints one summary row per theorem (status, steps by trust label, agreement, time); exit 0
 when every selected theorem is proved (or, numeric only, agrees), 1 otherwise, 2 on bad input.
 """
 
@@ -21,27 +21,32 @@ def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.2e}"
 
 
-STEP_LEGEND = ("steps by trust label: exact (SymPy, rational arithmetic), cert (certificate re-checked "
-               "by an independent checker), rewrite (a declared hypothesis), num (numeric: evidence only); "
+STEP_LEGEND = ("steps by trust label: formal (also stated in general by a pinned Coq theorem), exact "
+               "(SymPy, rational arithmetic), cert (certificate re-checked by an independent checker), "
+               "rewrite (a declared hypothesis), num (numeric: evidence only); Coq: formal, pinned or FAILED; "
                "figure: the numeric cross-check's figure, named below; ok: it agrees with the prediction")
 
 
 def summary_table(report: Any, formal: dict[str, str] | None = None, width: int | None = None) -> str:
-    """Aligned text, one row per theorem (``formal``: theorem id -> formal, pinned or FAILED), short
-    headers with their legend said once, then what each numeric figure is; fits ``width``."""
+    """Aligned text, one row per theorem (``formal``: theorem id -> formal, pinned or FAILED, in the
+    ``Coq`` column), its steps by trust label, whether the numeric cross-check agrees and the time;
+    short headers with their legend said once, then what each numeric figure is; fits ``width``."""
+    from coupled_curvature.proofs.catalogue import TRUST_LABELS
+
     formal = formal or {}
-    head = ["theorem", "status", "formal", "exact", "cert", "rewrite", "num", "figure", "ok", "time"]
+    short = {"certificate": "cert", "numeric": "num"}
+    head = ["theorem", "status", "Coq", *(short.get(k, k) for k in TRUST_LABELS), "figure", "ok", "time"]
     rows, named = [], []
     for t, s in report.statuses.items():
         num = s.numeric
         rows.append([
-            t, s.status, formal.get(t, "-"), *(str(s.steps[k]) for k in ("exact", "certificate", "rewrite", "numeric")),
+            t, s.status, formal.get(t, "-"), *(str(s.steps[k]) for k in TRUST_LABELS),
             "-" if num is None else _fmt(num.figure),
             "-" if num is None else ("yes" if num.agrees else "NO"), f"{s.seconds:.1f}s",
         ])
         if num is not None:
             named.append(f"{t} {num.figure_name}")
-    text = table(head, rows, align="lll" + "r" * 7, width=width, rule=True)
+    text = table(head, rows, align="lll" + "r" * (len(head) - 3), width=width, rule=True)
     lines = [text, *wrap(STEP_LEGEND, width)]
     if named:
         lines += wrap("figures: " + "; ".join(named), width)

@@ -1,4 +1,5 @@
-"""Assemble a report: run the catalogue, draw the figures, render md/html/tex, write atomically.
+"""Assemble a report: run the catalogue, draw the figures, build the outline once
+(:mod:`.sections`), render it as md/html/tex, write atomically.
 
 >>> build_report("report", formats=("md",), only=["T12"], heavy=False)   # doctest: +SKIP
 '/abs/path/report'
@@ -65,13 +66,15 @@ def build_report(out: str = "report", formats: Any = None, only: Any = None, see
     from coupled_curvature.reporting.html import render_html
     from coupled_curvature.reporting.latex import render_latex
     from coupled_curvature.reporting.markdown import render_markdown
+    from coupled_curvature.reporting.sections import build_outline
     from coupled_curvature.output import check_folder, write_folder
 
     fmts = parse_formats(formats)
     ids = parse_only(only)
     check_folder(out, "report")  # fail on a bad folder before the minutes of work
     data, sweep, changes = collect(ids, seed, heavy, progress, now)
-    renderers = {"md": render_markdown, "html": render_html, "tex": render_latex}
+    outline = build_outline(data)  # one outline; each format walks it
+    renderers = {"md": render_markdown, "tex": render_latex}
 
     def fill(tmp: str) -> None:
         save_figure(rescaling_figure(sweep), tmp, "rescaling")
@@ -86,7 +89,7 @@ def build_report(out: str = "report", formats: Any = None, only: Any = None, see
                 with open(os.path.join(tmp, name), encoding="utf-8") as fh:
                     svgs[name[:-4]] = fh.read()
         for f in fmts:
-            text = render_html(data, svgs) if f == "html" else renderers[f](data)
+            text = render_html(outline, svgs) if f == "html" else renderers[f](outline)
             with open(os.path.join(tmp, FORMATS[f]), "w", encoding="utf-8", newline="\n") as fh:
                 fh.write(text)
 

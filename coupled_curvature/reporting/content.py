@@ -55,12 +55,12 @@ def as_math(v: Any) -> Any:
 
 def summary_rows(check: Any) -> list[list[str]]:
     """Header + one row per theorem: id, title, status, step counts, numeric figure (no timings)."""
-    rows = [["theorem", "title", "status", "exact", "certificate", "rewrite", "numeric", "numeric figure"]]
+    rows = [["theorem", "title", "status", "formal", "exact", "certificate", "rewrite", "numeric", "numeric figure"]]
     for t, s in check.statuses.items():
         e = check.entries[t]
         num = s.numeric
         fig = "-" if num is None else f"{num.figure_name} = {fmt_num(num.figure)} ({'agrees' if num.agrees else 'DISAGREES'})"
-        rows.append([t, e.title, s.status, *(str(s.steps[k]) for k in ("exact", "certificate", "rewrite", "numeric")), fig])
+        rows.append([t, e.title, s.status, *(str(s.steps[k]) for k in ("formal", "exact", "certificate", "rewrite", "numeric")), fig])
     return rows
 
 

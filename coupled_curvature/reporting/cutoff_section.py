@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from coupled_curvature.numeric.studies.cutoff import GRID, CutoffData, jumps, max_converged_gap
 
-__all__ = ["TABLE_RTOLS", "DEFAULT_RTOL", "FORMULA_TEXT", "FORMULA_TEX", "CAPTION", "cutoff_table", "cutoff_text",
+__all__ = ["TABLE_RTOLS", "DEFAULT_RTOL", "FORMULA_TEXT", "FORMULA_TEX", "FORMULA_MATHML", "CAPTION", "cutoff_table", "cutoff_text",
            "fmt_rtol"]
 
 #: the rows of the table (all on the grid), including the default
@@ -26,6 +26,16 @@ DEFAULT_RTOL = 1e-10
 FORMULA_TEXT = "D⁺_b(τ) = (wᵀH⁺_τ w / wᵀw)·‖g‖², τ = pinv_rtol·max|λ|"
 FORMULA_TEX = (r"D^+_b(\tau) = \frac{w^\top H^+_\tau w}{w^\top w}\,\|g\|^2,\quad "
                r"\tau = \mathtt{pinv\_rtol}\cdot\max|\lambda|")
+#: :data:`FORMULA_TEXT` as presentation MathML (the inner of ``<math>``)
+FORMULA_MATHML = (
+    "<mrow><msubsup><mi>D</mi><mi>b</mi><mo>+</mo></msubsup><mo>(</mo><mi>τ</mi><mo>)</mo><mo>=</mo>"
+    "<mfrac><mrow><msup><mi>w</mi><mo>⊤</mo></msup><msubsup><mi>H</mi><mi>τ</mi><mo>+</mo></msubsup><mi>w</mi></mrow>"
+    "<mrow><msup><mi>w</mi><mo>⊤</mo></msup><mi>w</mi></mrow></mfrac>"
+    "<msup><mrow><mo>‖</mo><mi>g</mi><mo>‖</mo></mrow><mn>2</mn></msup><mo>,</mo><mspace width='1em'/>"
+    "<mi>τ</mi><mo>=</mo><mtext>pinv_rtol</mtext><mo>·</mo><mi>max</mi><mo>⁡</mo>"
+    "<mrow><mo fence='true' form='prefix' stretchy='false'>|</mo><mi>λ</mi>"
+    "<mo fence='true' form='postfix' stretchy='false'>|</mo></mrow></mrow>"
+)
 CAPTION = ("D⁺ against the pseudo-inverse cutoff pinv_rtol (log-log), dense path (wide, pale) and Krylov path "
            "(dashed) on the same axes, held constant between grid points; the dotted line marks the default "
            "pinv_rtol = 1e-10.")

@@ -1,4 +1,4 @@
-"""A compilable LaTeX source (``pdflatex``/``lualatex``; T1 fonts, lmodern, amsmath, graphicx, longtable, booktabs).
+"""A report outline as compilable LaTeX source (``pdflatex``/``lualatex``; T1 fonts, lmodern, amsmath, graphicx, longtable, booktabs).
 
 Statements and step descriptions are Unicode mathematics (:mod:`.umath`): their math runs are
 typeset as inline math, the rest escaped as text; a step's identity is shown as a display
@@ -9,15 +9,11 @@ from __future__ import annotations
 
 import re
 
-import sympy as sp
-
-from coupled_curvature.reporting import cutoff_section as cs
-from coupled_curvature.reporting.content import NUMERIC_HEAD, ReportData, as_math, fmt_num, summary_rows
-from coupled_curvature.reporting.precision import CAPTION, POWER, precision_table, precision_text
-from coupled_curvature.reporting.steps import step_view
+from coupled_curvature.reporting.outline import (Block, Bullets, Code, Details, Display, Figure, Inline, Link, Listing,
+                                                 Mark, Math, Outline, Paragraph, Section, Steps, Strong, Table, Text)
 from coupled_curvature.reporting.umath import text_latex
 
-__all__ = ["render_latex", "tex_text"]
+__all__ = ["render_latex", "tex_text", "inline_tex"]
 
 _SPECIAL = {"\\": r"\textbackslash{}", "_": r"\_", "%": r"\%", "&": r"\&", "#": r"\#", "^": r"\^{}",
             "$": r"\$", "{": r"\{", "}": r"\}", "~": r"\~{}", "<": r"$<$", ">": r"$>$", "|": r"$|$"}
@@ -53,11 +49,6 @@ def tex_text(s: object) -> str:
     return "".join(out)
 
 
-def _math(v) -> str:
-    m = as_math(v)
-    return "$" + sp.latex(m) + "$" if not isinstance(m, str) else tex_text(m)
-
-
 def _text_specials(text: str) -> str:
     text = re.sub(r"(?<!\\)([_#%&])", r"\\\1", text)
     return re.sub(r"(?<!\\)\^", r"\\^{}", text)
@@ -67,12 +58,6 @@ def _ascii_math(tex: str) -> str:
     # text-mode specials inside \text{...} must be escaped (some labels arrive escaped already)
     tex = "".join(_UNICODE.get(ch, "?").strip("$") if ord(ch) >= 128 else ch for ch in tex)
     return re.sub(r"\\text\{([^{}]*)\}", lambda m: r"\text{" + _text_specials(m.group(1)) + "}", tex)
-
-
-def _longtable(rows: list[list[str]], spec: str) -> list[str]:
-    head = " & ".join(rf"\textbf{{{c}}}" for c in rows[0]) + r" \\ \midrule"
-    return [rf"\begin{{longtable}}{{@{{}}{spec}@{{}}}}", r"\toprule", head, r"\endhead"] + \
-        [" & ".join(r) + r" \\" for r in rows[1:]] + [r"\bottomrule", r"\end{longtable}"]
 
 
 def _p(width: float) -> str:
@@ -90,98 +75,96 @@ def _breakable(name: str) -> str:
     return tex_text(name).replace(":", r":\allowbreak{}").replace(r"\_", r"\_\allowbreak{}")
 
 
-def _steps(steps) -> list[str]:
-    L = [r"\subsection*{Steps}", r"\begin{enumerate}"]
-    for st in steps:
-        v = step_view(st.description, st.lhs, st.rhs)
+
+
+def inline_tex(parts: tuple[Inline, ...]) -> str:
+    """Inline runs as LaTeX (Unicode mathematics as ``$…$``, the rest escaped)."""
+    out = []
+    for p in parts:
+        if isinstance(p, Text):
+            out.append(_mixed(p.text) if p.maths else tex_text(p.text))
+        elif isinstance(p, Code):
+            out.append(r"\texttt{" + _breakable(p.text) + "}")
+        elif isinstance(p, Strong):
+            out.append(r"\textbf{" + inline_tex(p.parts) + "}")
+        elif isinstance(p, Mark):
+            out.append(rf"\texttt{{[{tex_text(p.text)}]}}" if p.kind == "label" else tex_text(p.text))
+        elif isinstance(p, Math):
+            out.append(f"${p.tex}$" if p.tex is not None else tex_text(p.text))
+        elif isinstance(p, Link):
+            out.append(tex_text(p.text))
+    return "".join(out)
+
+
+def _column(w: float | str) -> str:
+    return w if isinstance(w, str) else _p(w)
+
+
+def _longtable(t: Table) -> list[str]:
+    names = t.short_head or None
+    head = " & ".join(rf"\textbf{{{tex_text(n) if names else inline_tex(c)}}}"
+                      for n, c in zip(names or [""] * len(t.head), t.head)) + r" \\ \midrule"
+    spec = "".join(_column(w) for w in t.widths)
+    L = [rf"\begin{{longtable}}{{@{{}}{spec}@{{}}}}", r"\toprule", head, r"\endhead"]
+    L += [" & ".join(inline_tex(c) for c in r) + r" \\" for r in t.rows] + [r"\bottomrule", r"\end{longtable}"]
+    return [r"\begingroup\small"] + L + [r"\endgroup"] if t.small else L
+
+
+def _steps(s: Steps) -> list[str]:
+    L = [r"\begin{enumerate}"]
+    for st in s.items:
         mark = r"$\checkmark$" if st.passed else r"\textbf{FAIL}"
-        L.append(rf"\item {mark} \texttt{{[{st.label}]}} {_mixed(v.statement)} "
-                 rf"{{\small (checked by {_breakable(st.method)}, {tex_text(st.verification)})}}")
-        if v.latex:
-            L += [r"\[", v.latex, r"\]"]
-        if v.instance:
-            L.append(rf"\par{{\footnotesize Instance: {_mixed(v.instance)}.}}")
+        coq = "" if not st.formal else "; Coq: " + ", ".join(rf"\texttt{{{_breakable(n)}}}" for n in st.formal)
+        L.append(rf"\item {mark} \texttt{{[{st.label}]}} {_mixed(st.statement)} "
+                 rf"{{\small (checked by {_breakable(st.method)}, {tex_text(st.verification)}{coq})}}")
+        if st.tex:
+            L += [r"\[", st.tex, r"\]"]
+        if st.instance:
+            L.append(rf"\par{{\footnotesize Instance: {_mixed(st.instance)}.}}")
     return L + [r"\end{enumerate}"]
 
 
-def render_latex(data: ReportData) -> str:
-    chk = data.check
+def _block(b: Block) -> list[str]:
+    if isinstance(b, Section):
+        L = [(r"\section*{" if b.level == 1 else r"\subsection*{") + _mixed(b.title).replace(" — ", " --- ") + "}"]
+        for x in b.blocks:
+            L += _block(x)
+        return L
+    if isinstance(b, Paragraph):
+        if all(isinstance(p, Math) or (isinstance(p, Text) and not p.text.strip()) for p in b.parts):
+            # a formula in pieces: break between them, ragged right
+            return [r"{\raggedright " + inline_tex(b.parts) + r"\par}"]
+        return [inline_tex(b.parts) + r"\par"]
+    if isinstance(b, Bullets):
+        return [r"\begin{itemize}"] + [rf"\item {inline_tex(i)}" for i in b.items] + [r"\end{itemize}"]
+    if isinstance(b, Table):
+        return _longtable(b)
+    if isinstance(b, Figure):
+        return [r"\begin{figure}[h]\centering", rf"\includegraphics[width=0.75\linewidth]{{{b.name}.png}}",
+                rf"\caption{{{inline_tex(b.caption)}}}", r"\end{figure}"]
+    if isinstance(b, Display):
+        return [r"\begin{equation*}", b.tex, r"\end{equation*}"]
+    if isinstance(b, Steps):
+        return _steps(b)
+    if isinstance(b, Details):
+        L = [r"\begingroup\footnotesize", rf"\textit{{{tex_text(b.summary)}}}\par"]
+        for x in b.blocks:
+            L += _block(x)
+        return L + [r"\endgroup"]
+    if isinstance(b, Listing):
+        return [r"\begingroup\footnotesize", r"\begin{verbatim}", b.text, r"\end{verbatim}", r"\endgroup"]
+    raise TypeError(f"no LaTeX form for {type(b).__name__}")
+
+
+def render_latex(outline: Outline) -> str:
+    """The report outline as one LaTeX document (``pdflatex``/``lualatex``)."""
     L = [r"\documentclass[10pt]{article}", r"\usepackage[T1]{fontenc}", r"\usepackage{lmodern}",
          r"\usepackage{textcomp}", r"\usepackage[margin=2cm]{geometry}", r"\usepackage{amsmath,amssymb}",
          r"\usepackage{graphicx}", r"\usepackage{longtable}", r"\usepackage{booktabs}", r"\usepackage{array}",
          r"\allowdisplaybreaks", r"\setlength{\emergencystretch}{3em}", r"\setlength{\tabcolsep}{3pt}",
-         r"\title{coupled-curvature: proof catalogue and numeric cross-checks}", r"\date{}", r"\begin{document}",
-         r"\maketitle", f"% Generated: {data.generated}",
-         tex_text(f"Seed {data.seed}. Trust labels: exact (exact symbolic identity or Gröbner reduction), certificate "
-                  "(re-checked by the independent Fraction checker), rewrite (a named rule, declared as a hypothesis), "
-                  "numeric (floating-point evidence, never proof)."),
-         r"\section*{Summary}"]
-    rows = summary_rows(chk)
-    short = {"theorem": "id", "certificate": "cert.", "rewrite": "rewr.", "numeric": "num.", "numeric figure": "numeric cross-check"}
-    rows = [[tex_text(short.get(c, c)) for c in rows[0]]] + [[tex_text(r[0]), _mixed(r[1]), *map(tex_text, r[2:])]
-                                                             for r in rows[1:]]
-    L += [r"\begingroup\small"] + _longtable(rows, _p(0.05) + _p(0.2) + _p(0.08) + "rrrr" + _p(0.37)) + [r"\endgroup"]
-    for f in data.figures:
-        L += [r"\begin{figure}[h]\centering", rf"\includegraphics[width=0.75\linewidth]{{{f.name}.png}}",
-              rf"\caption{{{tex_text(f.caption)}}}", r"\end{figure}"]
-    for t, e in chk.entries.items():
-        s = chk.statuses[t]
-        L += [rf"\section*{{{t} --- {_mixed(e.title)}}}", rf"\textbf{{Status: {s.status}}}\par",
-              rf"\textbf{{Statement.}} {_mixed(e.statement)}\par"]
-        if e.hypotheses:
-            L += [r"\textbf{Hypotheses.}", r"\begin{itemize}"] + [rf"\item {_mixed(h)}" for h in e.hypotheses] + [r"\end{itemize}"]
-        if e.rules:
-            L.append(r"Rewrite rules cited (declared hypotheses): " + tex_text(", ".join(e.rules)) + r"\par")
-        if s.reasons:
-            L += [r"\textbf{Reasons for failure.}", r"\begin{itemize}"] + [rf"\item {_mixed(r)}" for r in s.reasons] + [r"\end{itemize}"]
-        if e.steps:
-            L += _steps(e.steps)
-        if e.witnesses:
-            L.append(r"\subsection*{Witnesses}")
-            for w in e.witnesses:
-                verdict = "no checker" if w.checker is None else f"{w.checker}: {'accepted' if w.accepted else 'REJECTED'}"
-                L.append(rf"\textbf{{{_mixed(w.kind)}}} ({tex_text(verdict)}) {_mixed(w.note)}\par")
-                L += _longtable([["field", "value"]] + [[tex_text(k), _math(v)] for k, v in w.data.items()],
-                                _p(0.2) + _p(0.78))
-        if e.numeric is not None:
-            n = e.numeric
-            L += [r"\subsection*{Numeric cross-check (evidence)}",
-                  _mixed(f"Prediction: {n.prediction}. {n.figure_name} = {fmt_num(n.figure)}; agrees: "
-                         f"{'yes' if n.agrees else 'NO'}.") + r"\par"]
-            rows = [list(NUMERIC_HEAD)] + [[tex_text(r["net"]), _mixed(r["quantity"]), fmt_num(r["measured"]),
-                                            _mixed(r["bound"]), "yes" if r["agrees"] else "NO"] for r in n.rows]
-            L += [r"\begingroup\small"] + _longtable(rows, _p(0.22) + _p(0.36) + "r" + _p(0.2) + "l") + [r"\endgroup"]
-    if data.precision is not None:
-        L += _precision(data.precision)
-    if data.cutoff is not None:
-        L += _cutoff(data.cutoff)
+         rf"\title{{{tex_text(outline.title)}}}", r"\date{}", r"\begin{document}",
+         r"\maketitle", f"% Generated: {outline.generated}"]
+    for b in (*outline.intro, *outline.sections):
+        L += _block(b)
     L.append(r"\end{document}")
     return "\n".join(L) + "\n"
-
-
-def _precision(p) -> list[str]:
-    def tex(text: str) -> str:  # escaped text, 10^-dps in math mode
-        out, at = [], 0
-        for m in POWER.finditer(text):
-            exp = m.group(1).replace("dps", r"\mathrm{dps}").replace("−", "-")
-            out += [tex_text(text[at:m.start()]), f"$10^{{-{exp}}}$"]
-            at = m.end()
-        return "".join(out + [tex_text(text[at:])])
-
-    L = [r"\section*{Arbitrary precision}"] + [tex(t) + r"\par" for t in precision_text(p)]
-    L += [r"\begingroup\small"] + _longtable([[tex(c) for c in r] for r in precision_table(p)], "rrrrrrl")
-    L.append(r"\endgroup")
-    return L + [r"\begin{figure}[h]\centering", r"\includegraphics[width=0.75\linewidth]{precision.png}",
-                rf"\caption{{{tex(CAPTION)}}}", r"\end{figure}"]
-
-
-def _cutoff(c) -> list[str]:
-    first, *rest = cs.cutoff_text(c)
-    before, _, after = first.partition(cs.FORMULA_TEXT)
-    L = [r"\section*{Cutoff sensitivity}", tex_text(before.rstrip()), r"\begin{equation*}", cs.FORMULA_TEX,
-         r"\end{equation*}", tex_text(after.lstrip(", ")) + r"\par"]
-    L += [tex_text(t) + r"\par" for t in rest]
-    L += [r"\begin{figure}[h]\centering", r"\includegraphics[width=0.75\linewidth]{cutoff.png}",
-          rf"\caption{{{tex_text(cs.CAPTION)}}}", r"\end{figure}"]
-    L += [r"\begingroup\small"] + _longtable([[tex_text(x) for x in r] for r in cs.cutoff_table(c)], "llrrlr")
-    return L + [r"\endgroup"]

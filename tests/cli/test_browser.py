@@ -29,7 +29,7 @@ window.addEventListener("load", function () {  // after images and layout, not w
   function box(e) { var r = e.getBoundingClientRect(); return [r.width, r.height]; }
   var maths = Array.prototype.slice.call(document.querySelectorAll("math"));
   var sizes = maths.map(box);
-  var h2 = document.querySelector("section h2");
+  var h2 = document.querySelector("section[id^='T'] h2");  // the first theorem's heading
   var hb = h2 ? h2.getBoundingClientRect() : null;
   var imgs = Array.prototype.slice.call(document.querySelectorAll("figure svg")).map(function (i) {
     var r = i.getBoundingClientRect(); return [i.getAttribute("data-figure"), i.querySelectorAll("path").length, r.width, r.height]; });

@@ -17,7 +17,7 @@ def test_symbolic_subset_json(tmp_path, capsys):
     assert set(data["theorems"]) == {"T4", "T12"}
     t4 = data["theorems"]["T4"]
     assert t4["status"] == "proved" and t4["numeric"] is None and t4["seconds"] >= 0
-    assert set(t4["steps"]) == {"exact", "certificate", "rewrite", "numeric"} and t4["steps"]["certificate"] >= 5
+    assert set(t4["steps"]) == {"formal", "exact", "certificate", "rewrite", "numeric"} and t4["steps"]["certificate"] >= 5
 
 
 def test_numeric_subset_is_evidence(tmp_path, capsys):
@@ -65,3 +65,18 @@ def test_full_default_check_within_budget(tmp_path):
     assert time.perf_counter() - t0 <= 180
     data = json.loads((tmp_path / "all.json").read_text())["theorems"]
     assert len(data) == 12 and all(v["status"] == "proved" for v in data.values())
+
+
+def test_summary_counts_formal_steps_within_100_columns(capsys):
+    """The table has a formal column (steps also stated in general by a pinned Coq theorem) that
+    equals the registry's count, and no printed line is wider than 100 columns."""
+    from coupled_curvature.theorems import FORMAL_STEPS
+
+    assert main(["check", "--symbolic", "--only", "T12,T9"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    head = next(l for l in out if l.startswith("theorem "))
+    assert head.split()[:4] == ["theorem", "status", "Coq", "formal"]
+    row = next(l for l in out if l.startswith("T12 "))
+    assert row.split()[3] == str(len(FORMAL_STEPS["T12"])) and next(
+        l for l in out if l.startswith("T9 ")).split()[3] == "0"
+    assert max(map(len, out)) <= 100, max(out, key=len)

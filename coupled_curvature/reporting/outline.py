@@ -1,0 +1,168 @@
+"""The report as plain data: sections of blocks of inline runs, built once, rendered three times.
+
+:mod:`.sections` builds an :class:`Outline` from the report data; :mod:`.markdown`, :mod:`.html`
+and :mod:`.latex` each walk it. Nothing here knows a format: text is Unicode (``Text.maths``
+says whether it holds Unicode mathematics that a renderer typesets), formulas carry their LaTeX,
+MathML and Unicode forms side by side, and a table's ``widths`` are fractions of the line (or
+``"l"``/``"r"`` for a narrow column) that a renderer may use for its layout.
+
+>>> o = Outline("demo", "2000-01-01", (), (Section("One", (Paragraph((Text("D = RQ/‖g‖²"),)),), "one"),))
+>>> [s.id for s in o.sections], type(o.sections[0].blocks[0]).__name__
+(['one'], 'Paragraph')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+__all__ = ["Text", "Code", "Strong", "Mark", "Math", "Link", "Inline", "Paragraph", "Bullets", "Table",
+           "Figure", "Display", "StepItem", "Steps", "Details", "Listing", "Section", "Block", "Outline"]
+
+
+@dataclass(frozen=True)
+class Text:
+    """A run of text; ``maths``: it holds Unicode mathematics (typeset), else it is escaped only."""
+
+    text: str
+    maths: bool = True
+
+
+@dataclass(frozen=True)
+class Code:
+    """An identifier or command, in a monospace font."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Strong:
+    parts: tuple["Inline", ...]
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A verdict (``kind`` ``proved``, ``failed``, ``evidence``) or a trust label (``kind`` ``label``)."""
+
+    text: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class Math:
+    """An inline formula: Unicode ``text``, LaTeX ``tex`` (``None``: typeset the text), MathML
+    ``mathml`` (a whole ``<math>`` element; ``None``: the text). ``plain``: the Unicode text reads
+    well as it is (plain-text formats show it instead of the LaTeX)."""
+
+    text: str
+    tex: str | None = None
+    mathml: str | None = None
+    plain: bool = False
+
+
+@dataclass(frozen=True)
+class Link:
+    """Text that links to the section with id ``target`` (where the format has links)."""
+
+    text: str
+    target: str
+
+
+Inline = Union[Text, Code, Strong, Mark, Math, Link]
+
+
+@dataclass(frozen=True)
+class Paragraph:
+    parts: tuple[Inline, ...]
+
+
+@dataclass(frozen=True)
+class Bullets:
+    items: tuple[tuple[Inline, ...], ...]
+
+
+@dataclass(frozen=True)
+class Table:
+    """``head`` and ``rows`` of cells (each a tuple of inline runs); ``short_head`` for narrow
+    layouts; ``widths`` per column (fraction of the line, or ``"l"``/``"r"``); ``small`` type."""
+
+    head: tuple[tuple[Inline, ...], ...]
+    rows: tuple[tuple[tuple[Inline, ...], ...], ...]
+    widths: tuple[float | str, ...]
+    short_head: tuple[str, ...] | None = None
+    small: bool = False
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A figure written next to the pages as ``<name>.svg`` and ``<name>.png``."""
+
+    name: str
+    caption: tuple[Inline, ...]
+
+
+@dataclass(frozen=True)
+class Display:
+    """A displayed formula in its three forms (``mathml``: the inner of ``<math>``)."""
+
+    text: str
+    tex: str
+    mathml: str
+
+
+@dataclass(frozen=True)
+class StepItem:
+    """One checked step: verdict, trust label, statement (Unicode mathematics), how it was checked,
+    an optional formula (LaTeX and MathML), an optional instance note, its Coq theorems."""
+
+    passed: bool
+    label: str
+    statement: str
+    method: str
+    verification: str
+    tex: str | None = None
+    mathml: str | None = None
+    instance: str | None = None
+    formal: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Steps:
+    items: tuple[StepItem, ...]
+
+
+@dataclass(frozen=True)
+class Details:
+    """Collapsible where the format allows (HTML), else shown in a smaller type."""
+
+    summary: str
+    blocks: tuple["Block", ...]
+
+
+@dataclass(frozen=True)
+class Listing:
+    """Source text shown verbatim (``language`` names it, e.g. ``coq``)."""
+
+    text: str
+    language: str = ""
+
+
+@dataclass(frozen=True)
+class Section:
+    """``level`` 1: a section of the report; 2: a subsection. ``id``: an anchor (level 1)."""
+
+    title: str
+    blocks: tuple["Block", ...]
+    id: str | None = None
+    level: int = 1
+
+
+Block = Union[Paragraph, Bullets, Table, Figure, Display, Steps, Details, Listing, Section]
+
+
+@dataclass(frozen=True)
+class Outline:
+    title: str
+    generated: str
+    intro: tuple[Block, ...]
+    sections: tuple[Section, ...] = field(default_factory=tuple)
