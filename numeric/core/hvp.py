@@ -9,8 +9,8 @@ import torch
 from torch import Tensor
 
 from coupled_curvature.numeric.core.compare import agrees
-from coupled_curvature.numeric.factors.per_sample import linear_block_hessians
-from coupled_curvature.numeric.factors.sample_jacobians import linear_module_of
+from coupled_curvature.numeric.factors.gauss_newton import linear_block_hessians
+from coupled_curvature.numeric.factors.layers import linear_module_of
 from coupled_curvature.numeric.linalg.krylov_quadrature import KrylovForm, LanczosRun
 from coupled_curvature.numeric.core.objective import Objective
 
@@ -65,7 +65,7 @@ def block_curvature(
     ``create_graph=True``; every block's Hessian-vector product is a backward pass
     through that retained graph restricted to the block (the diagonal block ``H_bb``).
     Dense blocks of ``nn.Linear`` and ``nn.Conv2d`` (groups=1) layers come from per-sample
-    factors (:mod:`kron`: the exact Kronecker form for Linear on 2-D inputs, the Gauss–Newton
+    factors (:func:`linear_block_hessians`: the exact Kronecker form for Linear on 2-D inputs, the Gauss–Newton
     form ``Σ_n J_nᵀΛ_nJ_n`` otherwise), accepted only if ``H_bb w`` matches the Hessian-vector product to
     ``1e-9`` relative; other dense blocks are assembled column by column from the
     retained graph, in vmapped chunks. When ``retain`` is a list, every batch's
