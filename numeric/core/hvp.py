@@ -95,7 +95,8 @@ def block_curvature(
                       "assembled from Hessian-vector products instead")
                 dense = None
             elif dense is None and block in kron_requests:
-                _note(entry, "the layer runs more than once or its input layout is unsupported; dense block "
+                _note(entry, "no per-sample factor (the loss couples samples, its output Hessian is indefinite "
+                      "or the model has too many outputs); dense block "
                       "assembled from Hessian-vector products")
             if dense is None:
                 dense = _dense_block(grads, leaves, members)

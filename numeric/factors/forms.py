@@ -49,7 +49,8 @@ class FactorSpectrum:
     def form(self, rtol: float) -> PinvForm:
         """``wᵀH⁺_τw = Σ_{λ_i > τ} c_i/λ_i^power`` at ``τ = rtol·max|λ|``.
 
-        >>> B = torch.tensor([[1.0, 0.0, 0.0], [0.0, 2.0, 0.0]], dtype=torch.float64); w = torch.ones(3, dtype=torch.float64)
+        >>> B = torch.tensor([[1.0, 0.0, 0.0], [0.0, 2.0, 0.0]], dtype=torch.float64)
+        >>> w = torch.ones(3, dtype=torch.float64)
         >>> factor_spectrum("gram", B @ B.T, B @ w, w).form(1e-10).value  # 1/1 + 1/4
         1.25
         """
@@ -60,7 +61,8 @@ def factor_spectrum(side: str, mat: Tensor, u: Tensor, w: Tensor) -> FactorSpect
     """The spectrum of ``mat`` (``G = BBᵀ`` on the gram side, ``H = BᵀB`` on the factor side) with the
     weights of ``u = Bw`` or ``w``.
 
-    >>> B = torch.tensor([[1.0, 0.0], [0.0, 2.0], [0.0, 0.0]], dtype=torch.float64); w = torch.ones(2, dtype=torch.float64)
+    >>> B = torch.tensor([[1.0, 0.0], [0.0, 2.0], [0.0, 0.0]], dtype=torch.float64)
+    >>> w = torch.ones(2, dtype=torch.float64)
     >>> factor_spectrum("factor", B.T @ B, B @ w, w).form(1e-10).value  # 1/1 + 1/4
     1.25
     """

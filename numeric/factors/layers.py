@@ -70,7 +70,7 @@ class LayerRows:
                 parts.append(torch.einsum("nrcp,nqp->nrcq", P, self.U[samples]).reshape(P.shape[0], P.shape[1], -1))
             else:
                 parts.append(P.sum(dim=3))
-        return torch.cat(parts, dim=2)
+        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
 
 
 def _unfold(module: nn.Module, x: Tensor) -> Tensor | None:

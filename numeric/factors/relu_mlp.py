@@ -15,22 +15,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
-from coupled_curvature.numeric.core.compare import agrees
 from coupled_curvature.numeric.core.inputs import float64_copy, prepare_batches
 from coupled_curvature.numeric.core.objective import Objective
 from coupled_curvature.numeric.core.results import Diagnosis
-from coupled_curvature.numeric.factors.forms import WHW_RTOL, factor_side, factor_spectrum
+from coupled_curvature.numeric.factors.forms import factor_side, factor_spectrum, reproduces_wHw
 from coupled_curvature.numeric.factors.layers import layer_rows
 from coupled_curvature.numeric.factors.outputs import output_factors
-
-#: relative tolerance of the factor check ``‖Bw‖² = wᵀHw`` (the factor against autograd)
-FACTOR_CHECK_RTOL = WHW_RTOL
-
 
 @dataclass(frozen=True)
 class LayerFactors:
@@ -175,6 +169,7 @@ def with_factor_dplus(d: Diagnosis, model: nn.Module, X: torch.Tensor, rtol: flo
     to ``1e-8`` relative; otherwise it keeps ``D⁺ = None`` and a note says why. ``rank`` and
     ``min_kept_rel_eig`` follow the relative cutoff ``τ = rtol·max λ``.
 
+    >>> from coupled_curvature.numeric.core.compare import agrees
     >>> from coupled_curvature.numeric.core.diagnostics import diagnose
     >>> torch.manual_seed(0); net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 3)).double()
     <torch._C.Generator object at ...>
@@ -188,7 +183,7 @@ def with_factor_dplus(d: Diagnosis, model: nn.Module, X: torch.Tensor, rtol: flo
     blocks = []
     for b in d:
         f = forms.get(b.name)
-        if f is None or b.w_sq == 0.0 or not agrees(f.wHw, b.wHw, rtol=FACTOR_CHECK_RTOL):
+        if f is None or b.w_sq == 0.0 or not reproduces_wHw(f.wHw, b.wHw):
             why = ("not a Linear weight or bias" if f is None else "w = 0" if b.w_sq == 0.0
                    else f"‖Bw‖² = {f.wHw:.6g} does not reproduce wᵀHw = {b.wHw:.6g}")
             blocks.append(b.without_dplus(f"the factor route does not apply: {why}"))
@@ -198,5 +193,5 @@ def with_factor_dplus(d: Diagnosis, model: nn.Module, X: torch.Tensor, rtol: flo
     return Diagnosis(blocks, {**d.meta, "dplus_route": "factor"}, notes=d.notes, frozen=d.frozen, skipped=d.skipped)
 
 
-__all__ = ["FactorForm", "FACTOR_CHECK_RTOL", "LayerFactors", "factor_pinv_forms", "relu_ce_factors", "relu_ce_trace", "trace_from_factors",
+__all__ = ["FactorForm", "LayerFactors", "factor_pinv_forms", "relu_ce_factors", "relu_ce_trace", "trace_from_factors",
            "with_factor_dplus"]

@@ -77,7 +77,8 @@ class MeasureContext:
         for n in names:
             gn = sums.get(n)
             if gn is None:
-                rejected[n] = "the layer could not be factored (it runs twice, its input layout is unsupported or samples interact)"
+                rejected[n] = ("no per-sample factor (the loss couples samples, its output Hessian is indefinite or "
+                               "the model has too many outputs)")
                 continue
             exact = [self._block_hvp(n, probes[n][:, j]) for j in range(2)]
             g = self.grad[self.flat.block(n)]
