@@ -36,7 +36,7 @@ from coupled_curvature.numeric.core import diagnostics, hvp
 from coupled_curvature.numeric.linalg import pinv
 from coupled_curvature.numeric.core.inputs import float64_copy, prepare_batches
 from coupled_curvature.numeric.models.datasets import load
-from coupled_curvature.numeric.factors.per_sample import linear_block_hessians
+from coupled_curvature.numeric.factors.gauss_newton import linear_block_hessians
 from coupled_curvature.numeric.core.objective import Objective
 from coupled_curvature.numeric.models.factory import make_mlp
 from coupled_curvature.numeric.models.training import train_mlp

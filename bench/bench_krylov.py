@@ -22,7 +22,7 @@ import torch
 from coupled_curvature.numeric.core.inputs import float64_copy, prepare_batches
 from coupled_curvature.numeric.models.datasets import load
 from coupled_curvature.numeric.core.hvp import block_curvature, block_krylov
-from coupled_curvature.numeric.factors.per_sample import linear_block_hessians
+from coupled_curvature.numeric.factors.gauss_newton import linear_block_hessians
 from coupled_curvature.numeric.core.objective import Objective
 from coupled_curvature.numeric.linalg.pinv import pinv_quadratic_form
 from coupled_curvature.numeric.models.factory import make_mlp

@@ -12,8 +12,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.checkpoint import CheckpointError
 
 from coupled_curvature.numeric.core.compare import agrees
-from coupled_curvature.numeric.factors.per_sample import linear_block_hessians
-from coupled_curvature.numeric.factors.sample_jacobians import linear_module_of
+from coupled_curvature.numeric.factors.gauss_newton import linear_block_hessians
+from coupled_curvature.numeric.factors.layers import linear_module_of
 from coupled_curvature.numeric.linalg.krylov_quadrature import KrylovForm, LanczosRun
 from coupled_curvature.numeric.core.objective import Objective
 
@@ -173,7 +173,7 @@ def block_curvature(
     ``create_graph=True``; every block's Hessian-vector product is a backward pass
     through that retained graph restricted to the block (the diagonal block ``H_bb``).
     Dense blocks of ``nn.Linear`` and ``nn.Conv2d`` (groups=1) layers come from per-sample
-    factors (:mod:`kron`: the exact Kronecker form for Linear on 2-D inputs, the Gauss–Newton
+    factors (:func:`linear_block_hessians`: the exact Kronecker form for Linear on 2-D inputs, the Gauss–Newton
     form ``Σ_n J_nᵀΛ_nJ_n`` otherwise), accepted only if ``H_bb w`` matches the Hessian-vector product to
     ``1e-9`` relative; other dense blocks are assembled column by column from the
     retained graph, in vmapped chunks. When ``retain`` is a list, every batch's
@@ -223,7 +223,8 @@ def _block_curvature(objective: Objective, partition: dict[str, list[str]], dens
                       "assembled from Hessian-vector products instead")
                 dense = None
             elif dense is None and block in kron_requests:
-                _note(entry, "the layer runs more than once or its input layout is unsupported; dense block "
+                _note(entry, "no per-sample factor (the loss couples samples, its output Hessian is indefinite "
+                      "or the model has too many outputs); dense block "
                       "assembled from Hessian-vector products")
             if dense is None:
                 dense = _dense_block(grads, leaves, members)

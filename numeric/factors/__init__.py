@@ -1,2 +1,9 @@
-"""Exact per-sample factors ``H_bb = BᵀB`` and what they give: dense blocks and diagonals of
-Linear/Conv layers, row-pair traces, and ``D⁺`` of ReLU MLPs from ``B``."""
+"""Exact per-sample factors ``H_bb = BᵀB`` and what they give, from one engine.
+
+:mod:`.outputs` factors the loss's output Hessian ``S_n = A_nᵀA_n``; :mod:`.rows` yields the rows
+``A_nJ_n`` of ``B`` for any blocks (:mod:`.layers`, the unfold-based Linear/Conv provider, or
+``torch.func``); :mod:`.forms` turns ``B`` into ``wᵀHw`` and ``wᵀH⁺w``. Built on them:
+:mod:`.gram` (any piecewise-affine network), :mod:`.gauss_newton` (sums and dense blocks of
+layers), :mod:`.relu_mlp` (ReLU MLPs under cross-entropy). :mod:`.kronecker` is the layer-output
+route of Linear layers, ``Σ_n G_n ⊗ a_na_nᵀ``, exact for any network above the layer.
+"""

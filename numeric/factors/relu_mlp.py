@@ -4,7 +4,10 @@ For an ``nn.Sequential`` of Linear and (leaky) ReLU layers the loss is piecewise
 layer's parameters, so every diagonal Hessian block is its Gauss–Newton block and factors through
 per-sample Jacobians. ``wᵀH⁺w`` then comes from an eigendecomposition of size ``min(n_b, N(C − 1))``
 (:func:`factor_pinv_forms`), and :func:`with_factor_dplus` puts it into a :class:`Diagnosis` after
-checking ``‖Bw‖² = wᵀHw`` against autograd.
+checking ``‖Bw‖² = wᵀHw`` against autograd. The factors come from the general engine (the output
+factors of :mod:`.outputs`, the layer rows of :mod:`.layers`) and the forms go through
+:mod:`.forms`, as the Gram route's do; what is particular here is the Gram matrix of a Linear
+weight, ``K = (PPᵀ) ∘ (aaᵀ)``, formed without forming ``B``.
 """
 
 from __future__ import annotations
@@ -12,25 +15,24 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
-from coupled_curvature.numeric.core.compare import agrees
-from coupled_curvature.numeric.core.inputs import float64_copy
+from coupled_curvature.numeric.core.inputs import float64_copy, prepare_batches
+from coupled_curvature.numeric.core.objective import Objective
 from coupled_curvature.numeric.core.results import Diagnosis
-from coupled_curvature.numeric.linalg.pinv import cutoff_sum, symmetric_spectrum
-
-#: relative tolerance of the factor check ``‖Bw‖² = wᵀHw`` (the factor against autograd)
-FACTOR_CHECK_RTOL = 1e-8
+from coupled_curvature.numeric.factors.forms import factor_side, factor_spectrum, reproduces_wHw
+from coupled_curvature.numeric.factors.layers import layer_rows
+from coupled_curvature.numeric.factors.outputs import output_factors
 
 @dataclass(frozen=True)
 class LayerFactors:
     """Per-sample square-root factors of one ``nn.Linear`` of a ReLU net under mean cross-entropy.
 
     ``A[n] = a_n`` (layer input), ``P[n] = M_n J_n`` with ``J_n = ∂f_n/∂z_n`` (``z_n = W a_n + b``) and
-    ``M_nᵀM_n = S_n = (diag p_n − p_n p_nᵀ)/N`` (``M_n`` has ``C − 1`` rows: ``S_n 1 = 0``). The net is
+    ``M_nᵀM_n = S_n = (diag p_n − p_n p_nᵀ)/N`` (``M_n`` has ``C − 1`` rows, ``S_n 1 = 0``; fewer
+    where round-off leaves no more). The net is
     piecewise linear in each layer's parameters, so the diagonal Hessian blocks are exactly
     ``H_WW = Σ_n (P_nᵀP_n) ⊗ a_n a_nᵀ = BᵀB`` and ``H_bb = Σ_n P_nᵀP_n``, with
     ``B[(n,k),(s,i)] = P[n,k,s]·a_n[i]``.
@@ -45,8 +47,9 @@ class LayerFactors:
 def relu_ce_factors(model: nn.Module, X: torch.Tensor) -> list[LayerFactors]:
     """:class:`LayerFactors` of every ``nn.Linear`` of a ``Sequential`` of Linear and (leaky) ReLU layers.
 
-    One forward pass and one batched backward pass with one cotangent per class give every
-    ``J_n``; ``M_n`` comes from the eigendecomposition of the ``C × C`` matrix ``S_n``.
+    ``M_n`` is the root ``A_n`` of :func:`~coupled_curvature.numeric.factors.outputs.output_factors`
+    (``S_n`` by autograd, labels irrelevant); one forward pass and a backward pass per row of ``M_n``
+    (:func:`~coupled_curvature.numeric.factors.layers.layer_rows`) give every ``P_n``.
 
     >>> net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
     >>> f = relu_ce_factors(net, torch.randn(5, 3))
@@ -59,25 +62,15 @@ def relu_ce_factors(model: nn.Module, X: torch.Tensor) -> list[LayerFactors]:
     if not isinstance(X, torch.Tensor) or X.dim() != 2 or X.shape[0] == 0:
         raise InvalidInputError("X must be a tensor of shape (N, features) with N ≥ 1")
     net = float64_copy(model)
-    h, inputs, outputs, names = X.to(torch.float64), [], [], []
-    for i, m in enumerate(net):
-        if isinstance(m, nn.Linear):
-            inputs.append(h.detach())
-            h = m(h)
-            outputs.append(h)
-            names.append((f"{i}.weight", None if m.bias is None else f"{i}.bias"))
-        else:
-            h = m(h)
-    n, classes = h.shape
-    cot = torch.eye(classes, dtype=torch.float64).unsqueeze(1).expand(classes, n, classes)
-    jac = torch.autograd.grad(h, outputs, grad_outputs=cot, is_grads_batched=True)  # J[k, n, s]
-    with torch.no_grad():
-        p = torch.softmax(h.detach(), dim=1)
-        S = (torch.diag_embed(p) - p.unsqueeze(2) * p.unsqueeze(1)) / n
-        mu, V = torch.linalg.eigh(S)  # ascending; mu[:, 0] is the null direction 1/√C
-        M = (mu[:, 1:].clamp(min=0.0).sqrt().unsqueeze(2) * V[:, :, 1:].transpose(1, 2))  # (N, C−1, C)
-        return [LayerFactors(w, b, a, torch.einsum("nkj,jns->nks", M, J))
-                for (w, b), a, J in zip(names, inputs, jac)]
+    X = X.to(torch.float64)
+    loss_fn = nn.CrossEntropyLoss()  # S_n does not depend on the labels: any will do
+    labels = torch.zeros(X.shape[0], dtype=torch.long)
+    objective = Objective(net, loss_fn, prepare_batches((X, labels), loss_fn))
+    of = output_factors(objective, 0)
+    linear = [(str(i), m) for i, m in enumerate(net) if isinstance(m, nn.Linear)]
+    rows = layer_rows(objective, 0, [p for p, _ in linear], of.A)
+    return [LayerFactors(f"{p}.weight", None if m.bias is None else f"{p}.bias", rows[p].U[:, :, 0], rows[p].P[..., 0])
+            for p, m in linear]
 
 
 def relu_ce_trace(model: nn.Module, X: torch.Tensor) -> float:
@@ -120,22 +113,6 @@ class FactorForm:
     rank_alt: int | None = None
 
 
-def _spectral_forms(lam: np.ndarray, c: np.ndarray, power: int, rtols: Sequence[float]) -> list[tuple]:
-    """``Σ_{|λ_i| > rtol·max|λ|} c_i/λ_i^power`` with its rank and smallest kept ``|λ|/max|λ|``, per ``rtol``."""
-    forms = [cutoff_sum(lam, c, rtol, power) for rtol in rtols]
-    return [(f.value, f.rank, f.min_kept_rel_eig) for f in forms]
-
-
-def _dense_forms(H: torch.Tensor, w: torch.Tensor, rtols: Sequence[float]) -> list[tuple]:
-    """``wᵀH⁺_τ w = Σ_{|λ_i| > τ} (u_iᵀw)²/λ_i`` (as :func:`pinv.pinv_quadratic_form`), one spectrum."""
-    return _spectral_forms(*symmetric_spectrum(H, w), 1, rtols)
-
-
-def _gram_forms(K: torch.Tensor, v: torch.Tensor, rtols: Sequence[float]) -> list[tuple]:
-    """``wᵀ(BᵀB)⁺_τ w = Σ_{λ_i > τ} (u_iᵀv)²/λ_i²`` with ``K = BBᵀ = Σ λ_i u_i u_iᵀ`` and ``v = Bw``."""
-    return _spectral_forms(*symmetric_spectrum(K, v), 2, rtols)
-
-
 def factor_pinv_forms(factors: Sequence[LayerFactors], values: Mapping[str, torch.Tensor],
                       rtol: float, rtol_alt: float | None = None) -> dict[str, FactorForm]:
     """``wᵀH_bb⁺w`` for every weight and bias block from :class:`LayerFactors`, exactly (to rounding).
@@ -154,9 +131,11 @@ def factor_pinv_forms(factors: Sequence[LayerFactors], values: Mapping[str, torc
     """
     rtols = [rtol] if rtol_alt is None else [rtol, rtol_alt]
 
-    def form(results, wHw, route):
-        (value, rank, rel), *alt = results
-        return FactorForm(value, wHw, rank, rel, route, alt[0][0] if alt else None, alt[0][1] if alt else None)
+    def form(side, mat, u, w):
+        spectrum = factor_spectrum(side, mat, u, w)
+        (main, *alt) = [spectrum.form(t) for t in rtols]
+        return FactorForm(main.value, float(u @ u), main.rank, main.min_kept_rel_eig, _ROUTES[side],
+                          alt[0].value if alt else None, alt[0].rank if alt else None)
 
     out = {}
     for f in factors:
@@ -165,17 +144,21 @@ def factor_pinv_forms(factors: Sequence[LayerFactors], values: Mapping[str, torc
         Pf = f.P.reshape(rows, width)
         W = values[f.weight].detach().to(torch.float64)
         Bw = torch.einsum("nks,ns->nk", f.P, f.A @ W.T).reshape(-1)
-        if W.numel() <= rows:
+        side = factor_side(W.numel(), rows)
+        if side == "factor":
             B = (f.P.unsqueeze(3) * f.A.unsqueeze(1).unsqueeze(2)).reshape(rows, W.numel())
-            out[f.weight] = form(_dense_forms(B.T @ B, W.reshape(-1), rtols), float(Bw @ Bw), "dense")
+            out[f.weight] = form(side, B.T @ B, Bw, W.reshape(-1))
         else:
             K = (Pf @ Pf.T) * (f.A @ f.A.T).repeat_interleave(k, 0).repeat_interleave(k, 1)
-            out[f.weight] = form(_gram_forms(K, Bw, rtols), float(Bw @ Bw), "gram")
+            out[f.weight] = form(side, K, Bw, W.reshape(-1))
         if f.bias is not None:
             b = values[f.bias].detach().to(torch.float64)
-            Bb = Pf @ b
-            out[f.bias] = form(_dense_forms(Pf.T @ Pf, b, rtols), float(Bb @ Bb), "dense")
+            side = factor_side(b.numel(), rows)
+            out[f.bias] = form(side, Pf.T @ Pf if side == "factor" else Pf @ Pf.T, Pf @ b, b)
     return out
+
+
+_ROUTES = {"factor": "dense", "gram": "gram"}  # the factor side is this module's "dense" route
 
 
 def with_factor_dplus(d: Diagnosis, model: nn.Module, X: torch.Tensor, rtol: float = 1e-10) -> Diagnosis:
@@ -186,6 +169,7 @@ def with_factor_dplus(d: Diagnosis, model: nn.Module, X: torch.Tensor, rtol: flo
     to ``1e-8`` relative; otherwise it keeps ``D⁺ = None`` and a note says why. ``rank`` and
     ``min_kept_rel_eig`` follow the relative cutoff ``τ = rtol·max λ``.
 
+    >>> from coupled_curvature.numeric.core.compare import agrees
     >>> from coupled_curvature.numeric.core.diagnostics import diagnose
     >>> torch.manual_seed(0); net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 3)).double()
     <torch._C.Generator object at ...>
@@ -199,7 +183,7 @@ def with_factor_dplus(d: Diagnosis, model: nn.Module, X: torch.Tensor, rtol: flo
     blocks = []
     for b in d:
         f = forms.get(b.name)
-        if f is None or b.w_sq == 0.0 or not agrees(f.wHw, b.wHw, rtol=FACTOR_CHECK_RTOL):
+        if f is None or b.w_sq == 0.0 or not reproduces_wHw(f.wHw, b.wHw):
             why = ("not a Linear weight or bias" if f is None else "w = 0" if b.w_sq == 0.0
                    else f"‖Bw‖² = {f.wHw:.6g} does not reproduce wᵀHw = {b.wHw:.6g}")
             blocks.append(b.without_dplus(f"the factor route does not apply: {why}"))
@@ -209,5 +193,5 @@ def with_factor_dplus(d: Diagnosis, model: nn.Module, X: torch.Tensor, rtol: flo
     return Diagnosis(blocks, {**d.meta, "dplus_route": "factor"}, notes=d.notes, frozen=d.frozen, skipped=d.skipped)
 
 
-__all__ = ["FactorForm", "FACTOR_CHECK_RTOL", "LayerFactors", "factor_pinv_forms", "relu_ce_factors", "relu_ce_trace", "trace_from_factors",
+__all__ = ["FactorForm", "LayerFactors", "factor_pinv_forms", "relu_ce_factors", "relu_ce_trace", "trace_from_factors",
            "with_factor_dplus"]

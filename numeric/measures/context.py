@@ -18,9 +18,9 @@ from coupled_curvature.numeric.core.results import Diagnosis
 from coupled_curvature.numeric.core.diagnostics import diagnose
 from coupled_curvature.numeric.core.flat import FlatLoss
 from coupled_curvature.numeric.core.hvp import BlockCurvature, block_curvature
-from coupled_curvature.numeric.factors.linear_diagonal import LinearFactors, linear_factors
-from coupled_curvature.numeric.factors.per_sample import GaussNewton, gauss_newton
-from coupled_curvature.numeric.factors.sample_jacobians import linear_module_of
+from coupled_curvature.numeric.factors.gauss_newton import GaussNewton, gauss_newton
+from coupled_curvature.numeric.factors.kronecker import LinearFactors, linear_factors
+from coupled_curvature.numeric.factors.layers import linear_module_of
 
 __all__ = ["MeasureContext", "measure_context", "refuse_unknown_options"]
 
@@ -51,7 +51,7 @@ class MeasureContext:
         return self.flat.hvp(full)[self.flat.block(name)]
 
     def gauss_newton(self, names: Iterable[str], factor: bool = False) -> tuple[dict[str, GaussNewton], dict[str, str]]:
-        """Verified per-sample Gauss–Newton sums (:func:`~coupled_curvature.numeric.factors.per_sample.gauss_newton`) of Linear/Conv tensors.
+        """Verified per-sample Gauss–Newton sums (:func:`~coupled_curvature.numeric.factors.gauss_newton.gauss_newton`) of Linear/Conv tensors.
 
         A tensor is accepted only if ``Σ_n J_nᵀΛ_nJ_n`` times ``w_b`` and times a seeded Rademacher
         vector, and ``Σ_n J_nᵀe_n``, match exact Hessian-vector products and the gradient to
@@ -77,7 +77,8 @@ class MeasureContext:
         for n in names:
             gn = sums.get(n)
             if gn is None:
-                rejected[n] = "the layer could not be factored (it runs twice, its input layout is unsupported or samples interact)"
+                rejected[n] = ("no per-sample factor (the loss couples samples, its output Hessian is indefinite or "
+                               "the model has too many outputs)")
                 continue
             exact = [self._block_hvp(n, probes[n][:, j]) for j in range(2)]
             g = self.grad[self.flat.block(n)]

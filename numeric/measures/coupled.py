@@ -13,7 +13,7 @@ from torch import nn
 
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.numeric.core.compare import looks_scale_invariant
-from coupled_curvature.numeric.factors.per_sample import GaussNewton
+from coupled_curvature.numeric.factors.gauss_newton import GaussNewton
 from coupled_curvature.numeric.linalg.pinv import pinv_quadratic_form
 from coupled_curvature.numeric.measures.context import measure_context, refuse_unknown_options
 

@@ -112,7 +112,7 @@ def hessian_trace(model: nn.Module, loss_fn: Callable, data: object, **options) 
     """``tr ∇²L = Σ_i H_ii``: exact for ``nn.Linear`` tensors (per-sample factors
     ``Σ_n G_n[s,s] a_n[i]²``), for ``nn.Conv2d`` tensors whose per-sample Gauss–Newton form
     ``Σ_n J_nᵀΛ_nJ_n`` is verified against exact Hessian-vector products (diagonal
-    ``Σ_n Σ_jk Λ_n[j,k] J_n[j,i] J_n[k,i]``, :mod:`~coupled_curvature.numeric.factors.per_sample`) and for other blocks of ≤ ``max_dense``
+    ``Σ_n Σ_jk Λ_n[j,k] J_n[j,i] J_n[k,i]``, :mod:`~coupled_curvature.numeric.factors.gauss_newton`) and for other blocks of ≤ ``max_dense``
     parameters (dense ``H_bb``); Hutchinson per block (``probes`` Rademacher vectors from
     ``seed``) otherwise, with its standard error.
 

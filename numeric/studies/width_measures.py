@@ -15,12 +15,11 @@ import torch
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.numeric.core.compare import agrees
 from coupled_curvature.numeric.core.results import Diagnosis
 from coupled_curvature.numeric.core.diagnostics import diagnose
 from coupled_curvature.numeric.core.flat import FlatLoss
+from coupled_curvature.numeric.factors.forms import reproduces_wHw
 from coupled_curvature.numeric.factors.relu_mlp import (
-    FACTOR_CHECK_RTOL,
     FactorForm,
     factor_pinv_forms,
     relu_ce_factors,
@@ -110,7 +109,7 @@ def dplus_records(d: Diagnosis, forms: Mapping[str, FactorForm] | None) -> list[
         rec = {"block": b.name, "size": b.size, "D": b.coupled, "wHw": b.wHw}
         if forms is not None:
             f = forms.get(b.name)
-            ok = f is not None and b.w_sq > 0.0 and agrees(f.wHw, b.wHw, rtol=FACTOR_CHECK_RTOL)
+            ok = f is not None and b.w_sq > 0.0 and reproduces_wHw(f.wHw, b.wHw)
             dplus = None if f is None or b.w_sq == 0.0 else f.value / b.w_sq * b.g_sq
             alt = None if f is None or f.value_alt is None or b.w_sq == 0.0 else f.value_alt / b.w_sq * b.g_sq
             rec.update(Dplus=dplus, Dplus_alt=alt, Dplus_rank_alt=None if f is None else f.rank_alt,

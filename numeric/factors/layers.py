@@ -1,9 +1,11 @@
-"""Per-sample Jacobians of ``nn.Linear`` and ``nn.Conv2d`` (``groups=1``) weights, through the
-network outputs: a layer's output is linear in its own weights, ``z_n[c,p] = Σ_q W[c,q] U_n[q,p] + b[c]``
-with ``U_n`` the input unfolded into patches (``P = 1``, ``U_n = a_n`` for Linear), and with
-``M_n = ∂f_n/∂z_n`` (back-propagated from the ``k`` network outputs) the per-sample Jacobian is
-``J_n[j,(c,q)] = Σ_p M_n[j,c,p] U_n[q,p]``. :mod:`.per_sample` builds Hessian blocks and
-Gauss–Newton sums from them.
+"""Rows ``A_nJ_n`` of ``nn.Linear`` and ``nn.Conv2d`` (``groups=1``) weights in factored form: the
+fast provider of :func:`~coupled_curvature.numeric.factors.rows.block_rows`.
+
+A layer's output is linear in its own weights, ``z_n[c,p] = Σ_q W[c,q] U_n[q,p] + b[c]`` with ``U_n``
+the input unfolded into patches (``P = 1``, ``U_n = a_n`` for Linear on 2-D inputs). With
+``M_n = ∂f_n/∂z_n`` and a cotangent row ``a`` on the outputs, ``(aᵀJ_n)[(c,q)] = Σ_p (aᵀM_n)[c,p] U_n[q,p]``:
+one batched forward pass and one backward pass per cotangent row give the rows of every such
+layer at once (the generic route needs a forward pass per sample).
 """
 
 from __future__ import annotations
@@ -16,12 +18,9 @@ from torch import Tensor, nn
 from torch.func import functional_call
 from torch.nn import functional as F
 
-from coupled_curvature.numeric.core.inputs import checked_loss
 from coupled_curvature.numeric.core.objective import Objective
 
-__all__ = ["LayerJacobian", "SampleJacobians", "is_factorable", "linear_module_of", "sample_jacobians"]
-
-_MAX_OUTPUTS = 256  # network outputs per sample (one backward pass each)
+__all__ = ["LayerRows", "is_factorable", "layer_rows", "linear_module_of"]
 
 
 def is_factorable(module: nn.Module) -> bool:
@@ -53,36 +52,25 @@ def linear_module_of(model: nn.Module, members: Sequence[str]) -> str | None:
     return path if is_factorable(module) else None
 
 
-
 @dataclass(frozen=True)
-class LayerJacobian:
-    """``∂f_n/∂(W, b)`` of one layer in factored form: ``M[n] = ∂f_n/∂z_n`` as ``(k, C, P)`` and the
-    (unfolded) input ``U[n]`` as ``(Q, P)``, so ``z_n[c,p] = Σ_q W[c,q] U_n[q,p] + b[c]``."""
+class LayerRows:
+    """Rows ``a_jᵀJ_n`` of one layer for cotangent rows ``j``, factored: ``P[n, j] = a_jᵀM_n`` as
+    ``(N, r, C, P)`` and the (unfolded) input ``U[n]`` as ``(N, Q, P)``."""
 
-    M: Tensor
+    P: Tensor
     U: Tensor
 
-    def jacobian(self, attrs: Sequence[str], rows: slice = slice(None)) -> Tensor:
-        """``J_n`` for samples ``rows``, shape ``(n, k, size)``, columns in ``attrs`` order
-        (``weight``: ``Σ_p M_n[j,c,p] U_n[q,p]`` at ``(c, q)``; ``bias``: ``Σ_p M_n[j,c,p]``)."""
-        M = self.M[rows]
+    def rows(self, attrs: Sequence[str], samples: slice = slice(None)) -> Tensor:
+        """The rows for samples ``samples``, ``(n, r, size)``, columns in ``attrs`` order
+        (``weight``: ``Σ_p P[n,j,c,p] U[n,q,p]`` at ``(c, q)``; ``bias``: ``Σ_p P[n,j,c,p]``)."""
+        P = self.P[samples]
         parts = []
         for a in attrs:
             if a == "weight":
-                parts.append(torch.einsum("nkcp,nqp->nkcq", M, self.U[rows]).reshape(M.shape[0], M.shape[1], -1))
+                parts.append(torch.einsum("nrcp,nqp->nrcq", P, self.U[samples]).reshape(P.shape[0], P.shape[1], -1))
             else:
-                parts.append(M.sum(dim=3))
-        return torch.cat(parts, dim=2)
-
-
-@dataclass(frozen=True)
-class SampleJacobians:
-    """One batch: ``e[n] = ∂L/∂f_n`` ``(N, k)``, ``Λ[n] = ∂²L/∂f_n²`` ``(N, k, k)`` (symmetrised) and the
-    usable layers' :class:`LayerJacobian` by module path."""
-
-    e: Tensor
-    hess: Tensor
-    layers: dict[str, LayerJacobian]
+                parts.append(P.sum(dim=3))
+        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
 
 
 def _unfold(module: nn.Module, x: Tensor) -> Tensor | None:
@@ -111,32 +99,33 @@ def _reconstructs(module: nn.Module, U: Tensor, z: Tensor) -> bool:
     C = z.shape[1]
     if U.shape[2] != z.shape[2] or module.weight.numel() != C * U.shape[1]:
         return False
+    if not z.numel():
+        return True
     W = module.weight.detach().reshape(C, -1).to(U.dtype)
     rec = W @ U
     if module.bias is not None:
         rec = rec + module.bias.detach().to(U.dtype).reshape(1, C, 1)
-    scale = max(float(z.abs().max()), float(rec.abs().max()), 1e-300) if z.numel() else 1.0
-    return float((rec - z).abs().max()) <= 1e-9 * scale if z.numel() else True
+    scale = max(float(z.abs().max()), float(rec.abs().max()), 1e-300)
+    return float((rec - z).abs().max()) <= 1e-9 * scale
 
 
-def sample_jacobians(
-    objective: Objective, batch: int, paths: Iterable[str], params: dict[str, Tensor] | None = None
-) -> SampleJacobians | None:
-    """Per-sample output derivatives of the loss and factored Jacobians of the layers at ``paths``.
+def layer_rows(objective: Objective, batch: int, paths: Iterable[str], cot: Tensor,
+               params: dict[str, Tensor] | None = None) -> dict[str, LayerRows]:
+    """:class:`LayerRows` of the factorable layers at ``paths`` for the cotangent rows ``cot``
+    ``(N, r, K)`` on the ``K`` outputs of every sample.
 
-    One forward pass with a zero shift added to each layer's output; ``e`` and ``Λ`` by ``k``
-    backward passes through the loss, ``M`` by ``k`` backward passes from the outputs
-    ``Σ_n f_n[j]`` to the shifts (``= ∂f_n[j]/∂z_n`` when samples do not interact). Layers that
-    run more than once, see unsupported input layouts or whose unfolding does not reproduce
-    their output are left out; ``None`` when the output has more than 256 entries per sample.
+    One forward pass with a zero shift added to each layer's output, then ``r`` backward passes
+    of ``Σ_n cot[n, j]ᵀf_n`` to the shifts (``= cot[n, j]ᵀM_n`` when samples do not interact; the
+    callers check the result against autograd). Layers that run more than once, see unsupported
+    input layouts or whose unfolding does not reproduce their output are left out.
 
     >>> net = nn.Sequential(nn.Conv2d(1, 1, 2, bias=False), nn.Flatten(), nn.Linear(4, 2)).double()
     >>> from coupled_curvature.numeric.core.inputs import prepare_batches
     >>> X, y = torch.randn(3, 1, 3, 3, dtype=torch.float64), torch.tensor([0, 1, 0])
     >>> obj = Objective(net, nn.CrossEntropyLoss(), prepare_batches((X, y), nn.CrossEntropyLoss()))
-    >>> sj = sample_jacobians(obj, 0, ["0", "2"])
-    >>> tuple(sj.layers["0"].M.shape), tuple(sj.layers["0"].U.shape), tuple(sj.hess.shape)
-    ((3, 2, 1, 4), (3, 4, 4), (3, 2, 2))
+    >>> lr = layer_rows(obj, 0, ["0", "2"], torch.randn(3, 1, 2, dtype=torch.float64))
+    >>> tuple(lr["0"].P.shape), tuple(lr["0"].U.shape), tuple(lr["2"].rows(["weight", "bias"]).shape)
+    ((3, 1, 1, 4), (3, 4, 4), (3, 1, 10))
     """
     model = objective.model
     values = objective.values if params is None else params
@@ -155,31 +144,17 @@ def sample_jacobians(
 
         return add_shift
 
-    b = objective.batches[batch]
+    X = objective.batches[batch].X
     handles = [m.register_forward_hook(hook(p)) for p, m in mods.items()]
     try:
-        out = functional_call(model, {**values, **objective.buffers}, (b.X,))
+        with torch.enable_grad():
+            out = functional_call(model, {**values, **objective.buffers}, (X,))
     finally:
         for h in handles:
             h.remove()
-    if not isinstance(out, Tensor) or out.dim() == 0:
-        return None
+    if not isinstance(out, Tensor) or out.dim() == 0 or out.shape[0] != cot.shape[0]:
+        return {}
     n = out.shape[0]
-    k = out[0].numel()
-    if k > _MAX_OUTPUTS:
-        return None
-    loss = b.weight * checked_loss(objective.loss_fn(out, b.y), batch)
-    f = out.reshape(n, k)
-    (e,) = torch.autograd.grad(loss, out, create_graph=True, allow_unused=True)
-    e = torch.zeros_like(out) if e is None else e
-    hess = torch.zeros(n, k, k, dtype=torch.float64)
-    ef = e.reshape(n, k)
-    if ef.requires_grad:
-        for j in range(k):
-            (col,) = torch.autograd.grad(ef[:, j].sum(), out, retain_graph=True, allow_unused=True)
-            if col is not None:
-                hess[:, :, j] = col.reshape(n, k).detach()
-    hess = 0.5 * (hess + hess.transpose(1, 2))
     usable = {}
     for p, m in mods.items():
         if len(seen[p]) != 1 or p not in shifts:
@@ -188,18 +163,18 @@ def sample_jacobians(
         U = _unfold(m, x) if x.shape[0] == n else None
         if U is None:
             continue
-        U = U.to(torch.float64)
-        z = _as_cp(m, z.to(torch.float64))
+        U, z = U.to(torch.float64), _as_cp(m, z.to(torch.float64))
         if _reconstructs(m, U, z):
             usable[p] = (U, z.shape)
-    layers: dict[str, LayerJacobian] = {}
-    if usable:
-        names = list(usable)
-        Ms = {p: torch.zeros(n, k, usable[p][1][1], usable[p][1][2], dtype=torch.float64) for p in names}
-        for j in range(k):
-            grads = torch.autograd.grad(f[:, j].sum(), [shifts[p] for p in names], retain_graph=True, allow_unused=True)
-            for p, g in zip(names, grads):
-                if g is not None:
-                    Ms[p][:, j] = _as_cp(mods[p], g.detach().to(torch.float64))
-        layers = {p: LayerJacobian(Ms[p], usable[p][0]) for p in names}
-    return SampleJacobians(ef.detach().to(torch.float64), hess, layers)
+    if not usable:
+        return {}
+    f = out.reshape(n, -1)
+    names = list(usable)
+    Ps = {p: torch.zeros(n, cot.shape[1], usable[p][1][1], usable[p][1][2], dtype=torch.float64) for p in names}
+    for j in range(cot.shape[1]):
+        grads = torch.autograd.grad((f * cot[:, j]).sum(), [shifts[p] for p in names], retain_graph=True,
+                                    allow_unused=True)
+        for p, g in zip(names, grads):
+            if g is not None:
+                Ps[p][:, j] = _as_cp(mods[p], g.detach().to(torch.float64))
+    return {p: LayerRows(Ps[p], usable[p][0]) for p in names}

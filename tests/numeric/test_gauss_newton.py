@@ -1,4 +1,5 @@
-"""Per-sample factors of Linear/Conv2d blocks (:mod:`kron`) against ``torch.func.hessian``.
+"""Gauss–Newton sums and dense blocks of Linear/Conv2d layers (numeric/factors/gauss_newton.py,
+kronecker.py, layers.py) against ``torch.func.hessian``.
 
 The reference is the brute-force Hessian of the block alone; Tanh networks are the negative
 control (their Gauss–Newton form is not the Hessian, so it must be rejected and the fallback used).
@@ -13,8 +14,9 @@ from hypothesis import strategies as st
 from torch import nn
 from torch.func import functional_call, grad, hessian
 
-from coupled_curvature.numeric.factors import per_sample as kron
-from coupled_curvature.numeric.factors import sample_jacobians
+from coupled_curvature.numeric.factors.gauss_newton import gauss_newton, linear_block_hessians
+from coupled_curvature.numeric.factors.kronecker import per_sample_factors
+from coupled_curvature.numeric.factors.layers import linear_module_of
 from coupled_curvature.numeric.measures import registry as M
 from coupled_curvature.numeric.core.inputs import prepare_batches
 from coupled_curvature.numeric.core.hvp import block_curvature
@@ -104,7 +106,7 @@ def test_conv_gauss_newton_equals_hessian_for_random_geometries(k, stride, paddi
     model = _cnn(conv, act, pool, size=7)
     X, y = _data(n=6, shape=(2, 7, 7))
     members = ["0.weight", "0.bias"] if bias else ["0.weight"]
-    dense = kron.linear_block_hessians(_objective(model, X, y), 0, {"b": ("0", members)})["b"]
+    dense = linear_block_hessians(_objective(model, X, y), 0, {"b": ("0", members)})["b"]
     H, _ = _reference(model, X, y, members)
     assert _rel(dense, H) <= 1e-10
 
@@ -114,7 +116,7 @@ def test_tanh_conv_gauss_newton_is_rejected_and_the_fallback_is_exact():
     X, y = _data()
     obj = _objective(model, X, y)
     H, _ = _reference(model, X, y, ["0.weight"])
-    gn = kron.linear_block_hessians(obj, 0, {"0.weight": ("0", ["0.weight"])})["0.weight"]
+    gn = linear_block_hessians(obj, 0, {"0.weight": ("0", ["0.weight"])})["0.weight"]
     assert _rel(gn, H) > 1e-6  # the Gauss–Newton form is not the Hessian of a Tanh net
     got = block_curvature(obj, {"0.weight": ["0.weight"]}, {"0.weight"})["0.weight"]
     assert any("disagreed" in n for n in got.notes)
@@ -125,7 +127,7 @@ def test_grouped_conv_is_not_factored_and_still_exact():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(2, 4, 3, groups=2), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 7 * 7, 3)).double()
     X, y = _data()
-    assert sample_jacobians.linear_module_of(model, ["0.weight"]) is None
+    assert linear_module_of(model, ["0.weight"]) is None
     got = block_curvature(_objective(model, X, y), {"0.weight": ["0.weight"]}, {"0.weight"})["0.weight"]
     assert _rel(got.dense, _reference(model, X, y, ["0.weight"])[0]) <= 1e-10
 
@@ -135,7 +137,7 @@ def test_linear_on_sequences_uses_the_gauss_newton_route():
     model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(15, 3)).double()
     X, y = _data(shape=(5, 4))
     part = {"0": ["0.weight", "0.bias"]}
-    assert kron.per_sample_factors(_objective(model, X, y), 0, ["0"]) == {}  # 3-D input: not the 2-D route
+    assert per_sample_factors(_objective(model, X, y), 0, ["0"]) == {}  # 3-D input: not the 2-D route
     got = block_curvature(_objective(model, X, y), part, {"0"})["0"]
     assert got.notes == [] and _rel(got.dense, _reference(model, X, y, part["0"])[0]) <= 1e-10
 
@@ -144,7 +146,7 @@ def test_linear_on_sequences_uses_the_gauss_newton_route():
 def test_gauss_newton_factor_reproduces_block_and_gradient(act):
     model = _cnn(dict(kernel_size=3, padding=1), act, "max")
     X, y = _data()
-    sums = kron.gauss_newton(_objective(model, X, y), {"0.weight": ["0.weight"], "6.weight": ["6.weight"]},
+    sums = gauss_newton(_objective(model, X, y), {"0.weight": ["0.weight"], "6.weight": ["6.weight"]},
                              factor=True)
     for name in ("0.weight", "6.weight"):
         H, g = _reference(model, X, y, [name])

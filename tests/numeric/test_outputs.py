@@ -1,0 +1,53 @@
+"""numeric/factors/outputs.py: the square roots of the loss's output Hessian against closed forms
+(softmax cross-entropy ``(diag p − ppᵀ)·weight``, MSE ``2/(NK)·I``), with negative controls."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from coupled_curvature.numeric.core.inputs import prepare_batches
+from coupled_curvature.numeric.core.objective import Objective
+from coupled_curvature.numeric.factors.outputs import output_factors
+
+
+def _objective(loss_fn, n=6, k=4, scale=1.0, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    net = nn.Linear(3, k).double()
+    with torch.no_grad():
+        net.weight.copy_(scale * torch.randn(k, 3, generator=g, dtype=torch.float64))
+    X = torch.randn(n, 3, generator=g, dtype=torch.float64)
+    y = torch.randint(0, k, (n,), generator=g) if isinstance(loss_fn, nn.CrossEntropyLoss) else \
+        torch.randn(n, k, generator=g, dtype=torch.float64)
+    return Objective(net, loss_fn, prepare_batches((X, y), loss_fn))
+
+
+@pytest.mark.parametrize("scale", [1.0, 3.0])  # 3: eigenvalues of S_n down to 1e-6 of the largest
+def test_cross_entropy_root_reproduces_the_softmax_hessian(scale):
+    of = output_factors(_objective(nn.CrossEntropyLoss(), scale=scale), 0)
+    p = torch.softmax(of.F, dim=1)
+    S = (torch.diag_embed(p) - p.unsqueeze(2) * p.unsqueeze(1)) / p.shape[0]
+    top = float(S.abs().max())
+    assert of.rows == 3  # C − 1
+    assert float((of.A.transpose(1, 2) @ of.A - S).abs().max()) <= 1e-14 * top
+    assert of.s is not None and torch.allclose(torch.einsum("nrk,nr->nk", of.A, of.s), of.e, atol=1e-15)
+    wrong = of.A.flip(0)  # negative control: another sample's root
+    assert float((wrong.transpose(1, 2) @ wrong - S).abs().max()) > 1e-4 * top
+
+
+def test_mse_root_is_the_scaled_identity():
+    of = output_factors(_objective(nn.MSELoss(), n=5, k=3), 0)
+    assert of.rows == 3 and bool(of.keep.all())
+    eye = 2.0 / (5 * 3) * torch.eye(3, dtype=torch.float64).expand(5, 3, 3)
+    assert torch.allclose(of.A.transpose(1, 2) @ of.A, eye, atol=1e-15)
+
+
+def test_coupled_and_indefinite_losses_are_refused():
+    def coupled(F, y):  # (Σ_n F_n)²: the output Hessian couples every pair of samples
+        return (F.sum(dim=0) ** 2).sum()
+
+    with pytest.raises(ValueError, match="couples samples"):
+        output_factors(_objective(coupled), 0)
+    with pytest.raises(ValueError, match="indefinite"):
+        output_factors(_objective(lambda F, y: -(F**2).sum()), 0)
