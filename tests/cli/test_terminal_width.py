@@ -160,7 +160,8 @@ def test_explore_widest_matrix(cols100, capsys, tmp_path):
 def _matrix(n_alpha: int):
     """A synthetic matrix with every section the explorer can print: disagreements with long notes,
     conditioned tolerances, a BatchNorm eps sweep over many measures and a long layer sweep."""
-    from coupled_curvature.numeric.studies.explorer import Cell, EpsSweep, Matrix
+    from coupled_curvature.numeric.studies.explorer import Cell, Matrix
+    from coupled_curvature.numeric.studies.explorer_eps import EpsSweep
     from coupled_curvature.reporting.explore_page import DINH
 
     syms = ["layer", "neuron", "perm", "bn", "orthogonal", "gl", "nonlinear", "loss"]

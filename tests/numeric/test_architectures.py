@@ -191,7 +191,7 @@ def test_defaults_match_dense_reference(name):
 
 #: the blocks the network is piecewise affine in (the rest: attention, gates, Tanh, below a LayerNorm)
 AFFINE = {"transformer": {"head.weight", "head.bias", "enc.layers.0.norm2.weight", "enc.layers.0.norm2.bias"},
-          "lstm": {"head.weight", "head.bias"}}
+          "lstm": {"head.weight", "head.bias"}, "checkpointed_mlp": {"head.weight", "head.bias"}}
 
 
 @pytest.mark.parametrize("name", ["transformer", "lstm", "checkpointed_mlp"])
@@ -204,8 +204,7 @@ def test_gram_and_auto_refuse_non_affine_blocks_and_match_reference(name, method
     refused = {b.name for b in d if any("Gram route does not apply" in n for n in b.notes)}
     assert gram == AFFINE.get(name, set()) and refused == set(d.names()) - gram
     assert all(d[b].method == "dense" for b in refused)
-    if name != "checkpointed_mlp":  # the check itself refuses them (torch.func cannot run a checkpoint)
-        assert all(any("not affine in the block" in n for n in d[b].notes) for b in refused)
+    assert all(any("not affine in the block" in n for n in d[b].notes) for b in refused)
 
 
 def test_math_kernel_note_only_with_attention():
