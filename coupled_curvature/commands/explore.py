@@ -128,10 +128,14 @@ def _dev(x: float | None) -> str:
 def _matrix_table(mx, width: int) -> list[str]:
     """The invariance matrix as compact cells (``3.7e+01 m``, ``*`` on a disagreement) under short
     symmetry headers, with its legend said once below; split into panels beyond ``width``."""
-    rows = [[m] + [f"{_dev(c.deviation)} {_SHORT[c.predicted]}{'' if c.agrees else '*'}"
-                   for c in (mx.cell(m, s) for s in mx.symmetries)] for m in mx.measures]
+    def mark(c) -> str:
+        return _SHORT[c.predicted] + ("→0" if c.eps_limit is not None else "") + ("" if c.agrees else "*")
+
+    rows = [[m] + [f"{_dev(c.deviation)} {mark(c)}" for c in (mx.cell(m, s) for s in mx.symmetries)]
+            for m in mx.measures]
     legend = ("cell: max relative deviation over the sweep, then the prediction (i invariant, m moves, "
-              "d degenerate: the measure is identically 0 or undefined on the blocks, T10); "
+              "d degenerate: the measure is identically 0 or undefined on the blocks, T10; i→0 invariant "
+              "as BatchNorm eps -> 0, judged on the eps table below); "
               "* marks a cell that disagrees with its prediction (listed above)")
     return [table(["measure", *mx.symmetries], rows, align="l" + "l" * len(mx.symmetries), width=width),
             *wrap(legend, width)]
@@ -168,8 +172,9 @@ def _eps_table(mx, width: int) -> list[str]:
     rows = [[f"{eps:.0e}", _dev(ev.gaps[i]), *(_dev(ev.deviations[m][i]) for m in names)]
             for i, eps in enumerate(ev.eps)]
     rows.append(["slope", "", *("—" if ev.slopes[m] is None else f"{ev.slopes[m]:.2f}" for m in names)])
-    head = ("BatchNorm eps evidence: the bn column's disagreeing cells re-measured with every BatchNorm eps "
-            "set to each value (same weights); an eps effect falls ∝ eps (log–log slope 1)")
+    head = ("BatchNorm eps evidence: the bn cells predicted invariant that exceed their tolerance at the "
+            "run's eps, re-measured with every BatchNorm eps set to each value (same weights); an eps "
+            "effect falls ∝ eps (log–log slope 1), and the fit must predict the run's deviation")
     return [*wrap(head, width), table(["eps", "fn gap", *names], rows, width=width), ""]
 
 
