@@ -1,6 +1,6 @@
 """Benchmark: exact D⁺ of every block of a ResNet-18 by the Gram route (numeric/factors/gram.py).
 
-Measured in one run and printed as measured (targets from issue 15 in brackets):
+Measured in one run and printed as measured (the targets in brackets):
   * ResNet-18 with torchvision's layer structure (BasicBlock, BatchNorm, 1x1-conv downsample shortcuts,
     3x3 stem without max-pooling for CIFAR-size 32x32 inputs, 10 classes; 62 parameter tensors), eval
     mode, float64, 32 random samples: one float64 gradient; D only (diagnose(inverse=False)); D and D⁺

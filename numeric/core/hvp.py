@@ -161,6 +161,7 @@ def _block_vjp(
     return [o if r is None else r for o, r in zip(out, res)]
 
 
+@math_attention()
 def block_curvature(
     objective: Objective,
     partition: dict[str, list[str]],
@@ -182,12 +183,6 @@ def block_curvature(
     (:func:`route_failure`: a checkpointed model, a missing derivative) the dense blocks come
     from the retained graph, with a note saying why; any other error propagates.
     """
-    with math_attention():
-        return _block_curvature(objective, partition, dense_blocks, retain)
-
-
-def _block_curvature(objective: Objective, partition: dict[str, list[str]], dense_blocks: set[str],
-                     retain: list | None) -> dict[str, BlockCurvature]:
     kron_requests = {}
     for block in dense_blocks:
         path = linear_module_of(objective.model, partition[block])
@@ -235,6 +230,7 @@ def _block_curvature(objective: Objective, partition: dict[str, list[str]], dens
     return acc
 
 
+@math_attention()
 def block_krylov(
     objective: Objective,
     partition: dict[str, list[str]],
@@ -256,21 +252,6 @@ def block_krylov(
     ranks) is applied to every summed product before Lanczos sees it. Graphs rebuilt here are
     built under :func:`math_attention`.
     """
-    with math_attention():
-        return _block_krylov(objective, partition, curv, blocks, rtol, max_iter, tol, graphs, reduce)
-
-
-def _block_krylov(
-    objective: Objective,
-    partition: dict[str, list[str]],
-    curv: dict[str, BlockCurvature],
-    blocks: Iterable[str],
-    rtol: float,
-    max_iter: int,
-    tol: float,
-    graphs: Sequence[tuple[dict[str, Tensor], dict[str, Tensor]]] | None,
-    reduce: Callable[[Tensor], Tensor] | None,
-) -> dict[str, KrylovForm]:
     runs: dict[str, LanczosRun] = {}
     for block in blocks:
         members = partition[block]

@@ -218,7 +218,7 @@ def test_math_kernel_note_only_with_attention():
 def test_without_the_math_kernel_the_fused_attention_has_no_second_derivative(monkeypatch):
     """Negative control: the transformer does reach the fused kernel, so the math kernel is what works."""
     model, (X, y) = _model("transformer")
-    monkeypatch.setattr(hvp, "math_attention", contextlib.nullcontext)
+    monkeypatch.setattr(hvp, "sdpa_kernel", lambda *backends: contextlib.nullcontext())
     with pytest.raises(RuntimeError, match="derivative for .* is not implemented"):
         diagnose(model, CE, (X, y))
 
