@@ -195,12 +195,12 @@ def run_width_command(args: argparse.Namespace) -> int:
     data["seconds"] = time.perf_counter() - t0
 
     def fill(tmp: str) -> None:
+        svgs = R.write_figures(data, tmp)
         files = {"width.json": json.dumps(_strict_json(data), indent=1, allow_nan=False) + "\n",
-                 "width.md": R.render_markdown(data), "width.html": R.render_html(data)}
+                 "width.md": R.render_markdown(data), "width.html": R.render_html(data, svgs)}
         for name, text in files.items():
             with open(os.path.join(tmp, name), "w", encoding="utf-8") as fh:
                 fh.write(text)
-        R.write_figures(data, tmp)
 
     path = write_folder(args.out, "experiment width", fill)
     print(R.kendall_text(data))
