@@ -1,10 +1,12 @@
 """``ccurv experiment invariance|width [--quick] --out DIR``: exact invariance at scale, and the exploratory width sweep.
 
 ``width`` (the exploratory width sweep) writes ``DIR/width.json`` (``{"runs": [...], "kendall": [...]}``),
-``width.md``, ``width.html`` and the figures ``width_gap_loss.png`` / ``width_gap_err.png``;
+``width.md``, ``width.html`` (self-contained: the figures inlined as SVG) and the figures
+``width_gap_loss.png`` / ``width_gap_err.png``;
 see :mod:`coupled_curvature.numeric.studies.width` and :mod:`coupled_curvature.reporting.width_page`.
 
-Writes ``DIR/invariance.json`` (``{"rows": [...], ...}``), ``invariance.md``, ``invariance.html`` and
+Writes ``DIR/invariance.json`` (``{"rows": [...], ...}``), ``invariance.md``, ``invariance.html``
+(self-contained, the figure inlined as SVG; see :mod:`coupled_curvature.reporting.invariance_page`) and
 ``invariance.png`` (D and D⁺ changes against the Rayleigh-quotient change, one point per net), all
 built in a temporary folder and renamed into place. Trained models are cached under ``--cache``.
 Finished rows are cached too (``--remeasure`` ignores them), so an interrupted run resumes.

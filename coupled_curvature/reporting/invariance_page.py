@@ -177,7 +177,7 @@ def invariance_figure(rows: list[dict], tol_D: float = 1e-8, tol_Dplus: float = 
         handles.append(Line2D([], [], linestyle="", marker=marker, color=colour, label=label))
     if any(r.get("status") == "degenerate (T10)" for r in rows):
         handles.append(Line2D([], [], linestyle="", marker="D", markerfacecolor="none", color="gray",
-                              label="degenerate (T10) net (BatchNorm):\nΔD over its other blocks"))
+                              label="degenerate (T10) net (BatchNorm):\nΔD, ΔD⁺ over its other blocks"))
     for y, colour, label in ((tol_D, "black", f"invariant: ΔD ≤ {tol_D:g}"),
                              (tol_Dplus, "tab:purple", f"invariant: ΔD⁺ ≤ {tol_Dplus:g}")):
         handles.append(ax.axhline(y, color=colour, linestyle="--", linewidth=1.3, zorder=10, label=label))
