@@ -1,10 +1,12 @@
 """``ccurv experiment invariance|width [--quick] --out DIR``: exact invariance at scale, and the exploratory width sweep.
 
 ``width`` (the exploratory width sweep) writes ``DIR/width.json`` (``{"runs": [...], "kendall": [...]}``),
-``width.md``, ``width.html`` and the figures ``width_gap_loss.png`` / ``width_gap_err.png``;
+``width.md``, ``width.html`` (self-contained: the figures inlined as SVG) and the figures
+``width_gap_loss.png`` / ``width_gap_err.png``;
 see :mod:`coupled_curvature.numeric.studies.width` and :mod:`coupled_curvature.reporting.width_page`.
 
-Writes ``DIR/invariance.json`` (``{"rows": [...], ...}``), ``invariance.md``, ``invariance.html`` and
+Writes ``DIR/invariance.json`` (``{"rows": [...], ...}``), ``invariance.md``, ``invariance.html``
+(self-contained, the figure inlined as SVG; see :mod:`coupled_curvature.reporting.invariance_page`) and
 ``invariance.png`` (D and D⁺ changes against the Rayleigh-quotient change, one point per net), all
 built in a temporary folder and renamed into place. Trained models are cached under ``--cache``.
 Finished rows are cached too (``--remeasure`` ignores them), so an interrupted run resumes.
@@ -13,23 +15,14 @@ Finished rows are cached too (``--remeasure`` ignores them), so an interrupted r
 from __future__ import annotations
 
 import argparse
-import html
 import json
 import math
 import os
 import time
 
 from coupled_curvature.commands._common import count, nonnegative, say, seed
+from coupled_curvature.reporting.invariance_page import fmt as _fmt
 from coupled_curvature.reporting.terminal import bullets, footnote_repeats, table, wrap
-
-_COLUMNS = [
-    ("dataset", "dataset"), ("arch", "arch"), ("hidden", "hidden (layers×width)"), ("seed", "seed"), ("status", "status"), ("params", "params"),
-    ("blocks", "blocks"), ("train_acc", "train acc"), ("test_acc", "test acc"),
-    ("max_rel_change_D", "max ΔD"), ("max_rel_change_Dplus", "max ΔD⁺"),
-    ("neuron_control_median", "neuron ΔD med"), ("neuron_control_min", "neuron ΔD min"),
-    ("rq_change", "ΔRQ"), ("top_eig_change", "Δλmax"), ("t9_residual", "T9 resid"),
-]
-
 
 def register(sub) -> None:
     p = sub.add_parser("experiment", help="run the experiments: exact invariance at scale, and the exploratory width sweep")
@@ -80,16 +73,6 @@ def _register_width(kinds) -> None:
     w.set_defaults(func=run_width_command)
 
 
-def _fmt(v) -> str:
-    if v is None:
-        return "–"
-    if isinstance(v, float):
-        return f"{v:.3f}" if 0.01 <= abs(v) <= 1.0 else f"{v:.2e}"
-    if isinstance(v, list):  # hidden widths: 14×95 for fourteen layers of 95, else the widths listed
-        return f"{len(v)}×{v[0]}" if len(v) > 1 and len(set(v)) == 1 else ",".join(map(str, v))
-    return str(v)
-
-
 # the terminal table: one key column naming the net, short headers, the legend said once below
 _TERMINAL = [
     ("status", "status"), ("params", "params"), ("blocks", "blocks"), ("train_acc", "tr acc"),
@@ -116,77 +99,6 @@ def table_text(rows: list[dict], width: int | None = None) -> str:
                       *wrap(TABLE_LEGEND, width)])
 
 
-def _summary(data: dict) -> list[str]:
-    rows = data["rows"]
-    counts: dict[str, int] = {}
-    for r in rows:
-        counts[r["status"]] = counts.get(r["status"], 0) + 1
-    cfg = data["config"]
-    return [
-        f"Configuration `{cfg['name']}`: {len(rows)} nets; {cfg['note']}.",
-        f"Training criterion: {data['criterion']}.",
-        "Status counts: " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) + ".",
-        f"'invariant' means max ΔD ≤ {cfg['tol_D']:g} and max ΔD⁺ ≤ {cfg['tol_Dplus']:g} over every tensor block "
-        f"while the raw Rayleigh quotient moved by more than {cfg['moves']:g}; 'moves' means a change above "
-        f"{cfg['moves']:g}. Nets with scale-invariant blocks (BatchNorm, T10: D ≡ 0) are reported "
-        "'degenerate (T10)', not invariant; their ΔD columns cover the other blocks only.",
-        "Neuron-wise rescaling (scales 10^U(−1,1) per unit, every hidden layer) is the negative control: "
-        "its ΔD should be of order 1.",
-        "D⁺ of the ReLU/LeakyReLU MLPs comes from exact per-sample factors H = BᵀB (checked block by block "
-        "against autograd's wᵀHw), on every block; the CNN and BatchNorm nets use dense blocks up to "
-        f"{cfg['max_dense']} parameters (column 'blocks with D⁺' in the JSON).",
-        f"Wall time: {data['seconds']:.1f} s.",
-    ]
-
-
-def render_markdown(data: dict) -> str:
-    head = [h for _, h in _COLUMNS]
-    lines = ["# Invariance experiment", "", *[f"- {s}" for s in _summary(data)], "",
-             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(_fmt(r.get(k)) for k, _ in _COLUMNS) + " |" for r in data["rows"]]
-    lines += ["", "![D and D⁺ changes against the Rayleigh-quotient change](invariance.png)", ""]
-    return "\n".join(lines)
-
-
-def render_html(data: dict) -> str:
-    e = html.escape
-    head = "".join(f"<th>{e(h)}</th>" for _, h in _COLUMNS)
-    body = "".join("<tr>" + "".join(f"<td>{e(_fmt(r.get(k)))}</td>" for k, _ in _COLUMNS) + "</tr>" for r in data["rows"])
-    items = "".join(f"<li>{e(s)}</li>" for s in _summary(data))
-    return (
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Invariance experiment</title>"
-        "<style>td,th{padding:2px 6px;text-align:right;font-family:monospace;font-size:13px;white-space:nowrap}</style></head><body>"
-        f"<h1>Invariance experiment</h1><ul>{items}</ul><table><tr>{head}</tr>{body}</table>"
-        "<p><img src=\"invariance.png\" alt=\"D and D⁺ changes against the Rayleigh-quotient change\"></p>"
-        "</body></html>\n"
-    )
-
-
-def figure(rows: list[dict], path: str) -> None:
-    """Per net: relative change of D and D⁺ (y) against the Rayleigh-quotient change (x), log-log."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    floor = 1e-17
-    fig, ax = plt.subplots(figsize=(7, 5))
-    for key, label, marker in (("max_rel_change_D", "max ΔD", "o"), ("max_rel_change_Dplus", "max ΔD⁺", "s"),
-                               ("neuron_control_median", "neuron control ΔD (median)", "x")):
-        pts = [(max(r["rq_change"] or floor, floor), max(r[key], floor)) for r in rows if r.get(key) is not None]
-        if pts:
-            ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker=marker, label=label)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("max relative change of the Rayleigh quotient (raw curvature)")
-    ax.set_ylabel(f"max relative change over blocks (floored at {floor:g})")
-    ax.set_title("symmetry chains: D and D⁺ stay put while raw curvature moves")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-
-
 def _strict_json(value):
     """Strict JSON: a non-finite float (a change from exactly 0, say) is written as the string
     ``"inf"``, ``"-inf"`` or ``"nan"`` rather than as the non-standard ``Infinity``/``NaN``."""
@@ -203,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
     from coupled_curvature.numeric.models.cache import ModelCache
     from coupled_curvature.numeric.studies.invariance_experiment import default_config, quick_config, run_invariance
     from coupled_curvature.output import check_folder, write_folder
+    from coupled_curvature.reporting import invariance_page as P
 
     check_folder(args.out, "experiment invariance")
     cfg = quick_config(args.seed) if args.quick else default_config(args.seed)
@@ -217,12 +130,14 @@ def run(args: argparse.Namespace) -> int:
     data["seconds"] = time.perf_counter() - t0
 
     def fill(tmp: str) -> None:
+        cfg = data["config"]
+        fig = P.invariance_figure(data["rows"], cfg["tol_D"], cfg["tol_Dplus"], cfg["moves"])
         files = {"invariance.json": json.dumps(_strict_json(data), indent=1, allow_nan=False) + "\n",
-                 "invariance.md": render_markdown(data), "invariance.html": render_html(data)}
+                 "invariance.md": P.render_markdown(data), "invariance.html": P.render_html(data, P.svg_text(fig))}
         for name, text in files.items():
             with open(os.path.join(tmp, name), "w", encoding="utf-8") as fh:
                 fh.write(text)
-        figure(data["rows"], os.path.join(tmp, "invariance.png"))
+        fig.savefig(os.path.join(tmp, "invariance.png"), format="png", dpi=90, metadata={"Software": None})
 
     path = write_folder(args.out, "experiment invariance", fill)
     print(table_text(data["rows"]))
@@ -282,12 +197,12 @@ def run_width_command(args: argparse.Namespace) -> int:
     data["seconds"] = time.perf_counter() - t0
 
     def fill(tmp: str) -> None:
+        svgs = R.write_figures(data, tmp)
         files = {"width.json": json.dumps(_strict_json(data), indent=1, allow_nan=False) + "\n",
-                 "width.md": R.render_markdown(data), "width.html": R.render_html(data)}
+                 "width.md": R.render_markdown(data), "width.html": R.render_html(data, svgs)}
         for name, text in files.items():
             with open(os.path.join(tmp, name), "w", encoding="utf-8") as fh:
                 fh.write(text)
-        R.write_figures(data, tmp)
 
     path = write_folder(args.out, "experiment width", fill)
     print(R.kendall_text(data))

@@ -15,7 +15,7 @@ from coupled_curvature.reporting.outline import (Block, Bullets, Code, Details, 
                                                  Mark, Math, Outline, Paragraph, Section, Steps, Strong, Table, Text)
 from coupled_curvature.reporting.umath import text_html
 
-__all__ = ["render_html", "inline_html"]
+__all__ = ["render_html", "inline_html", "PAGE_CSS", "figure_html"]
 
 _CSS = """
 * { box-sizing: border-box; }
@@ -39,6 +39,10 @@ nav.toc ul { columns: 2 16rem; } nav.toc li { break-inside: avoid; }
 pre { max-width: 100%; overflow-x: auto; background: #f7f7f7; padding: 0.4rem; font-size: 0.85em; }
 .side { display: flex; flex-wrap: wrap; gap: 0.5rem 2rem; } .side > div { flex: 1 1 20rem; min-width: 0; }
 """
+
+
+#: the stylesheet of every generated page (the report, the experiment pages)
+PAGE_CSS = _CSS
 
 
 def _e(s: object) -> str:
@@ -86,6 +90,15 @@ def _svg(svgs: dict[str, str] | None, name: str, caption: str) -> str:
     body = re.sub(r'<svg([^>]*?) width="[^"]*" height="[^"]*"', r'<svg\1 role="img"', body, count=1)
     body = body.replace("<svg", f"<svg aria-label='{_e(re.sub('<[^>]+>', '', caption))}' data-figure='{name}'", 1)
     return f"<figure id='fig-{name}'>{body}<figcaption>{caption}</figcaption></figure>"
+
+
+def figure_html(svg: str, name: str, caption: str) -> str:
+    """One SVG figure inlined with its caption (``caption`` is HTML).
+
+    >>> print(figure_html('<?xml version="1.0"?><svg width="1" height="1"></svg>', "f", "plot"))
+    <figure id='fig-f'><svg aria-label='plot' data-figure='f' role="img"></svg><figcaption>plot</figcaption></figure>
+    """
+    return _svg({name: svg}, name, caption)
 
 
 def _steps(s: Steps) -> list[str]:

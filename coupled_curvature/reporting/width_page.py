@@ -223,7 +223,43 @@ def _inline_html(s: str) -> str:
     return "".join(out)
 
 
-def render_html(data: dict) -> str:
+_CSS = """
+table.data td { font-family: monospace; font-size: 0.85rem; text-align: right; white-space: nowrap; }
+table.data td:first-child { font-family: sans-serif; text-align: left; }
+table.data td small { color: #555; } figure svg { max-width: 100%; }
+@media (max-width: 60rem) { table.data td, table.data th { font-size: 0.75rem; padding: 0.2rem 0.25rem; } }
+"""
+#: at most this many measure columns in one table of the run measures (the rest go in the next)
+PANEL = 6
+
+
+def _tau_cell(c: str) -> str:
+    """``+0.12 [-0.30, +0.50]`` as the τ over its interval, on two lines."""
+    tau, _, ci = c.partition(" [")
+    return html.escape(tau) + (f"<br><small>[{html.escape(ci)}</small>" if ci else "")
+
+
+def _html_table(head: list[str], rows: list[list[str]], cell=html.escape) -> str:
+    th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{cell(c) if i else html.escape(c)}</td>" for i, c in enumerate(r))
+                   + "</tr>" for r in rows)
+    return f"<table class='data'><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _run_tables(head: list[str], rows: list[list[str]], measures: int) -> list[str]:
+    """The run table in panels that fit an 800 px window: training columns (and the D⁺ blocks
+    trusted), then the measures at most :data:`PANEL` at a time beside depth, width and seed."""
+    base, key = len(_RUN_COLUMNS), [0, 1, 2]
+    panels = [list(range(base)) + list(range(base + measures, len(head)))]
+    panels += [key + list(range(base + i, base + min(i + PANEL, measures))) for i in range(0, measures, PANEL)]
+    return [_html_table([head[j] for j in p], [[r[j] for j in p] for r in rows]) for p in panels]
+
+
+def render_html(data: dict, svgs: dict[str, str] | None = None) -> str:
+    """The sweep as one page: the outline's text, the tables in panels that fit the window, and the
+    figures inlined from ``svgs`` (figure file name -> SVG text; without it, linked as PNG)."""
+    from coupled_curvature.reporting.html import PAGE_CSS, figure_html
+
     body: list[str] = []
     for item in outline(data):
         kind = item[0]
@@ -233,16 +269,18 @@ def render_html(data: dict) -> str:
             body.append(f"<p>{_inline_html(item[1])}</p>")
         elif kind == "ul":
             body.append("<ul>" + "".join(f"<li>{_inline_html(s)}</li>" for s in item[1]) + "</ul>")
+        elif kind == "table" and item[1][0] == "measure":
+            body.append(_html_table(item[1], item[2], _tau_cell))
         elif kind == "table":
-            head = "".join(f"<th>{html.escape(h)}</th>" for h in item[1])
-            rows = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in item[2])
-            body.append(f"<table><tr>{head}</tr>{rows}</table>")
+            body += _run_tables(item[1], item[2], len(data["measures"]))
+        elif kind == "img" and svgs and item[1] in svgs:
+            body.append(figure_html(svgs[item[1]], item[1].rsplit(".", 1)[0], html.escape(item[2])))
         elif kind == "img":
             body.append(f"<p><img src=\"{html.escape(item[1])}\" alt=\"{html.escape(item[2])}\"></p>")
-    return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Width sweep</title>"
-            "<style>body{font-family:sans-serif;max-width:80em}td,th{padding:2px 6px;text-align:right;"
-            "font-family:monospace;font-size:85%}table{border-collapse:collapse}tr:nth-child(even){background:#f4f4f4}"
-            "</style></head><body>" + "\n".join(body) + "</body></html>\n")
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+            f"<title>Width sweep</title><style>{PAGE_CSS}{_CSS}</style></head><body>\n"
+            + "\n".join(body) + "\n</body></html>\n")
 
 
 def figure(data: dict, gap: str):
@@ -253,9 +291,9 @@ def figure(data: dict, gap: str):
     from matplotlib.ticker import NullFormatter
 
     measures = list(data["measures"])
-    cols = min(3, len(measures))
+    cols = min(2, len(measures))  # two panels a row: readable when a page scales it to 800 px
     nrows = math.ceil(len(measures) / cols)
-    fig = Figure(figsize=(4.2 * cols, 3.3 * nrows + 0.8))
+    fig = Figure(figsize=(4.4 * cols, 3.4 * nrows + 0.9))
     widths = sorted({r["width"] for r in data["runs"]})
     cmap = colormaps["viridis"]
     colour = {w: cmap(i / max(1, len(widths) - 1)) for i, w in enumerate(widths)}
@@ -272,32 +310,35 @@ def figure(data: dict, gap: str):
             ax.set_yscale("log")
             ax.yaxis.set_minor_formatter(NullFormatter())
         e = _entry(data, m, gap, None)
-        title = "\n".join(textwrap.wrap(data["measures"][m], 52))
-        ax.set_title(f"{title}\nτ = {_tau(e)}", fontsize=7.5)
-        ax.set_xlabel(f"{GAP_WORDS.get(gap, gap)} ({data['gaps'][gap]})", fontsize=7)
-        ax.set_ylabel(m, fontsize=8)
-        ax.tick_params(labelsize=7)
+        title = "\n".join(textwrap.wrap(data["measures"][m], 48))
+        ax.set_title(f"{title}\nτ = {_tau(e)}", fontsize=9)
+        ax.set_xlabel(f"{GAP_WORDS.get(gap, gap)} ({data['gaps'][gap]})", fontsize=8.5)
+        ax.set_ylabel(m, fontsize=9)
+        ax.tick_params(labelsize=8)
         ax.grid(True, alpha=0.3)
     handles = [Line2D([], [], marker="o", linestyle="", color=colour[w], label=f"width {w}") for w in widths]
     handles += [Line2D([], [], marker=mk, linestyle="", color="gray", label=f"depth {d}") for d, mk in markers.items()]
-    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 9), fontsize=7, frameon=False)
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 5), fontsize=9, frameon=False)
     fig.suptitle(f"Width sweep: each measure against {GAP_WORDS.get(gap, gap)} (exploratory; no bound claimed)",
                  fontsize=10)
     top = 1.0 - 0.75 / fig.get_figheight()
-    fig.subplots_adjust(left=0.07, right=0.98, bottom=0.7 / fig.get_figheight() + 0.05, top=top - 0.04,
-                        hspace=0.6, wspace=0.32)  # fixed margins: tight_layout doubles the drawing time
+    fig.subplots_adjust(left=0.1, right=0.98, bottom=1.0 / fig.get_figheight() + 0.02, top=top - 0.02,
+                        hspace=0.75, wspace=0.3)  # fixed margins: tight_layout doubles the drawing time
     return fig
 
 
-def write_figures(data: dict, folder: str) -> list[str]:
-    """``width_<gap>.png`` for every gap (Agg, no timestamp metadata); returns the file names."""
+def write_figures(data: dict, folder: str) -> dict[str, str]:
+    """``width_<gap>.png`` for every gap (Agg, no timestamp metadata); returns each file name with
+    the figure's SVG text, for :func:`render_html` to inline."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    names = []
+    from coupled_curvature.reporting.invariance_page import svg_text
+
+    svgs = {}
     for g in data["gaps"]:
         fig = figure(data, g)
         FigureCanvasAgg(fig)
         name = f"width_{g}.png"
         fig.savefig(os.path.join(folder, name), format="png", dpi=90, metadata={"Software": None})
-        names.append(name)
-    return names
+        svgs[name] = svg_text(fig)
+    return svgs

@@ -35,7 +35,8 @@ def _check_report(out, n_nets: int, depths: set) -> dict:
     bullets = [line for line in result.splitlines() if line.startswith("- ")]
     assert len(bullets) == len(REPORTED) and all(f"(`{m}`)" in b for m, b in zip(REPORTED, bullets))
     html = (out / "width.html").read_text()
-    assert "<strong>Exploratory.</strong>" in html and "width_gap_loss.png" in html
+    assert "<strong>Exploratory.</strong>" in html and "data-figure='width_gap_loss'" in html
+    assert "<img" not in html  # the figures are inlined: width.html alone is complete
     return data
 
 
