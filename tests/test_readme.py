@@ -44,7 +44,13 @@ def test_readme_block_runs_and_prints_what_it_says(index, tmp_path):
     assert "Traceback" not in out.stderr
     if "# prints:" in block:
         assert prints_what_it_says(block, out.stdout), out.stdout[-3000:]
-    if "spectral_profile" in block:  # the profile example: same route, same cumulative weight after rescaling
+    if "import compare" in block:  # "Working with results": D unchanged (≤ 1e-12) under a uniform
+        # neuron scaling by 3, RQ moved by 3² − 1 = 8 in the scaled layer, D moved by the non-uniform one
+        uniform, mixed, summary = out.stdout.splitlines()[-3:]
+        d_moved, rq_moved = (float(w.rstrip(",")) for w in uniform.split() if w[0].isdigit())
+        assert d_moved <= 1e-12 and abs(rq_moved - 8.0) <= 0.01
+        assert float(mixed.split()[-1]) >= 0.1 and summary.startswith("D:  median")
+    elif "spectral_profile" in block:  # the profile example: same route, same cumulative weight after rescaling
         lines = out.stdout.strip().splitlines()
         assert lines[0].startswith("gram ") and float(lines[-1]) <= 1e-13
     elif "layer_rescale" in block:

@@ -334,16 +334,3 @@ def test_public_names():
     assert numeric.Summary is type(Diagnosis([_block()], {}).summary())
     assert {"compare", "Comparison", "Summary"} <= set(numeric.__all__)
     assert "compare" in coupled_curvature.__all__ and "MissingExtraError" in coupled_curvature.__all__
-
-
-def test_readme_working_with_results_prints_what_it_says(capsys):
-    """The README's "Working with results" block: D unchanged (≤ 1e-12) under a uniform neuron
-    scaling by 3, RQ moved by 3² − 1 = 8 in the scaled layer, D moved by the non-uniform one."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("### Working with results", 1)[1]
-    block = section.split("```python\n", 1)[1].split("```", 1)[0]
-    exec(compile(block, "README.md", "exec"), {})
-    uniform, mixed, summary = capsys.readouterr().out.splitlines()
-    d_moved, rq_moved = (float(w.rstrip(",")) for w in uniform.split() if w[0].isdigit())
-    assert d_moved <= 1e-12 and abs(rq_moved - 8.0) <= 0.01
-    assert float(mixed.split()[-1]) >= 0.1 and summary.startswith("D:  median")
