@@ -21,3 +21,7 @@ class TrainModeError(InvalidInputError):
 
 class MissingExtraError(CoupledCurvatureError, ImportError):
     """An optional dependency (a pip extra such as ``coupled-curvature[pandas]``) is not installed."""
+
+
+class NotSerializableError(CoupledCurvatureError, TypeError):
+    """Data to be written as JSON holds an object that is not a number, string, list or dict."""

@@ -33,15 +33,18 @@ from __future__ import annotations
 
 import io
 import json
+import math
+import numbers
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.errors import InvalidInputError, NotSerializableError
 
-__all__ = ["MARKER", "check_folder", "check_file", "write_folder", "write_file", "write_json", "to_bytes"]
+__all__ = ["MARKER", "check_folder", "check_file", "write_folder", "write_file", "write_json", "to_bytes",
+           "strict_json", "json_text"]
 
 #: marker file in every output folder; its one line names the command that wrote it
 MARKER = ".ccurv-output"
@@ -183,15 +186,51 @@ def write_file(path: str, data: str | bytes, option: str = "--json") -> str:
     return full
 
 
+def strict_json(x: object) -> object:
+    """``x`` as plain JSON data: every number a JSON number, or, when not finite, the string
+    ``"inf"``, ``"-inf"`` or ``"nan"`` (strict JSON has no ``Infinity``/``NaN``); numpy and torch
+    scalars as Python numbers; mappings and sequences recursively; anything else refused.
+
+    >>> strict_json({"a": [1, 2.5, float("inf")], "b": None, "c": float("nan")})
+    {'a': [1, 2.5, 'inf'], 'b': None, 'c': 'nan'}
+    """
+    if isinstance(x, Mapping):
+        return {str(k): strict_json(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [strict_json(v) for v in x]
+    if x is None or isinstance(x, (bool, str)):
+        return x
+    if not isinstance(x, numbers.Number) and callable(getattr(x, "item", None)):
+        x = x.item()  # a numpy or torch scalar: its Python value (bool, int or float)
+        if isinstance(x, bool):
+            return x
+    if isinstance(x, numbers.Integral):
+        return int(x)
+    if isinstance(x, numbers.Real) or hasattr(x, "__float__"):
+        v = float(x)
+        return v if math.isfinite(v) else "nan" if math.isnan(v) else "inf" if v > 0 else "-inf"
+    raise NotSerializableError(f"cannot write {type(x).__name__} {x!r} as JSON: keep the data to numbers, "
+                               "strings, lists and dicts")
+
+
+def json_text(data: Any, indent: int | None = 2) -> str:
+    """Strict JSON text of :func:`strict_json` ``(data)`` (no ``NaN``/``Infinity`` tokens), Unicode kept.
+
+    >>> json_text({"x": float("-inf")}, indent=None)
+    '{"x": "-inf"}'
+    """
+    return json.dumps(strict_json(data), indent=indent, allow_nan=False, ensure_ascii=False)
+
+
 def write_json(path: str, data: Any, option: str = "--json") -> str:
-    """:func:`write_file` of ``json.dumps(data, indent=2)`` plus a newline.
+    """:func:`write_file` of :func:`json_text` ``(data)`` plus a newline.
 
     >>> import os, tempfile
     >>> from pathlib import Path
     >>> p = write_json(os.path.join(tempfile.mkdtemp(), "x.json"), {"a": 1}); Path(p).read_text()
     '{\\n  "a": 1\\n}\\n'
     """
-    return write_file(path, json.dumps(data, indent=2) + "\n", option)
+    return write_file(path, json_text(data) + "\n", option)
 
 
 def to_bytes(save: Callable[[io.BytesIO], None]) -> bytes:

@@ -15,8 +15,6 @@ Finished rows are cached too (``--remeasure`` ignores them), so an interrupted r
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import os
 import time
 
@@ -99,22 +97,10 @@ def table_text(rows: list[dict], width: int | None = None) -> str:
                       *wrap(TABLE_LEGEND, width)])
 
 
-def _strict_json(value):
-    """Strict JSON: a non-finite float (a change from exactly 0, say) is written as the string
-    ``"inf"``, ``"-inf"`` or ``"nan"`` rather than as the non-standard ``Infinity``/``NaN``."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    if isinstance(value, dict):
-        return {k: _strict_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_strict_json(v) for v in value]
-    return value
-
-
 def run(args: argparse.Namespace) -> int:
     from coupled_curvature.numeric.models.cache import ModelCache
     from coupled_curvature.numeric.studies.invariance_experiment import default_config, quick_config, run_invariance
-    from coupled_curvature.output import check_folder, write_folder
+    from coupled_curvature.output import check_folder, json_text, write_folder
     from coupled_curvature.reporting import invariance_page as P
 
     check_folder(args.out, "experiment invariance")
@@ -132,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     def fill(tmp: str) -> None:
         cfg = data["config"]
         fig = P.invariance_figure(data["rows"], cfg["tol_D"], cfg["tol_Dplus"], cfg["moves"])
-        files = {"invariance.json": json.dumps(_strict_json(data), indent=1, allow_nan=False) + "\n",
+        files = {"invariance.json": json_text(data, indent=1) + "\n",
                  "invariance.md": P.render_markdown(data), "invariance.html": P.render_html(data, P.svg_text(fig))}
         for name, text in files.items():
             with open(os.path.join(tmp, name), "w", encoding="utf-8") as fh:
@@ -184,7 +170,7 @@ def run_width_command(args: argparse.Namespace) -> int:
     from coupled_curvature.reporting import width_page as R
     from coupled_curvature.numeric.models.cache import ModelCache
     from coupled_curvature.numeric.studies.width import run_width
-    from coupled_curvature.output import check_folder, write_folder
+    from coupled_curvature.output import check_folder, json_text, write_folder
 
     cfg = width_config(args)
     check_folder(args.out, "experiment width")
@@ -198,7 +184,7 @@ def run_width_command(args: argparse.Namespace) -> int:
 
     def fill(tmp: str) -> None:
         svgs = R.write_figures(data, tmp)
-        files = {"width.json": json.dumps(_strict_json(data), indent=1, allow_nan=False) + "\n",
+        files = {"width.json": json_text(data, indent=1) + "\n",
                  "width.md": R.render_markdown(data), "width.html": R.render_html(data, svgs)}
         for name, text in files.items():
             with open(os.path.join(tmp, name), "w", encoding="utf-8") as fh:

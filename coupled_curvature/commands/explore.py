@@ -10,14 +10,13 @@ capped at 8 so the acted-on blocks are dense, trained and measured in batch-stat
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 from pathlib import Path
 
 from coupled_curvature.commands._common import count, nonnegative, positive_float, say, seed
 from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.output import check_file, check_folder, write_file, write_folder
+from coupled_curvature.output import check_file, check_folder, json_text, write_file, write_folder
 from coupled_curvature.reporting.explore_page import DINH, figures, render_html, render_markdown
 from coupled_curvature.reporting.terminal import bullets, table, terminal_width, wrap
 
@@ -330,7 +329,7 @@ def run(args: argparse.Namespace) -> int:
         ev = mx.eps_sweep
         payload["bn_eps_sweep"] = {"eps": ev.eps, "function_gap": ev.gaps, "deviations": ev.deviations,
                                    "slopes": ev.slopes}
-    blob = json.dumps(payload, indent=2)
+    blob = json_text(payload)
     if args.out is not None:
         write_folder(args.out, "explore", _fill({"matrix.txt": saved + "\n", "matrix.md": render_markdown(mx),
                                                  "matrix.html": render_html(mx), "matrix.json": blob,

@@ -12,13 +12,13 @@ from __future__ import annotations
 import importlib
 import json
 import math
-import numbers
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from types import ModuleType
 from typing import TYPE_CHECKING
 
 from coupled_curvature.errors import MissingExtraError, InvalidInputError
+from coupled_curvature.output import json_text
 from coupled_curvature.numeric.core.compare import looks_scale_invariant
 
 if TYPE_CHECKING:
@@ -160,7 +160,7 @@ class Diagnosis:
         >>> Diagnosis.from_json(text)["w"].wHw
         inf
         """
-        return json.dumps(_strict(self.to_dict()), indent=indent, allow_nan=False, ensure_ascii=False)
+        return json_text(self.to_dict(), indent)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> Diagnosis:
@@ -357,25 +357,8 @@ _COLUMN_KIND = {"size": "Int64", "rank": "Int64", "krylov_iterations": "Int64", 
 _NONFINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
 
 
-def _strict(x: object) -> object:
-    """``x`` with every number a JSON number (float64) or, when not finite, ``"inf"``/``"-inf"``/``"nan"``."""
-    if isinstance(x, Mapping):
-        return {str(k): _strict(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_strict(v) for v in x]
-    if x is None or isinstance(x, (bool, str)):
-        return x
-    if isinstance(x, numbers.Integral):
-        return int(x)
-    if hasattr(x, "__float__"):
-        v = float(x)
-        return v if math.isfinite(v) else "nan" if math.isnan(v) else "inf" if v > 0 else "-inf"
-    raise InvalidInputError(f"to_json cannot write {type(x).__name__} {x!r} (in meta?): keep meta to numbers, "
-                            "strings, lists and dicts")
-
-
 def _number(v: object) -> object:
-    """The inverse of :func:`_strict` on one number's place."""
+    """The inverse of :func:`~coupled_curvature.output.strict_json` on one number's place."""
     return _NONFINITE[v] if isinstance(v, str) and v in _NONFINITE else v
 
 
