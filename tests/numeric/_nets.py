@@ -36,19 +36,24 @@ def data(n, shape, classes, seed=1):
     return torch.randn((n, *shape), generator=g, dtype=torch.float64), torch.randint(0, classes, (n,), generator=g)
 
 
-def reference_block(model, loss_fn, X, y, members, rtol=1e-10):
-    """Brute force: the dense block Hessian by ``torch.func.hessian`` on the block alone, numpy pinv."""
+def block_loss(model, loss_fn, X, y, members):
+    """``(f, w)``: the loss as a function of the flattened block ``members`` alone (the other
+    parameters held at their values, detached, float64) and the block's flattened value."""
     params = {n: p.detach().to(torch.float64) for n, p in model.named_parameters()}
     shapes = [params[m].shape for m in members]
     sizes = [params[m].numel() for m in members]
 
     def f(flat):
-        parts = torch.split(flat, sizes)
         p = dict(params)
-        p.update({m: t.reshape(s) for m, t, s in zip(members, parts, shapes)})
+        p.update({m: t.reshape(s) for m, t, s in zip(members, torch.split(flat, sizes), shapes)})
         return loss_fn(functional_call(model, p, (X,)), y)
 
-    w = torch.cat([params[m].reshape(-1) for m in members])
+    return f, torch.cat([params[m].reshape(-1) for m in members])
+
+
+def reference_block(model, loss_fn, X, y, members, rtol=1e-10):
+    """Brute force: the dense block Hessian by ``torch.func.hessian`` on the block alone, numpy pinv."""
+    f, w = block_loss(model, loss_fn, X, y, members)
     g = grad(f)(w).numpy()
     H = hessian(f)(w).numpy()
     w = w.numpy()

@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 import torch
 from torch import nn
-from torch.func import functional_call
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.checkpoint import CheckpointError, checkpoint
 
 from coupled_curvature.numeric.core import diagnostics, hvp
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.numeric.core.diagnostics import diagnose
+from tests.numeric._nets import block_loss, rel
 
 CE = nn.CrossEntropyLoss()
 EPS = float(np.finfo(np.float64).eps)
@@ -114,15 +114,7 @@ def reference(model, X, y, members, w_members=None, rtol=RTOL):
     plain = getattr(model, "use_checkpoint", None)
     if plain is not None:
         model.use_checkpoint = False
-    params = {n: p.detach() for n, p in model.named_parameters()}
-    shapes, sizes = [params[m].shape for m in members], [params[m].numel() for m in members]
-
-    def f(flat):
-        p = dict(params)
-        p.update({m: t.reshape(s) for m, t, s in zip(members, torch.split(flat, sizes), shapes)})
-        return CE(functional_call(model, p, (X,)), y)
-
-    theta = torch.cat([params[m].reshape(-1) for m in members])
+    f, theta = block_loss(model, CE, X, y, members)
     try:
         with sdpa_kernel(SDPBackend.MATH):
             t = theta.clone().requires_grad_(True)
@@ -131,7 +123,7 @@ def reference(model, X, y, members, w_members=None, rtol=RTOL):
     finally:
         if plain is not None:
             model.use_checkpoint = plain
-    w = torch.cat([params[m].reshape(-1) for m in (w_members or members)]).numpy()
+    w = (theta if w_members is None else block_loss(model, CE, X, y, w_members)[1]).numpy()
     g, H = g.numpy(), H.numpy()
     lam, U = np.linalg.eigh((H + H.T) / 2)
     c = (U.T @ w) ** 2
@@ -142,10 +134,6 @@ def reference(model, X, y, members, w_members=None, rtol=RTOL):
     kappa = np.abs(lam).max() / np.abs(lam[keep]).min()
     tol = max(TOL * abs(dplus), 20 * EPS * kappa * np.abs(c[keep] / lam[keep]).sum() / wsq * gsq)
     return {"wHw": wHw, "g_sq": gsq, "coupled": wHw / wsq / gsq, "inverse_coupled": dplus, "tol": tol}
-
-
-def rel(a, b):
-    return abs(a - b) / max(abs(b), 1e-300)
 
 
 _REFERENCES: dict[tuple[str, tuple[str, ...]], dict] = {}  # (model, block) -> reference, shared by the tests

@@ -16,7 +16,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
-from torch.func import functional_call, grad, hessian
+from torch.func import grad, hessian
 
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.numeric.core.diagnostics import diagnose
@@ -28,7 +28,7 @@ from coupled_curvature.numeric.symmetries.homogeneous import (
     function_gap, layer_rescale, neuron_rescale, permute_neurons,
 )
 from coupled_curvature.reporting.figures import profile_figure
-from tests.numeric._nets import data, mlp
+from tests.numeric._nets import block_loss, data, mlp
 
 LOSS = nn.CrossEntropyLoss()
 NOISE = 1e-7  # atoms with |x| below this are rounding-level in some of the compared measures
@@ -36,15 +36,7 @@ NOISE = 1e-7  # atoms with |x| below this are rounding-level in some of the comp
 
 def reference(model, X, y, members):
     """``(x, p, ρ/‖g‖², D, D⁺(rtol) for rtol ↦ ...)`` from the dense block Hessian and numpy eigh."""
-    params = {n: p.detach() for n, p in model.named_parameters()}
-    shapes, sizes = [params[m].shape for m in members], [params[m].numel() for m in members]
-
-    def f(flat):
-        p = dict(params)
-        p.update({m: t.reshape(s) for m, t, s in zip(members, torch.split(flat, sizes), shapes)})
-        return LOSS(functional_call(model, p, (X,)), y)
-
-    w = torch.cat([params[m].reshape(-1) for m in members])
+    f, w = block_loss(model, LOSS, X, y, members)
     g, H = grad(f)(w).numpy(), hessian(f)(w).numpy()
     w = w.numpy()
     lam, U = np.linalg.eigh((H + H.T) / 2)
