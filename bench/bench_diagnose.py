@@ -4,7 +4,8 @@ Prints medians of repeated runs, measured in one process, and two ratios:
   diagnose / one full-batch gradient            (target <= 10)
   naive per-block loop / diagnose               (target >= 2: the naive loop rebuilds the
                                                  model graph and its gradient graph per block)
-diagnose takes the tangent route here (numeric/core/tangents.py: every wᵀH_bb w from one forward pass);
+diagnose takes the tangent route here (numeric/factors/tangent_forms.py: every wᵀH_bb w from one backward
+pass per row of the output-Hessian factor, C − 1 = 9 here, for all 30 blocks at once);
 the Hessian-vector-product route, used for other architectures, is timed too.
 Run: python bench/bench_diagnose.py [--repeats 5]
 """

@@ -22,8 +22,8 @@ from coupled_curvature.numeric.core.objective import Objective
 from coupled_curvature.numeric.core.progress import AUTO_DELAY, Progress, progress_enabled
 from coupled_curvature.numeric.core.results import BlockDiagnosis, Diagnosis, derived_quantities, missing_note
 from coupled_curvature.numeric.linalg.pinv import pinv_quadratic_form, rounding_level
-from coupled_curvature.numeric.core.tangents import block_quadratic_forms, single_layer_blocks
 from coupled_curvature.numeric.factors.gram import MEMORY_BUDGET, GramForm, GramResult, gram_forms
+from coupled_curvature.numeric.factors.tangent_forms import tangent_forms
 
 
 def diagnose(
@@ -54,10 +54,13 @@ def diagnose(
         D⁺ = (wᵀH⁺w / wᵀw) · ‖g‖²,  H⁺ = Σ_{|λ_i| > pinv_rtol·max|λ|} λ_i⁻¹ u_i u_iᵀ
 
     ``wᵀHw`` comes from Hessian-vector products on one retained gradient graph per
-    batch, or, when no ``H⁺`` is asked for and the model is a Linear/(leaky) ReLU
-    ``Sequential`` whose blocks each lie in one layer, from one forward pass that pushes
-    every block's own tangent ``J_b w_b`` to the outputs (:mod:`tangents`; exact there, since
-    such a net is linear in each layer); ``D⁺`` from a dense float64 eigendecomposition for blocks of at most
+    batch, or, when no ``H⁺`` is asked for, by the tangent route wherever it applies
+    (:mod:`~coupled_curvature.numeric.factors.tangent_forms`): for a block that is one Linear/Conv/
+    normalisation module's weight and/or bias, with only linear and piecewise-linear operations
+    (ReLU, pooling, eval BatchNorm, residual sums) between its output and the network outputs
+    (read off the autograd graph), ``wᵀH_bbw = Σ_n ‖A_nJ_nw_b‖²`` exactly, from one backward pass
+    per row of ``A_n`` (``S_n = A_nᵀA_n``) for all blocks at once; ``BlockDiagnosis.wHw_route``
+    records each block's route and ``meta["tangent_refused"]`` why the others did not take it; ``D⁺`` from a dense float64 eigendecomposition for blocks of at most
     ``max_dense`` parameters (larger blocks get ``None`` and a note). Mean-reduction
     losses are weighted by batch size. The model is copied to float64; the user's
     model and data are never modified.
@@ -180,28 +183,37 @@ def diagnose(
     krylov = [b for b, n in partition.items() if inverse and b not in gram and
               (method == "krylov" or (method == "auto" and sizes[b] > max_dense))]
     retained: list | None = [] if krylov and len(batches) <= KRYLOV_RETAIN_BATCHES else None
-    tangent = None
-    if curv is None and not dense and not krylov and dist is None and _tangent_route and all(
-            b.X.dim() == 2 for b in batches):
+    wHw: dict[str, float] = {}
+    tangent: list[str] = []  # the blocks whose wᵀHw came from the tangent route
+    tangent_reasons: dict[str, str] = {}
+    if curv is None and not dense and not krylov and dist is None and _tangent_route:
         if _shares_parameters(net):
             model_notes.append("the model shares (ties) parameters between layers: wᵀHw comes from "
-                               "Hessian-vector products, not the one-pass tangent route")
+                               "Hessian-vector products, not the tangent route")
         else:
-            tangent = single_layer_blocks(net, partition)
-    wHw: dict[str, float] = {}
-    if tangent is not None:
-        try:
-            wHw, grads, loss = block_quadratic_forms(net, loss_fn, batches, tangent)
-        except RuntimeError as e:
-            if route_failure(e) is None:
-                raise
-            tangent = None
-            model_notes.append(f"the one-pass tangent route failed ({route_failure(e)}): "
-                               "wᵀHw comes from Hessian-vector products")
-    if tangent is not None:  # D only, on a Linear/(leaky) ReLU Sequential: every wᵀH_bb w in one forward pass
-        curv = {b: BlockCurvature(torch.cat([grads[m].reshape(-1) for m in ms]), None, None)
-                for b, ms in partition.items()}
-    elif curv is not None:  # the Gram pre-pass has g and Hw; build the fallback blocks it left
+            bar.stage("tangent route")
+            try:
+                with math_attention():
+                    tf = tangent_forms(objective, partition)
+            except RuntimeError as e:
+                if route_failure(e) is None:
+                    raise
+                tf = None
+                model_notes.append(f"the tangent route failed ({route_failure(e)}): "
+                                   "wᵀHw comes from Hessian-vector products")
+            if tf is not None and tf.wHw:
+                wHw, tangent = tf.wHw, list(tf.wHw)
+                if tf.reasons:
+                    tangent_reasons = dict(tf.reasons)
+                curv = {b: BlockCurvature(torch.cat([tf.grads[m].reshape(-1) for m in partition[b]]), None, None)
+                        for b in tangent}
+                rest = {b: ms for b, ms in partition.items() if b not in wHw}
+                loss = tf.loss
+                if rest:
+                    bar.stage(f"Hessian-vector products of {len(rest)} block(s)")
+                    curv.update(block_curvature(objective, rest, set()))
+                curv = {b: curv[b] for b in partition}
+    if curv is not None and not tangent:  # the Gram pre-pass has g and Hw; build the fallback blocks it left
         if dense or retained is not None:
             again = block_curvature(objective, partition if retained is not None else
                                     {b: partition[b] for b in dense}, dense, retain=retained)
@@ -209,7 +221,7 @@ def diagnose(
                 again[b].notes[:0] = curv[b].notes
                 curv[b] = again[b]
         loss = objective.loss()
-    else:
+    elif not tangent:
         curv = block_curvature(objective, partition, dense, retain=retained)
         if dist is not None:
             dist.reduce_block_curvature(curv, process_group)
@@ -238,7 +250,7 @@ def diagnose(
         w = torch.cat([objective.values[m].reshape(-1) for m in members])
         c = curv[block]
         records.append(_block_record(block, members, w, c, inverse, pinv_rtol, max_dense, forms.get(block),
-                                     wHw.get(block), gram.get(block)))
+                                     wHw.get(block), gram.get(block), "tangent" if block in wHw else "hvp"))
         bar.update(len(records), block)
     bar.close()
     meta = {
@@ -252,8 +264,10 @@ def diagnose(
         "max_dense": max_dense,
         "source_dtypes": source_dtypes,
         "method": method,
-        "wHw_route": "tangent" if tangent is not None else "hvp",
+        "wHw_route": "tangent" if len(tangent) == len(partition) else "mixed" if tangent else "hvp",
     }
+    if tangent_reasons:
+        meta["tangent_refused"] = tangent_reasons
     if gram:
         meta["gram_memory"] = gram_memory
     if krylov:
@@ -302,7 +316,7 @@ def _check_krylov_options(method: object, max_iter: object, tol: object) -> None
 
 
 def _block_record(block, members, w, c, inverse, pinv_rtol, max_dense, form: KrylovForm | None,
-                  wHw: float | None = None, gram: GramForm | None = None) -> BlockDiagnosis:
+                  wHw: float | None = None, gram: GramForm | None = None, route: str = "hvp") -> BlockDiagnosis:
     notes: list[str] = list(c.notes)
     w_sq = float(w @ w)
     g_sq = float(c.grad @ c.grad)
@@ -351,7 +365,7 @@ def _block_record(block, members, w, c, inverse, pinv_rtol, max_dense, form: Kry
         name=block, params=tuple(members), size=w.numel(), w_sq=w_sq, g_sq=g_sq,
         w_dot_g=float(w @ c.grad), wHw=wHw, rayleigh=rayleigh, coupled=coupled,
         wHpinvw=wHpinvw, inverse_coupled=inverse_coupled, rank=rank, cutoff=cutoff,
-        min_kept_rel_eig=min_rel, noise_kept=noise_kept, dplus_missing=missing, **krylov,
+        min_kept_rel_eig=min_rel, noise_kept=noise_kept, dplus_missing=missing, wHw_route=route, **krylov,
     )
     if missing is not None:
         notes.append(missing_note(missing))

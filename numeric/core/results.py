@@ -47,6 +47,8 @@ class BlockDiagnosis:
     ``|λ| ≤ n·ε·max|λ|`` (``pinv_rtol`` below ``n·ε``): when it is above 0, ``D⁺`` is
     dominated by rounding noise and a note says so. ``dplus_missing`` says why ``D⁺`` is
     ``None`` although it was asked for (the block is above ``max_dense``, say); ``None`` otherwise.
+    ``wHw_route`` says where ``wᵀHw`` came from: ``"tangent"`` (the output tangent route, where the
+    outputs are affine in the block) or ``"hvp"`` (a Hessian-vector product).
     """
 
     name: str
@@ -71,6 +73,7 @@ class BlockDiagnosis:
     ritz_extremes: tuple[float, float] | None = None
     noise_kept: int | None = None
     dplus_missing: str | None = None
+    wHw_route: str = "hvp"
 
     def with_dplus(self, wHpinvw: float, rank: int | None, min_kept_rel_eig: float | None,
                    note: str) -> BlockDiagnosis:

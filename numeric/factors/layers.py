@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
-from torch.func import functional_call
 from torch.nn import functional as F
 
 from coupled_curvature.numeric.core.objective import Objective
+from coupled_curvature.numeric.factors.cotangents import cotangent_rows, shifted_forward
 
 __all__ = ["LayerRows", "is_factorable", "layer_rows", "linear_module_of"]
 
@@ -115,8 +115,8 @@ def layer_rows(objective: Objective, batch: int, paths: Iterable[str], cot: Tens
     ``(N, r, K)`` on the ``K`` outputs of every sample.
 
     One forward pass with a zero shift added to each layer's output, then ``r`` backward passes
-    of ``Σ_n cot[n, j]ᵀf_n`` to the shifts (``= cot[n, j]ᵀM_n`` when samples do not interact; the
-    callers check the result against autograd). Layers that run more than once, see unsupported
+    of ``Σ_n cot[n, j]ᵀf_n`` to the shifts (:mod:`.cotangents`; ``= cot[n, j]ᵀM_n`` when samples do
+    not interact; the callers check the result against autograd). Layers that run more than once, see unsupported
     input layouts or whose unfolding does not reproduce their output are left out.
 
     >>> net = nn.Sequential(nn.Conv2d(1, 1, 2, bias=False), nn.Flatten(), nn.Linear(4, 2)).double()
@@ -128,39 +128,18 @@ def layer_rows(objective: Objective, batch: int, paths: Iterable[str], cot: Tens
     ((3, 1, 1, 4), (3, 4, 4), (3, 1, 10))
     """
     model = objective.model
-    values = objective.values if params is None else params
     mods = {p: model.get_submodule(p) for p in paths}
     mods = {p: m for p, m in mods.items() if is_factorable(m)}
-    seen: dict[str, list[tuple[Tensor, Tensor]]] = {p: [] for p in mods}
-    shifts: dict[str, Tensor] = {}
-
-    def hook(path: str):
-        def add_shift(module, inputs, output):
-            seen[path].append((inputs[0].detach(), output.detach()))
-            if len(seen[path]) > 1:
-                return None
-            shifts[path] = torch.zeros_like(output, requires_grad=True)
-            return output + shifts[path]
-
-        return add_shift
-
-    X = objective.batches[batch].X
-    handles = [m.register_forward_hook(hook(p)) for p, m in mods.items()]
-    try:
-        with torch.enable_grad():
-            out = functional_call(model, {**values, **objective.buffers}, (X,))
-    finally:
-        for h in handles:
-            h.remove()
+    fw = shifted_forward(objective, batch, mods, params)
+    out = fw.out
     if not isinstance(out, Tensor) or out.dim() == 0 or out.shape[0] != cot.shape[0]:
         return {}
     n = out.shape[0]
     usable = {}
-    for p, m in mods.items():
-        if len(seen[p]) != 1 or p not in shifts:
-            continue
-        x, z = seen[p][0]
-        U = _unfold(m, x) if x.shape[0] == n else None
+    for p in fw.once():
+        x, z = fw.calls[p][0]
+        m = mods[p]
+        U = _unfold(m, x) if x is not None and x.shape[0] == n else None
         if U is None:
             continue
         U, z = U.to(torch.float64), _as_cp(m, z.to(torch.float64))
@@ -168,13 +147,10 @@ def layer_rows(objective: Objective, batch: int, paths: Iterable[str], cot: Tens
             usable[p] = (U, z.shape)
     if not usable:
         return {}
-    f = out.reshape(n, -1)
     names = list(usable)
     Ps = {p: torch.zeros(n, cot.shape[1], usable[p][1][1], usable[p][1][2], dtype=torch.float64) for p in names}
-    for j in range(cot.shape[1]):
-        grads = torch.autograd.grad((f * cot[:, j]).sum(), [shifts[p] for p in names], retain_graph=True,
-                                    allow_unused=True)
-        for p, g in zip(names, grads):
+    for j, grads in cotangent_rows(fw, names, cot):
+        for p, g in grads.items():
             if g is not None:
                 Ps[p][:, j] = _as_cp(mods[p], g.detach().to(torch.float64))
     return {p: LayerRows(Ps[p], usable[p][0]) for p in names}

@@ -240,7 +240,7 @@ def test_route_failures_fall_back_but_other_errors_propagate(monkeypatch):
     mlp = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 3)).double()
     X, y = _data((3,))
     clean = diagnose(mlp, CE, (X, y), inverse=False)
-    monkeypatch.setattr(diagnostics, "block_quadratic_forms", _raising(CheckpointError("recomputed differ")))
+    monkeypatch.setattr(diagnostics, "tangent_forms", _raising(CheckpointError("recomputed differ")))
     d = diagnose(mlp, CE, (X, y), inverse=False)
     assert d.meta["wHw_route"] == "hvp" and any("tangent route failed (CheckpointError" in n for n in d.notes)
     assert all(rel(b.wHw, clean[b.name].wHw) <= 1e-12 for b in d)

@@ -1,0 +1,102 @@
+"""Cotangents at module outputs: one forward pass with a zero shift added to the output of each
+chosen module, then one backward pass per cotangent row on the network outputs, to the shifts.
+
+For a shift ``δ`` added to module ``p``'s output ``z`` and a cotangent row ``a_n`` on the outputs
+``f_n`` of every sample, the backward pass of ``Σ_n a_nᵀf_n`` to ``δ`` gives ``Σ_n a_nᵀ∂f_n/∂z``,
+which is ``a_nᵀM_n`` at sample ``n`` (``M_n = ∂f_n/∂z_n``) when samples do not interact. The
+per-sample factor rows (:mod:`.layers`) and the tangent route of ``wᵀH_bbw`` (:mod:`.tangent_forms`)
+are built on it; the callers check that samples do not interact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+from torch.func import functional_call
+
+from coupled_curvature.numeric.core.objective import Objective
+
+__all__ = ["ShiftedForward", "cotangent_rows", "shifted_forward"]
+
+
+@dataclass
+class ShiftedForward:
+    """One forward pass of one batch: the outputs ``out``; per module path the recorded
+    ``(input, output)`` of each call (``calls``), the zero ``shift`` added to the first call's
+    output and the autograd node of ``output + shift`` (``marks``: where the module's output enters
+    the rest of the graph)."""
+
+    out: object
+    calls: dict[str, list[tuple[Tensor | None, Tensor]]]
+    shifts: dict[str, Tensor] = field(default_factory=dict)
+    marks: dict[str, object] = field(default_factory=dict)
+
+    def once(self) -> list[str]:
+        """The paths whose module ran exactly once and returned one tensor (the others carry no shift)."""
+        return [p for p, c in self.calls.items() if len(c) == 1 and p in self.shifts]
+
+
+def shifted_forward(objective: Objective, batch: int, paths: Iterable[str],
+                    params: dict[str, Tensor] | None = None) -> ShiftedForward:
+    """The forward pass of batch ``batch`` with a zero shift (``requires_grad``) on the output of
+    every module in ``paths``, under grad mode, with parameter values ``params`` (default: the
+    objective's; pass leaves that require grad to differentiate the same graph in them).
+
+    >>> from torch import nn
+    >>> from coupled_curvature.numeric.core.inputs import prepare_batches
+    >>> net = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1)).double()
+    >>> X = torch.randn(4, 2, dtype=torch.float64)
+    >>> fw = shifted_forward(Objective(net, nn.MSELoss(), prepare_batches((X, X[:, :1]), nn.MSELoss())), 0, ["0", "2"])
+    >>> fw.once(), tuple(fw.shifts["0"].shape), type(fw.marks["2"]).__name__
+    (['0', '2'], (4, 3), 'AddBackward0')
+    """
+    model = objective.model
+    values = objective.values if params is None else params
+    calls: dict[str, list[tuple[Tensor | None, Tensor]]] = {}
+    fw = ShiftedForward(None, calls)
+
+    def hook(path: str):
+        def add_shift(module, inputs, output):
+            if not isinstance(output, Tensor):
+                calls[path].append((None, output))
+                return None
+            first = inputs[0].detach() if inputs and isinstance(inputs[0], Tensor) else None
+            calls[path].append((first, output.detach()))
+            if len(calls[path]) > 1:
+                return None
+            shift = torch.zeros_like(output, requires_grad=True)
+            shifted = output + shift
+            fw.shifts[path], fw.marks[path] = shift, shifted.grad_fn  # before any in-place op downstream
+            return shifted
+
+        return add_shift
+
+    handles = []
+    for p in dict.fromkeys(paths):
+        calls[p] = []
+        handles.append(model.get_submodule(p).register_forward_hook(hook(p)))
+    try:
+        with torch.enable_grad():
+            fw.out = functional_call(model, {**values, **objective.buffers}, (objective.batches[batch].X,))
+    finally:
+        for h in handles:
+            h.remove()
+    return fw
+
+
+def cotangent_rows(fw: ShiftedForward, paths: Sequence[str], cot: Tensor, *, retain_graph: bool = True,
+                   ) -> Iterator[tuple[int, dict[str, Tensor | None]]]:
+    """``(j, {path: Σ_n cot[n, j]ᵀ∂f_n/∂z_path})`` for every row ``j`` of ``cot`` ``(N, r, K)``: one
+    backward pass of ``Σ_n cot[n, j]ᵀf_n`` to the shifts of ``paths`` per row (``None`` where the
+    outputs do not depend on the module); the graph is kept after the last row when ``retain_graph``.
+    """
+    f = fw.out.reshape(fw.out.shape[0], -1)
+    shifts = [fw.shifts[p] for p in paths]
+    rows = cot.shape[1]
+    for j in range(rows):
+        grads = torch.autograd.grad((f * cot[:, j]).sum(), shifts, retain_graph=retain_graph or j < rows - 1,
+                                    allow_unused=True)
+        yield j, dict(zip(paths, grads))

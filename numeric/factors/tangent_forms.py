@@ -1,0 +1,204 @@
+"""``wᵀH_bbw`` of every block where the network is affine in the block, from ``r`` backward passes.
+
+If block ``b`` is the weight and/or bias of one module whose output ``z`` is linear in them
+(Linear, Conv, eval-mode BatchNorm, LayerNorm, GroupNorm, Embedding) and the outputs are affine
+in ``z`` (:mod:`.affinity`), the outputs' second derivative inside the block vanishes, so with
+``S_n = A_nᵀA_n`` (:mod:`.outputs`) and ``t = ∂z/∂w_b · w_b`` the block's own tangent at ``z``::
+
+    w_bᵀH_bbw_b = Σ_n ‖A_nJ_nw_b‖²,   (A_nJ_nw_b)_j = ⟨a_{n,j}ᵀ∂f_n/∂z_n, t_n⟩,
+
+and ``t`` needs no computation: ``z − bias`` for the weight of ``z = W·x + bias`` (``z − β`` for a
+normalisation's ``γ``), the broadcast bias for the bias, ``z`` for both. The cotangents
+``a_{n,j}ᵀ∂f_n/∂z`` of every module come from one backward pass per row ``j`` of ``A_n``
+(:mod:`.cotangents`): ``r`` backward passes (``C − 1`` for softmax cross-entropy) for all blocks
+at once, plus the gradient's, instead of one Hessian-vector product per block. One more backward
+pass, of a Gaussian combination of all rows, checks that samples do not interact (the cotangent
+of sample ``n`` must not pick up other samples' outputs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from coupled_curvature.numeric.core.inputs import checked_loss
+from coupled_curvature.numeric.core.objective import Objective
+from coupled_curvature.numeric.factors.affinity import affine_outputs, leaf_uses
+from coupled_curvature.numeric.factors.cotangents import cotangent_rows, shifted_forward
+from coupled_curvature.numeric.factors.outputs import output_factors
+
+__all__ = ["TangentForms", "module_block", "tangent_forms"]
+
+# exact types (a subclass may change forward) whose output is linear in weight (and bias), with the
+# dimension the bias and a normalisation's weight broadcast along: 1 (channels), -1 (last) or "shape"
+_LINEAR_IN_PARAMS: dict[type, object] = {
+    nn.Linear: -1, nn.Bilinear: -1, nn.Conv1d: 1, nn.Conv2d: 1, nn.Conv3d: 1, nn.ConvTranspose1d: 1,
+    nn.ConvTranspose2d: 1, nn.ConvTranspose3d: 1, nn.BatchNorm1d: 1, nn.BatchNorm2d: 1, nn.BatchNorm3d: 1,
+    nn.GroupNorm: 1, nn.LayerNorm: "shape", nn.Embedding: None,
+}
+_INDEPENDENCE_RTOL = 1e-9
+
+
+@dataclass(frozen=True)
+class TangentForms:
+    """``wHw`` for the blocks the route took, ``reasons`` for the others; ``grads`` (``∇L`` per
+    parameter) and ``loss`` from the same graphs."""
+
+    wHw: dict[str, float]
+    reasons: dict[str, str]
+    grads: dict[str, Tensor]
+    loss: float
+
+
+def module_block(model: nn.Module, members: Sequence[str]) -> tuple[str, tuple[str, ...]] | None:
+    """``(module path, attributes)`` when ``members`` are the weight and/or bias of one module whose
+    output is linear in them, else ``None``.
+
+    >>> net = nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2), nn.Tanh())
+    >>> module_block(net, ["1.weight"]), module_block(net, ["0.weight", "1.bias"])
+    (('1', ('weight',)), None)
+    """
+    paths = {m.rpartition(".")[0] for m in members}
+    attrs = tuple(m.rpartition(".")[2] for m in members)
+    if len(paths) != 1 or len(set(attrs)) != len(attrs) or not set(attrs) <= {"weight", "bias"}:
+        return None
+    path = paths.pop()
+    try:
+        module = model.get_submodule(path)
+    except AttributeError:
+        return None
+    if type(module) not in _LINEAR_IN_PARAMS or (type(module) is nn.Bilinear and "weight" in attrs):
+        return None  # Bilinear: linear in its bias only
+    if type(module) is nn.Embedding and module.max_norm is not None:
+        return None  # renormalises the rows it reads
+    return path, attrs
+
+
+def _broadcast(module: nn.Module, value: Tensor, z: Tensor) -> Tensor:
+    """A bias (or a normalisation's weight) as it is added to output ``z``."""
+    dim = _LINEAR_IN_PARAMS[type(module)]
+    if dim == -1 or dim == "shape":
+        return value.expand_as(z)
+    return value.reshape(-1, *([1] * (z.dim() - 2))).expand_as(z)
+
+
+def _tangent(module: nn.Module, attrs: tuple[str, ...], z: Tensor, values: Mapping[str, Tensor],
+             path: str) -> Tensor:
+    """``∂z/∂w_b · w_b`` for block ``attrs`` of ``module``, from its output ``z``."""
+    bias = values.get(f"{path}.bias") if getattr(module, "bias", None) is not None else None
+    if set(attrs) == {"weight", "bias"} or bias is None and attrs == ("weight",):
+        return z
+    if attrs == ("weight",):
+        return z - _broadcast(module, bias, z)
+    return _broadcast(module, bias, z)
+
+
+def tangent_forms(objective: Objective, partition: Mapping[str, Sequence[str]], *, seed: int = 0) -> TangentForms:
+    """``w_bᵀH_bbw_b = Σ_batches Σ_n ‖A_nJ_nw_b‖²`` for every block of ``partition`` where the route
+    applies (see the module docstring), with the reason for every other block.
+
+    Raises what autograd raises on the model (a ``CheckpointError`` under ``torch.utils.checkpoint``);
+    the caller falls back to Hessian-vector products.
+
+    >>> from coupled_curvature.numeric.core.inputs import prepare_batches
+    >>> torch.manual_seed(0); net = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2)).double()
+    <torch._C.Generator object at ...>
+    >>> X, y = torch.randn(5, 3, dtype=torch.float64), torch.tensor([0, 1, 0, 1, 1])
+    >>> ob = Objective(net, nn.CrossEntropyLoss(), prepare_batches((X, y), nn.CrossEntropyLoss()))
+    >>> tf = tangent_forms(ob, {"0.weight": ["0.weight"], "2.weight": ["2.weight"]})
+    >>> tf.reasons["0.weight"]
+    'the outputs are not affine in the block: a Tanh operation lies between it and the outputs'
+    >>> W = net[2].weight.detach().reshape(-1); h = torch.tanh(net[0](X)).detach()
+    >>> H = torch.autograd.functional.hessian(lambda v: nn.CrossEntropyLoss()(h @ v.reshape(2, 4).T + net[2].bias, y), W)
+    >>> abs(tf.wHw["2.weight"] - float(W @ H @ W)) < 1e-14
+    True
+    """
+    model = objective.model
+    blocks = list(partition)
+    reasons: dict[str, str] = {}
+    where: dict[str, tuple[str, tuple[str, ...]]] = {}
+    for b in blocks:
+        found = module_block(model, partition[b])
+        if found is None:
+            reasons[b] = "the block is not the weight and/or bias of one Linear, Conv, normalisation or Embedding module"
+        else:
+            where[b] = found
+    train = [n for n, m in model.named_modules()
+             if m.training and isinstance(m, (nn.modules.batchnorm._BatchNorm, nn.modules.dropout._DropoutNd))]
+    if train:
+        reasons.update({b: f"module {train[0]!r} is in train mode (samples are coupled through the batch)" for b in where})
+        where = {}
+    forms = {b: 0.0 for b in where}
+    grads = {n: torch.zeros_like(v) for n, v in objective.values.items()}
+    total = 0.0
+    gen = torch.Generator().manual_seed(seed)
+    for i, batch in enumerate(objective.batches):
+        live = {b: where[b] for b in where if b not in reasons}
+        factors = None
+        if live:
+            try:
+                factors = output_factors(objective, i)
+            except ValueError as e:
+                reasons.update({b: str(e) for b in live})
+                live = {}
+        leaves = {n: v.clone().requires_grad_(True) for n, v in objective.values.items()}
+        fw = shifted_forward(objective, i, {p for p, _ in live.values()}, leaves)
+        out = fw.out
+        if not isinstance(out, Tensor) or out.dim() < 1 or out.shape[0] != batch.X.shape[0]:
+            reasons.update({b: "the model's output is not one tensor with the samples along dimension 0" for b in live})
+            live = {}
+        loss = batch.weight * checked_loss(objective.loss_fn(out, batch.y), i)
+        once = set(fw.once())
+        for b, (p, _) in list(live.items()):
+            if p not in once:
+                reasons[b] = f"module {p!r} runs more than once per forward pass"
+                del live[b]
+        if live:
+            affine = affine_outputs(out.grad_fn, {p: fw.marks[p] for p, _ in live.values()})
+            uses = leaf_uses(out.grad_fn)
+            for b, (p, _) in list(live.items()):
+                shared = [m for m in partition[b] if uses.get(id(leaves[m]), 0) > 1]
+                why = affine[p] or (f"{shared[0]} is used by more than one operation" if shared else None)
+                if why:
+                    reasons[b] = f"the outputs are not affine in the block: {why}" if affine[p] else why
+                    del live[b]
+        names = list(leaves)
+        for n, g in zip(names, torch.autograd.grad(loss, [leaves[n] for n in names], retain_graph=bool(live),
+                                                   allow_unused=True)):
+            if g is not None:
+                grads[n] += g
+        total += float(loss.detach())
+        if live:
+            _accumulate(model, fw, live, factors.A, objective.values, forms, reasons, gen)
+    return TangentForms({b: forms[b] for b in blocks if b in forms and b not in reasons},
+                        {b: reasons[b] for b in blocks if b in reasons}, grads, total)
+
+
+def _accumulate(model: nn.Module, fw, live: Mapping[str, tuple[str, tuple[str, ...]]], A: Tensor, values: Mapping[str, Tensor],
+                forms: dict[str, float], reasons: dict[str, str], gen: torch.Generator) -> None:
+    """Add ``Σ_n ‖A_nJ_nw_b‖²`` of one batch to ``forms``; a block whose sample-independence check fails
+    gets a reason instead."""
+    paths = list(dict.fromkeys(p for p, _ in live.values()))
+    z = {p: fw.calls[p][0][1] for p in paths}
+    tangents = {b: _tangent(model.get_submodule(p), attrs, z[p], values, p) for b, (p, attrs) in live.items()}
+    n, r = A.shape[0], A.shape[1]
+    v = {b: torch.zeros(n, r, dtype=torch.float64) for b in live}
+    for j, cots in cotangent_rows(fw, paths, A):
+        for b, (p, _) in live.items():
+            if cots[p] is not None:
+                v[b][:, j] = (cots[p] * tangents[b]).reshape(n, -1).sum(dim=1)
+    gamma = torch.randn(n, r, generator=gen, dtype=torch.float64)
+    check = (gamma.unsqueeze(2) * A).sum(dim=1, keepdim=True)
+    (_, cots), = cotangent_rows(fw, paths, check, retain_graph=False)
+    for b, (p, _) in live.items():
+        got = torch.zeros(n, dtype=torch.float64) if cots[p] is None else (cots[p] * tangents[b]).reshape(n, -1).sum(1)
+        want = (gamma * v[b]).sum(dim=1)
+        scale = float((gamma * v[b]).abs().sum()) or 1.0
+        if float((got - want).abs().max()) > _INDEPENDENCE_RTOL * scale:
+            reasons[b] = "samples interact in the forward pass (a sample's output depends on another sample)"
+            continue
+        forms[b] += float((v[b] * v[b]).sum())
+

@@ -1,0 +1,231 @@
+"""The tangent route of diagnose's ``wᵀH_bbw`` (numeric/factors/tangent_forms.py, affinity.py,
+cotangents.py) against the Hessian-vector-product route and brute-force Hessians, on MLPs, CNNs,
+BatchNorm and residual nets, with the cases it must refuse and negative controls for both checks."""
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from torch import nn
+from torch.nn import functional as F
+
+from coupled_curvature.numeric.core import diagnostics
+from coupled_curvature.numeric.core.diagnostics import diagnose
+from coupled_curvature.numeric.core.inputs import prepare_batches
+from coupled_curvature.numeric.core.objective import Objective
+from coupled_curvature.numeric.factors import tangent_forms as tf_module
+from coupled_curvature.numeric.factors.affinity import affine_outputs
+from coupled_curvature.numeric.factors.tangent_forms import module_block, tangent_forms
+from coupled_curvature.numeric.models.factory import randomize_batchnorm
+from tests.numeric._nets import cnn, data, mlp, reference_block, rel
+
+CE, MSE = nn.CrossEntropyLoss(), nn.MSELoss()
+
+
+@pytest.fixture
+def hvp_route(monkeypatch):
+    def run(*args, **kwargs):
+        monkeypatch.setattr(diagnostics, "_tangent_route", False)
+        try:
+            return diagnose(*args, **kwargs)
+        finally:
+            monkeypatch.setattr(diagnostics, "_tangent_route", True)
+    return run
+
+
+def _same(fast, slow, tol=1e-10):
+    assert abs(fast.meta["loss"] - slow.meta["loss"]) <= 1e-12 * abs(slow.meta["loss"])
+    for b in slow:
+        f = fast[b.name]
+        assert abs(f.wHw - b.wHw) <= tol * max(abs(b.wHw), 1e-300) + 1e-15, (b.name, f.wHw, b.wHw)
+        assert abs(f.g_sq - b.g_sq) <= 1e-12 * max(b.g_sq, 1e-300) + 1e-30
+        assert abs(f.w_dot_g - b.w_dot_g) <= 1e-12 * max(abs(b.w_dot_g), 1e-300) + 1e-30
+
+
+@settings(max_examples=15, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(
+    widths=st.lists(st.integers(1, 6), min_size=0, max_size=3),
+    out=st.integers(1, 4),
+    n=st.integers(1, 9),
+    split=st.booleans(),
+    bias=st.booleans(),
+    act=st.sampled_from(["relu", "leaky"]),
+    loss=st.sampled_from(["ce", "mse"]),
+    blocks=st.sampled_from(["tensor", "layer"]),
+    seed=st.integers(0, 10**6),
+)
+def test_matches_the_hvp_route_on_random_mlps(hvp_route, widths, out, n, split, bias, act, loss, blocks, seed):
+    if loss == "ce":
+        out = max(out, 2)
+        X, y = data(n, (4,), out, seed=seed)
+        loss_fn = CE
+    else:
+        X, _ = data(n, (4,), 2, seed=seed)
+        y = torch.randn(n, out, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+        loss_fn = MSE
+    net = mlp([4, *widths, out], bias=bias, act=act, seed=seed % 997)
+    batches = [(X[:1], y[:1]), (X[1:], y[1:])] if split and n > 1 else (X, y)
+    fast = diagnose(net, loss_fn, batches, inverse=False, blocks=blocks)
+    slow = hvp_route(net, loss_fn, batches, inverse=False, blocks=blocks)
+    assert fast.meta["wHw_route"] == "tangent" and slow.meta["wHw_route"] == "hvp"
+    assert all(b.wHw_route == "tangent" for b in fast) and all(b.wHw_route == "hvp" for b in slow)
+    _same(fast, slow)
+
+
+class Residual(nn.Module):
+    """A residual CNN as a plain nn.Module: conv-BN-ReLU stem, a BasicBlock with a 1x1 shortcut, pooling."""
+
+    def __init__(self, classes=3, groups=1):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(1, 4, 3, padding=1, bias=False), nn.BatchNorm2d(4)
+        self.conv2 = nn.Conv2d(4, 4, 3, padding=1, groups=groups)
+        self.bn2 = nn.BatchNorm2d(4)
+        self.short = nn.Sequential(nn.Conv2d(1, 4, 1, bias=False), nn.BatchNorm2d(4))
+        self.fc = nn.Linear(4, classes)
+
+    def forward(self, x):
+        h = F.relu(self.bn1(self.conv1(x)))
+        h = F.relu(self.bn2(self.conv2(h)) + self.short(x))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(F.max_pool2d(h, 2), 1), 1))
+
+
+class Seq1d(nn.Module):
+    """Conv1d over a sequence, a LayerNorm on the features at the end, then a Linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.norm, self.head = nn.Conv1d(3, 4, 3, padding=1), nn.LayerNorm(4), nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.head(self.norm(F.leaky_relu(self.conv(x), 0.2).mean(dim=2)))
+
+
+def _residual(groups=1):
+    return randomize_batchnorm(Residual(groups=groups).double()).eval()
+
+
+@pytest.mark.parametrize("name", ["cnn", "residual", "grouped", "seq1d"])
+def test_matches_the_hvp_route_and_brute_force_on_other_architectures(hvp_route, name):
+    if name == "cnn":
+        net, (X, y) = cnn(seed=3), data(7, (1, 8, 8), 3)
+    elif name in ("residual", "grouped"):
+        net, (X, y) = _residual(groups=2 if name == "grouped" else 1), data(6, (1, 8, 8), 3)
+    else:
+        torch.manual_seed(0)
+        net, (X, y) = Seq1d().double(), data(6, (3, 5), 3)
+    fast = diagnose(net, CE, (X, y), inverse=False)
+    slow = hvp_route(net, CE, (X, y), inverse=False)
+    _same(fast, slow)
+    routes = {b.name: b.wHw_route for b in fast}
+    if name == "seq1d":  # the LayerNorm normalises conv's output: conv refused, the norm and head taken
+        assert routes == {"conv.weight": "hvp", "conv.bias": "hvp", "norm.weight": "tangent", "norm.bias": "tangent",
+                          "head.weight": "tangent", "head.bias": "tangent"}
+        assert fast.meta["wHw_route"] == "mixed"
+        assert "NativeLayerNorm" in fast.meta["tangent_refused"]["conv.weight"]
+    else:
+        assert set(routes.values()) == {"tangent"}
+    for b in list(fast)[:3] + list(fast)[-2:]:
+        ref = reference_block(net, CE, X, y, [b.name])
+        assert rel(b.wHw, ref["wHw"]) < 1e-10
+
+
+class TwoUses(nn.Module):
+    def __init__(self, how):
+        super().__init__()
+        self.how = how
+        self.a, self.b = nn.Linear(3, 4), nn.Linear(4, 2)
+
+    def forward(self, x):
+        h = torch.relu(self.a(x))
+        if self.how == "module twice":
+            return self.b(h) + self.b(h)
+        if self.how == "weight reused":
+            return self.b(h) + F.linear(h, self.b.weight)
+        if self.how == "batch coupling":
+            return self.b(h - h.mean(dim=0))  # linear, but each sample's output reads the others
+        if self.how == "attention-like":
+            return self.b(h * h.sum(dim=1, keepdim=True))  # a product of two activations
+        raise AssertionError(self.how)
+
+
+@pytest.mark.parametrize("how, refused, reason", [
+    ("module twice", {"b.weight", "b.bias"}, "runs more than once"),
+    ("weight reused", {"b.weight"}, "used by more than one operation"),
+    ("batch coupling", {"a.weight", "a.bias"}, "samples interact"),
+    ("attention-like", {"a.weight", "a.bias"}, "Mul operation multiplies two factors"),
+])
+def test_refuses_what_breaks_the_identity_and_falls_back_exactly(hvp_route, how, refused, reason):
+    torch.manual_seed(0)
+    net = TwoUses(how).double()
+    X, y = data(5, (3,), 2)
+    fast = diagnose(net, CE, (X, y), inverse=False)
+    slow = hvp_route(net, CE, (X, y), inverse=False)
+    _same(fast, slow, tol=1e-12)  # the refused blocks come from Hessian-vector products
+    assert {b.name for b in fast if b.wHw_route == "hvp"} == refused
+    assert all(reason in fast.meta["tangent_refused"][b] for b in refused)
+
+
+def test_train_mode_batchnorm_and_subclasses_are_refused():
+    net = _residual().train()
+    X, y = data(6, (1, 8, 8), 3)
+    ob = Objective(net, CE, prepare_batches((X, y), CE))
+    res = tangent_forms(ob, {"fc.weight": ["fc.weight"]})
+    assert "train mode" in res.reasons["fc.weight"] and not res.wHw
+
+    class MyLinear(nn.Linear):
+        def forward(self, x):
+            return super().forward(x) ** 1  # a subclass may change forward: never trusted
+    assert module_block(nn.Sequential(MyLinear(2, 2)), ["0.weight"]) is None
+    assert module_block(nn.Sequential(nn.Linear(2, 2)), ["0.weight"]) == ("0", ("weight",))
+
+
+def test_affinity_of_eval_and_train_batchnorm_and_of_quotients():
+    x = torch.randn(4, 3, dtype=torch.float64)
+    s = torch.zeros(4, 3, dtype=torch.float64, requires_grad=True)
+    z = x + s
+    bn = nn.BatchNorm1d(3).double()
+    assert affine_outputs(bn.eval()(z).grad_fn, {"z": z.grad_fn}) == {"z": None}
+    assert "NativeBatchNorm" in affine_outputs(bn.train()(z).grad_fn, {"z": z.grad_fn})["z"]
+    assert affine_outputs((z / 3.0).grad_fn, {"z": z.grad_fn}) == {"z": None}
+    assert "divides" in affine_outputs((x / (1 + z * z.detach())).grad_fn, {"z": z.grad_fn})["z"]
+    assert "Softmax" in affine_outputs(torch.softmax(z, 1).grad_fn, {"z": z.grad_fn})["z"]
+
+
+def test_negative_controls_each_check_matters(monkeypatch):
+    """With the affinity check forced to pass on a Tanh net, or the sample-independence check
+    disabled on a batch-coupling net, the route's value is wrong: both checks are needed."""
+    X, y = data(6, (3,), 2)
+    net = mlp([3, 4, 2], act="tanh", seed=1)
+    ob = Objective(net, CE, prepare_batches((X, y), CE))
+    assert "Tanh" in tangent_forms(ob, {"0.weight": ["0.weight"]}).reasons["0.weight"]
+    monkeypatch.setattr(tf_module, "affine_outputs", lambda root, marks: dict.fromkeys(marks))
+    forced = tangent_forms(ob, {"0.weight": ["0.weight"]}).wHw["0.weight"]
+    assert rel(forced, reference_block(net, CE, X, y, ["0.weight"])["wHw"]) > 1e-3
+    monkeypatch.undo()
+
+    torch.manual_seed(0)
+    coupled = TwoUses("batch coupling").double()
+    ob = Objective(coupled, CE, prepare_batches((X[:, :3], y), CE))
+    assert "samples interact" in tangent_forms(ob, {"a.weight": ["a.weight"]}).reasons["a.weight"]
+    monkeypatch.setattr(tf_module, "_INDEPENDENCE_RTOL", float("inf"))
+    forced = tangent_forms(ob, {"a.weight": ["a.weight"]}).wHw["a.weight"]
+    assert rel(forced, reference_block(coupled, CE, X[:, :3], y, ["a.weight"])["wHw"]) > 1e-3
+
+
+def test_d_is_invariant_and_a_neuron_scaling_moves_it_on_the_tangent_route():
+    """The headline check, on the route's own numbers: layer rescaling keeps D to 1e-10 while RQ moves;
+    scaling one hidden unit of the first layer (uncompensated) moves D."""
+    from coupled_curvature.numeric.symmetries.homogeneous import layer_rescale
+
+    net, (X, y) = mlp([4, 6, 5, 3], seed=4), data(9, (4,), 3)
+    before = diagnose(net, CE, (X, y), inverse=False)
+    after = diagnose(layer_rescale(net, 0, 3.5), CE, (X, y), inverse=False)
+    assert before.meta["wHw_route"] == after.meta["wHw_route"] == "tangent"
+    for b in before:
+        assert rel(after[b.name].coupled, b.coupled) <= 1e-10
+    assert rel(after["0.weight"].rayleigh, before["0.weight"].rayleigh) > 0.5
+    moved = mlp([4, 6, 5, 3], seed=4)
+    with torch.no_grad():
+        moved[0].weight[0] *= 3.0
+    assert rel(diagnose(moved, CE, (X, y), inverse=False)["0.weight"].coupled, before["0.weight"].coupled) > 1e-3
