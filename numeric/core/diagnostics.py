@@ -14,7 +14,7 @@ from coupled_curvature.numeric.core.inputs import (
 )
 from coupled_curvature.numeric.core.blocks import resolve_blocks
 from coupled_curvature.numeric.core.hvp import (
-    BlockCurvature, attention_modules, block_curvature, block_krylov, hidden_dependence, math_attention,
+    BlockCurvature, attention_calls, block_curvature, block_krylov, hidden_dependence, math_attention,
     route_failure,
 )
 from coupled_curvature.numeric.linalg.krylov_quadrature import KrylovForm
@@ -97,8 +97,8 @@ def diagnose(
     ``True``/``False`` always/never. It changes nothing in the result.
 
     Every graph is built with ``scaled_dot_product_attention`` on its math kernel (the fused
-    kernels have no second derivative; a model-level note says so when the model has
-    ``nn.MultiheadAttention``). A fast route that fails to run on the model — the per-sample
+    kernels have no second derivative; a model-level note names the modules that call it, found
+    by :func:`attention_calls`). A fast route that fails to run on the model — the per-sample
     factors, the tangent pass or the Gram route under ``torch.utils.checkpoint``, or an operation
     without a second derivative — gives way to Hessian-vector products on the retained graph,
     with a note naming the route and the error; any other error propagates. A parameter whose
@@ -129,10 +129,11 @@ def diagnose(
     source = "argument" if reduction is not None else "loss_fn" if hasattr(loss_fn, "reduction") else "assumed"
     reduction = loss_reduction(loss_fn, reduction)
     batches = prepare_batches(data, loss_fn, reduction)
-    probe_batches(net, loss_fn, batches)
+    with attention_calls(net) as attention:
+        probe_batches(net, loss_fn, batches)
     model_notes = []
-    if attention_modules(net):
-        model_notes.append(f"attention ({', '.join(attention_modules(net))}) runs on the math kernel: "
+    if attention:
+        model_notes.append(f"attention ({', '.join(attention)}) runs on the math kernel: "
                            "the fused kernels have no second derivative")
     if source == "assumed" and len(batches) > 1:
         model_notes.append("loss_fn has no .reduction: taken as a mean over each batch, so batches are weighted "

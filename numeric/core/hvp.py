@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from types import FrameType
 
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.overrides import TorchFunctionMode
 from torch.utils.checkpoint import CheckpointError
 
 from coupled_curvature.numeric.core.compare import agrees
@@ -49,14 +53,73 @@ def math_attention() -> Iterator[None]:
         torch.backends.mha.set_fastpath_enabled(fastpath)
 
 
-def attention_modules(model: nn.Module) -> list[str]:
-    """The paths of the ``nn.MultiheadAttention`` modules in ``model`` (also inside ``nn.Transformer*``).
+#: the calls whose attention :func:`math_attention` puts on the math kernel: ``scaled_dot_product_attention``
+#: (the function and its aten op) and ``multi_head_attention_forward`` (``nn.MultiheadAttention``, also inside
+#: ``nn.Transformer*``; a torch-function mode does not see the calls it makes in turn)
+_ATTENTION_CALLS = (F.scaled_dot_product_attention, F.multi_head_attention_forward)
+_SDPA_OP = torch.ops.aten.scaled_dot_product_attention
+_FRAMES = 64  # how far up the stack an attention call looks for the module that made it
 
-    >>> layer = nn.TransformerEncoderLayer(4, 2, dim_feedforward=8)
-    >>> attention_modules(layer), attention_modules(nn.Linear(2, 2))
-    (['self_attn'], [])
+
+class _AttentionWatch(TorchFunctionMode):
+    """A torch-function mode that counts the attention calls per module path into ``calls``."""
+
+    def __init__(self, model: nn.Module, calls: dict[str, int]) -> None:
+        super().__init__()
+        self._paths = {id(m): name for name, m in model.named_modules()}
+        self._calls = calls
+
+    def __torch_function__(
+        self, func: Callable, types: tuple, args: tuple = (), kwargs: dict | None = None
+    ) -> object:
+        if any(func is f for f in _ATTENTION_CALLS) or getattr(func, "overloadpacket", func) is _SDPA_OP:
+            where = self._caller(sys._getframe(1))
+            self._calls[where] = self._calls.get(where, 0) + 1
+        return func(*args, **(kwargs or {}))
+
+    def _caller(self, frame: FrameType | None) -> str:
+        """The path of the innermost module of the model whose method is on the stack."""
+        for _ in range(_FRAMES):
+            if frame is None:
+                break
+            code = frame.f_code
+            if code.co_argcount and code.co_varnames[0] == "self":
+                path = self._paths.get(id(frame.f_locals.get("self")))
+                if path is not None:
+                    return path or "top level"
+            frame = frame.f_back
+        return "outside the model"
+
+
+@contextmanager
+def attention_calls(model: nn.Module) -> Iterator[dict[str, int]]:
+    """A context that records which attention runs inside it: ``{path: calls}``, in the order of
+    the first call, where ``path`` names the innermost module of ``model`` whose method made the call
+    (``"top level"`` for ``model``'s own, ``"outside the model"`` for code in no module of it).
+
+    Attention is what :func:`math_attention` changes: a call of ``F.scaled_dot_product_attention``
+    (or ``torch.ops.aten.scaled_dot_product_attention``) or ``F.multi_head_attention_forward``
+    (``nn.MultiheadAttention`` and the ``nn.Transformer*`` layers) seen by a
+    ``torch.overrides.TorchFunctionMode``. The mode sees the call as made, before the dispatcher
+    decomposes it (a ``TorchDispatchMode`` sees only the math kernel's ``bmm``/``softmax``; calls
+    inside TorchScript are seen by neither), and while it is active ``nn.MultiheadAttention`` leaves its fused inference path, so what runs is what
+    graphs built under :func:`math_attention` run. The module is found by walking up the caller's
+    frames, only when attention is called: nothing is installed on ``model``, and the mode is
+    removed on exit, also when the body raises.
+
+    >>> class Block(nn.Module):
+    ...     def forward(self, x):
+    ...         return nn.functional.scaled_dot_product_attention(x, x, x)
+    >>> net = nn.Sequential(nn.Linear(4, 4), Block())
+    >>> with attention_calls(net) as calls:
+    ...     _ = net(torch.randn(1, 3, 4))
+    ...     _ = net(torch.randn(1, 3, 4))
+    >>> calls
+    {'1': 2}
     """
-    return [name for name, m in model.named_modules() if isinstance(m, nn.MultiheadAttention)]
+    calls: dict[str, int] = {}
+    with _AttentionWatch(model, calls):
+        yield calls
 
 
 def route_failure(error: BaseException) -> str | None:

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 from torch import nn
+from torch.nn import functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.checkpoint import CheckpointError, checkpoint
 
@@ -52,6 +53,33 @@ class Transformer(nn.Module):
 
     def forward(self, x):
         return self.head(self.enc(self.emb(x)).mean(dim=1))
+
+
+class SelfAttention(nn.Module):
+    """Hand-written multi-head self-attention: one qkv projection, ``F.scaled_dot_product_attention``
+    called directly, an output projection."""
+
+    def __init__(self, d: int = 8, heads: int = 2):
+        super().__init__()
+        self.heads = heads
+        self.qkv, self.out = nn.Linear(d, 3 * d), nn.Linear(d, d)
+
+    def forward(self, x):
+        n, t, d = x.shape
+        q, k, v = self.qkv(x).view(n, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        return self.out(F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(n, t, d))
+
+
+class CustomTransformer(nn.Module):
+    """Linear embedding, a residual :class:`SelfAttention`, mean over the sequence, linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb, self.attn, self.head = nn.Linear(3, 8), SelfAttention(), nn.Linear(8, 3)
+
+    def forward(self, x):
+        h = self.emb(x)
+        return self.head((h + self.attn(h)).mean(dim=1))
 
 
 class Recurrent(nn.Module):
@@ -94,6 +122,7 @@ def _data(shape, seed=1, n=6):
 
 MODELS = {
     "transformer": (lambda: Transformer(), (4, 3)),
+    "custom_attention": (lambda: CustomTransformer(), (4, 3)),
     "lstm": (lambda: Recurrent(nn.LSTM), (4, 3)),
     "gru": (lambda: Recurrent(nn.GRU), (4, 3)),
     "checkpointed_mlp": (_mlp_ckpt, (4,)),
@@ -195,17 +224,107 @@ def test_gram_and_auto_refuse_non_affine_blocks_and_match_reference(name, method
     assert all(any("not affine in the block" in n for n in d[b].notes) for b in refused)
 
 
-def test_math_kernel_note_only_with_attention():
-    model, (X, y) = _model("transformer")
+def _math_note(paths: str) -> str:
+    return f"attention ({paths}) runs on the math kernel: the fused kernels have no second derivative"
+
+
+class _UnusedAttention(nn.Module):
+    """Holds an ``nn.MultiheadAttention`` its forward never calls."""
+
+    def __init__(self):
+        super().__init__()
+        self.attn, self.head = nn.MultiheadAttention(4, 2, batch_first=True), nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.head(x.mean(dim=1))
+
+
+@pytest.mark.parametrize("name, paths", [("transformer", "enc.layers.0.self_attn"), ("custom_attention", "attn")])
+def test_math_kernel_note_names_the_modules_that_call_attention(name, paths):
+    """nn.TransformerEncoderLayer (through nn.MultiheadAttention) and a module calling
+    F.scaled_dot_product_attention itself: one model-level note naming the calling module."""
+    model, (X, y) = _model(name)
     notes = diagnose(model, CE, (X, y), inverse=False).notes
-    assert any(MATH_NOTE in n and "enc.layers.0.self_attn" in n for n in notes)
+    assert [n for n in notes if MATH_NOTE in n] == [_math_note(paths)]
+
+
+def test_no_math_kernel_note_without_attention_calls():
+    """Negative controls: no attention at all, and an attention module that never runs."""
     mlp = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 3)).double()
     assert not any(MATH_NOTE in n for n in diagnose(mlp, CE, _data((3,))).notes)
+    unused = _randomize(_UnusedAttention().double(), 0)
+    assert not any(MATH_NOTE in n for n in diagnose(unused, CE, _data((5, 4)), inverse=False).notes)
 
 
-def test_without_the_math_kernel_the_fused_attention_has_no_second_derivative(monkeypatch):
-    """Negative control: the transformer does reach the fused kernel, so the math kernel is what works."""
-    model, (X, y) = _model("transformer")
+class _Inline(nn.Module):
+    """Attention in the model's own forward, in a submodule called twice, and none in the rest."""
+
+    def __init__(self):
+        super().__init__()
+        self.attn, self.head = SelfAttention(4), nn.Linear(4, 3)
+
+    def forward(self, x):
+        x = self.attn(self.attn(x))
+        return self.head(F.scaled_dot_product_attention(x, x, x).mean(dim=1))
+
+
+def test_attention_calls_counts_per_module_path():
+    model = nn.Sequential(nn.Linear(4, 4), _Inline()).double()
+    mha = nn.MultiheadAttention(4, 2).double()
+    x = torch.randn(2, 3, 4, dtype=torch.float64)
+    with hvp.attention_calls(model) as calls:
+        out = model(x)
+        mha(x, x, x)
+        torch.ops.aten.scaled_dot_product_attention(x, x, x)
+    assert calls == {"1.attn": 2, "1": 1, "outside the model": 2}
+    with hvp.attention_calls(mha) as calls:
+        mha(x, x, x, need_weights=False)
+    assert calls == {"top level": 1}
+    with hvp.attention_calls(model) as calls:
+        model[0](x)
+    assert calls == {} and out.shape == (2, 3)
+
+
+class _Failing(Exception):
+    """Not an error of the forward that diagnose reports as bad input: it propagates."""
+
+
+class _FailingAttention(CustomTransformer):
+    def forward(self, x):
+        super().forward(x)
+        raise _Failing
+
+
+def _state(model: nn.Module) -> list:
+    """Everything diagnose might leave behind: the model's values, modes and hooks, torch's switches."""
+    hooks = [len(d) for m in model.modules() for d in (m._forward_pre_hooks, m._forward_hooks)]
+    return [[(k, v.dtype, v.tolist()) for k, v in model.state_dict().items()], model.training, hooks,
+            torch._C._len_torch_function_stack(), torch.backends.mha.get_fastpath_enabled()]
+
+
+def test_attention_detection_leaves_no_trace():
+    """The user's model and torch's global state are as before diagnose, also when the forward raises;
+    the check can fail: inside the detection context the mode is on the stack."""
+    model, (X, y) = _model("custom_attention")
+    before = _state(model)
+    with hvp.attention_calls(model):
+        assert _state(model) != before
+    diagnose(model, CE, (X, y), inverse=False)
+    assert _state(model) == before
+    with pytest.raises(InvalidInputError, match="model.X. failed"):
+        diagnose(model, CE, (X[..., :2], y), inverse=False)
+    assert _state(model) == before
+    failing = _randomize(_FailingAttention().double(), 0)
+    before = _state(failing)
+    with pytest.raises(_Failing):
+        diagnose(failing, CE, (X, y), inverse=False)
+    assert _state(failing) == before
+
+
+@pytest.mark.parametrize("name", ["transformer", "custom_attention"])
+def test_without_the_math_kernel_the_fused_attention_has_no_second_derivative(monkeypatch, name):
+    """Negative control: the models do reach the fused kernel, so the math kernel is what works."""
+    model, (X, y) = _model(name)
     monkeypatch.setattr(hvp, "sdpa_kernel", lambda *backends: contextlib.nullcontext())
     with pytest.raises(RuntimeError, match="derivative for .* is not implemented"):
         diagnose(model, CE, (X, y))
