@@ -112,7 +112,7 @@ def routes(d) -> str:
     return out
 
 
-def run_model(label: str, model: nn.Module, n: int, side: int, memory: int) -> None:
+def run_model(label: str, model: nn.Module, n: int, side: int, memory: int, dense_check: bool = False) -> None:
     model = randomize_batchnorm(model.double()).eval()
     g = torch.Generator().manual_seed(0)
     X = torch.randn(n, 3, side, side, generator=g, dtype=torch.float64)
@@ -128,6 +128,10 @@ def run_model(label: str, model: nn.Module, n: int, side: int, memory: int) -> N
     d_s = time.perf_counter() - t
     print(f"  D only (inverse=False):       {d_s:8.1f} s = {d_s / grad_s:7.1f} x gradient   "
           f"peak RSS so far {rss_gib():.2f} GiB   [D: <= 20x]")
+    taken = collections.Counter(b.wHw_route for b in d_only)
+    print(f"  wᵀHw route per block (D only): {', '.join(f'{k}: {v}' for k, v in sorted(taken.items()))}")
+    for block, reason in list(d_only.meta.get("tangent_refused", {}).items())[:3]:
+        print(f"      refused {block}: {reason[:90]}")
     t = time.perf_counter()
     full = diagnose(model, loss_fn, (X, y), method="gram", gram_memory=memory)
     f_s = time.perf_counter() - t
@@ -141,6 +145,14 @@ def run_model(label: str, model: nn.Module, n: int, side: int, memory: int) -> N
     if undefined:
         print(f"  D undefined on {len(undefined)} block(s) (g = 0 or w = 0): {', '.join(undefined[:4])}")
     print(f"  blocks without D⁺: {len(missing)}; max |ΔD|/D between the two runs: {worst:.1e}")
+    if dense_check:
+        t = time.perf_counter()
+        dense = diagnose(model, loss_fn, (X, y), method="dense")
+        both = [b for b in dense if b.inverse_coupled is not None and full[b.name].inverse_coupled is not None]
+        gap = max((abs(full[b.name].inverse_coupled - b.inverse_coupled) / abs(b.inverse_coupled) for b in both
+                   if b.inverse_coupled), default=0.0)
+        print(f"  Gram against the dense route on the {len(both)} block(s) <= max_dense: max |ΔD⁺|/D⁺ {gap:.1e}, "
+              f"ranks equal on {sum(b.rank == full[b.name].rank for b in both)} ({time.perf_counter() - t:.1f} s)")
     top = sorted(full, key=lambda b: -b.size)[:3]
     for b in top:
         print(f"    {b.name:28s} n_b = {b.size:9,d}  D = {b.coupled}  D⁺ = {b.inverse_coupled}  rank {b.rank}")
@@ -178,6 +190,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2, help="torch threads (2)")
     ap.add_argument("--mlp-blocks", default=None, help="'all' or a comma list (all; 3 with --quick)")
     ap.add_argument("--skip-mlp", action="store_true")
+    ap.add_argument("--dense-check", action="store_true", help="also the dense route, to compare D⁺ (on with --quick)")
     ap.add_argument("--skip-resnet", action="store_true")
     ap.add_argument("--gram-memory", type=int, default=MEMORY_BUDGET, help="bytes of B rows held at once")
     args = ap.parse_args()
@@ -187,7 +200,8 @@ def main() -> None:
     if not args.skip_resnet:
         widths = (8, 16, 32, 64) if args.quick else (64, 128, 256, 512)
         torch.manual_seed(0)
-        run_model(f"ResNet-18 (bench's own, widths {widths})", ResNet18(widths), n, 32, args.gram_memory)
+        run_model(f"ResNet-18 (bench's own, widths {widths})", ResNet18(widths), n, 32, args.gram_memory,
+                  dense_check=args.quick or args.dense_check)
         try:
             import torchvision
         except Exception as e:  # noqa: BLE001 - any import failure means: not available here
