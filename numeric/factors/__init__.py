@@ -6,4 +6,7 @@
 :mod:`.gram` (any piecewise-affine network), :mod:`.gauss_newton` (sums and dense blocks of
 layers), :mod:`.relu_mlp` (ReLU MLPs under cross-entropy). :mod:`.kronecker` is the layer-output
 route of Linear layers, ``Σ_n G_n ⊗ a_na_nᵀ``, exact for any network above the layer.
+:mod:`.tangent_forms` gives ``wᵀH_bbw = Σ_n ‖A_nJ_nw_b‖²`` of every block at once without forming
+``B``: the cotangents at module outputs (:mod:`.cotangents`, which :mod:`.layers` uses too) against
+each block's own tangent there, where :mod:`.affinity` finds the outputs affine in the module.
 """
