@@ -155,8 +155,9 @@ def test_every_block_of_the_resnet18_layout_takes_the_exact_gram_route(base):
     assert len(d) == len(p) == 62 and sum(isinstance(m, BasicBlock) for m in net.modules()) == 8
     assert {b.method for b in d} == {"gram"} and {b.route for b in p} == {"gram"} and all(b.exact for b in p)
     assert all(b.coupled is not None and b.inverse_coupled is not None for b in d)
-    # the two routes read the same H_bb: D from the profile equals diagnose's D
+    # the two read the same H_bb: D and D⁺ from the profile equal diagnose's
     assert max(relative_change(b.coupled, p[b.name].D()) for b in d) <= 1e-10
+    assert all(relative_change(b.inverse_coupled, p[b.name].dplus(1e-10)) <= dplus_bound(b) for b in d)
     # the D⁺ tolerance is a real constraint: a 1e-3 change of D⁺ would exceed it on every block
     assert max(dplus_bound(b) for b in d) < 1e-3
 
