@@ -18,8 +18,8 @@ and spectral_profile(method="gram") (the profile μ_w and ρ/‖g‖²), then pr
     c^∓2, and the largest relative change of wᵀHw (T1: invariant);
   * the route per block (diagnose and profile), the wall time per model and the peak RSS
     (resource.getrusage: the process maximum so far).
-With --control it also runs (--control-only: only, after the original) a non-uniform (but compensated, so function-preserving) neuron_rescale,
-which is not conformal on its blocks (T5): D must move there and nowhere else.
+With --control it also runs (--control-only: only it, after the original) a non-uniform (but compensated,
+so function-preserving) neuron_rescale,which is not conformal on its blocks (T5): D must move there and nowhere else.
 
 Measured 2026-12-01, 8 samples, 1 thread, `nice`, on the shared 2-core machine with other jobs running
 (load average 2.5-3.4, so the wall times vary by up to 2x between equal runs): 62/62 blocks on the Gram
@@ -38,7 +38,8 @@ no atom count moved under any map; per model diagnose 124-232 s + profile 129-22
   CONTROL (--control-only, a second run: original again, then the control; total 543.9 s, 5.26 GiB):
     non-uniform neuron_rescale(layer2.1.bn1 -> conv2, a in [0.3, 3]): function gap 3.8e-16, but |ΔD|/D
     0.92 / 0.78 / 0.82 on layer2.1.bn1.weight / .bias / conv2.weight (7.8e-16 on the 59 other blocks),
-    |ΔD⁺|/D⁺ up to 15 (6e11 ε/x_min), profile |Δx| up to 0.32 and ρ/‖g‖² up to 0.47; wᵀHw still unchanged.
+    |ΔD⁺|/D⁺ up to 15 (6e11 ε/x_min), profile |Δx| up to 0.32 and ρ/‖g‖² up to 0.47; wᵀHw still
+    unchanged.
 Run (from the repository root):
   PYTHONPATH=. nice python bench/bench_resnet_invariance.py [--samples 8] [--threads 1] [--widths 64-128-256-512]
       [--control | --control-only] [--gram-memory BYTES]
