@@ -19,7 +19,8 @@ and spectral_profile(method="gram") (the profile μ_w and ρ/‖g‖²), then pr
   * the route per block (diagnose and profile), the wall time per model and the peak RSS
     (resource.getrusage: the process maximum so far).
 With --control it also runs (--control-only: only it, after the original) a non-uniform (but compensated,
-so function-preserving) neuron_rescale,which is not conformal on its blocks (T5): D must move there and nowhere else.
+so function-preserving) neuron_rescale, which is not conformal on its blocks (T5): D must move there and
+nowhere else.
 
 Measured 2026-12-01, 8 samples, 1 thread, `nice`, on the shared 2-core machine with other jobs running
 (load average 2.5-3.4, so the wall times vary by up to 2x between equal runs): 62/62 blocks on the Gram
