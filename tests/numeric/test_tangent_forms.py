@@ -229,3 +229,23 @@ def test_d_is_invariant_and_a_neuron_scaling_moves_it_on_the_tangent_route():
     with torch.no_grad():
         moved[0].weight[0] *= 3.0
     assert rel(diagnose(moved, CE, (X, y), inverse=False)["0.weight"].coupled, before["0.weight"].coupled) > 1e-3
+
+
+def test_every_block_of_a_resnet18_takes_the_route_and_keeps_D_under_branch_internal_maps(hvp_route):
+    """The ResNet-18 layout (62 blocks, eval BatchNorm, residual sums): all blocks on the tangent route,
+    equal to the Hessian-vector-product route, and D of every block kept by each function-preserving
+    map of test_resnet_invariance while a compensated non-uniform neuron scaling moves D."""
+    from coupled_curvature.numeric.symmetries.homogeneous import neuron_rescale
+    from tests.numeric.test_resnet_invariance import LOSS, MAPS, X, Y, resnet18
+
+    net = resnet18()
+    d0 = diagnose(net, LOSS, (X, Y), inverse=False)
+    assert len(d0) == 62 and d0.meta["wHw_route"] == "tangent"
+    _same(d0, hvp_route(net, LOSS, (X, Y), inverse=False))
+    for name, (apply, _) in MAPS.items():
+        d1 = diagnose(apply(net), LOSS, (X, Y), inverse=False)
+        assert d1.meta["wHw_route"] == "tangent", name
+        assert max(rel(d1[b.name].coupled, b.coupled) for b in d0) <= 1e-10, name
+    a = torch.linspace(0.3, 3.0, net.get_submodule("layer2.1.bn1").weight.shape[0]).tolist()
+    moved = diagnose(neuron_rescale(net, ("layer2.1.bn1", "layer2.1.conv2"), a), LOSS, (X, Y), inverse=False)
+    assert rel(moved["layer2.1.conv2.weight"].coupled, d0["layer2.1.conv2.weight"].coupled) > 1e-3
