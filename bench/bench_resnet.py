@@ -14,10 +14,15 @@ The ResNet-18 is defined here because torchvision's CPU wheels do not import wit
 torch build (torch 2.13.0+cpu); when torchvision imports, torchvision.models.resnet18(num_classes=10) is
 measured too (its 7x7 stem and max-pooling, on the same 32x32 inputs).
 With --quick: a ResNet-18 of widths 8-16-32-64 on 8 samples and the MLP's first 3 blocks (a minute).
-Measured 2026-12-01 (1 thread; 2 threads were 2.5x slower per gradient on the shared, loaded 2-core machine):
-ResNet-18, 32 samples: gradient 14.6 s; D only 402.5 s (27.6x); D and D⁺ of all 62 blocks by the Gram route
-589.8 s (40.4x), peak RSS 11.04 GiB (gram_memory 4 GiB); 62/62 blocks gram (31 BᵀB, 31 G = BBᵀ).
---quick MLP, 3 blocks (0.weight, 0.bias, 2.weight; 15,200 parameters): 287.2 s, 5.50 GiB: target missed.
+Measured 2026-12-01 on the quiet 2-core machine, 2 threads (--skip-mlp): ResNet-18, 32 samples: gradient 1.812 s;
+D only 8.0 s = 4.4x (all 62 blocks on the tangent route of numeric/factors/tangent_forms.py; 77.2 s = 45.5x
+by one Hessian-vector product per block before it); D and D⁺ of all 62 blocks by the Gram route 173.1 s
+(95.5x), peak RSS 9.71 GiB; 62/62 blocks gram (31 BᵀB, 31 G = BBᵀ); max |ΔD|/D between the two runs 1.9e-15;
+the three 2,359,296-parameter blocks have rank 288 = 32·9. --quick: Gram against dense D⁺ on the 54 blocks
+<= max_dense: max relative difference 2.6e-10, equal ranks. MLP (--mlp-blocks 2.weight,2.bias): 50.8 s, 4.02
+GiB for one 9025-parameter block and its bias (BᵀB side): slower than the dense route's ~24 s per such
+block (bench/bench_inverse.py), so the >= 10x MLP target is missed; it is out of reach for any exact route
+on this machine (see docs/benchmarks.md).
 Run (from the repository root): PYTHONPATH=. nice python bench/bench_resnet.py [--quick] [--samples 32] [--threads 2] [--mlp-blocks all|NAME,...]
      [--skip-mlp] [--skip-resnet] [--gram-memory BYTES]
 """
