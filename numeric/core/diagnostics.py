@@ -202,10 +202,10 @@ def diagnose(
                 tf = None
                 model_notes.append(f"the tangent route failed ({route_failure(e)}): "
                                    "wᵀHw comes from Hessian-vector products")
+            if tf is not None:
+                tangent_reasons = dict(tf.reasons)
             if tf is not None and tf.wHw:
                 wHw, tangent = tf.wHw, list(tf.wHw)
-                if tf.reasons:
-                    tangent_reasons = dict(tf.reasons)
                 curv = {b: BlockCurvature(torch.cat([tf.grads[m].reshape(-1) for m in partition[b]]), None, None)
                         for b in tangent}
                 rest = {b: ms for b, ms in partition.items() if b not in wHw}

@@ -172,6 +172,9 @@ def test_train_mode_batchnorm_and_subclasses_are_refused():
     ob = Objective(net, CE, prepare_batches((X, y), CE))
     res = tangent_forms(ob, {"fc.weight": ["fc.weight"]})
     assert "train mode" in res.reasons["fc.weight"] and not res.wHw
+    d = diagnose(net, CE, (X, y), inverse=False, allow_train_mode=True)  # every block refused: still said why
+    assert d.meta["wHw_route"] == "hvp" and set(d.meta["tangent_refused"]) == set(d.names())
+    assert all("train mode" in r for r in d.meta["tangent_refused"].values())
 
     class MyLinear(nn.Linear):
         def forward(self, x):
