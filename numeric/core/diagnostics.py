@@ -143,7 +143,7 @@ def diagnose(
         from coupled_curvature.numeric import distributed as dist
 
         batches = dist.global_batches(batches, loss_fn, process_group, reduction=reduction)
-    objective = Objective(net, loss_fn, batches)
+    objective = Objective(net, loss_fn, batches, reduction)
     if not objective.names:
         raise InvalidInputError("the model has no parameters to diagnose; pass a model with at least one parameter")
     frozen_names = [n for n, p in net.named_parameters() if not p.requires_grad]

@@ -12,16 +12,24 @@ from coupled_curvature.numeric.core.inputs import Batch, checked_loss
 
 
 class Objective:
-    """``L(θ) = Σ_batches weight·loss_fn(model(X; θ), y)`` as a function of named parameters."""
+    """``L(θ) = Σ_batches weight·loss_fn(model(X; θ), y)`` as a function of named parameters;
+    ``reduction`` (``"mean"`` or ``"sum"``) says how ``loss_fn`` reduces a batch, so that one sample's
+    term enters ``L`` with weight ``weight/n_batch`` or ``weight`` (:meth:`sample_weight`)."""
 
-    def __init__(self, model: nn.Module, loss_fn: Callable, batches: Sequence[Batch]):
+    def __init__(self, model: nn.Module, loss_fn: Callable, batches: Sequence[Batch], reduction: str = "mean"):
         self.model = model
         self.loss_fn = loss_fn
+        self.reduction = reduction
         self.batches = list(batches)
         self.names = [n for n, _ in model.named_parameters()]
         self.values = {n: p.detach() for n, p in model.named_parameters()}
         self.buffers = {n: b.detach() for n, b in model.named_buffers()}
         self.graph_loss: float | None = None
+
+    def sample_weight(self, i: int) -> float:
+        """The weight of one sample's loss term in ``L`` on batch ``i``: ``|weight|/n`` for a mean, ``|weight|`` for a sum."""
+        batch = self.batches[i]
+        return abs(batch.weight) / (max(1, batch.X.shape[0]) if self.reduction == "mean" else 1)
 
     def batch_loss(self, i: int, params: dict[str, Tensor]) -> Tensor:
         batch = self.batches[i]

@@ -244,9 +244,10 @@ def spectral_profile(
         raise InvalidInputError(f"krylov_tol must be a number in (0, 1), got {krylov_tol!r}; pass e.g. 1e-7")
     check_loss_fn(loss_fn)
     net = float64_copy(model, allow_train_mode=allow_train_mode)
-    batches = prepare_batches(data, loss_fn, loss_reduction(loss_fn, None))
+    reduction = loss_reduction(loss_fn, None)
+    batches = prepare_batches(data, loss_fn, reduction)
     probe_batches(net, loss_fn, batches)
-    objective = Objective(net, loss_fn, batches)
+    objective = Objective(net, loss_fn, batches, reduction)
     if not objective.names:
         raise InvalidInputError("the model has no parameters; pass a model with at least one parameter")
     partition = resolve_blocks(objective.names, blocks)

@@ -8,10 +8,12 @@ block-diagonal over samples, with blocks ``S_n`` (``K × K``, ``K`` outputs per 
 
 ``A_n = diag(√μ) Vᵀ`` over the eigenvalues ``μ`` of ``S_n`` above round-off (``r`` rows: ``C − 1``
 for softmax cross-entropy, where ``S = diag(p) − ppᵀ``; ``K`` for MSE, ``S = (2/(NK))·I`` under mean
-reduction). Round-off of ``S_n`` is judged against the largest ``|μ|`` over the batch, not against
-``S_n``'s own size: a confident sample's ``S_n`` is a difference of O(1) terms, so its noise is
-global. One cut ``64·ε·max|μ|`` decides both "indefinite" (an eigenvalue below ``−cut``) and
-which rows are kept.
+reduction). Round-off of ``S_n`` is judged against the largest ``|μ|`` over the batch and against the
+weight ``ω`` of one sample's term in the loss (``weight/n`` for a mean, ``weight`` for a sum), not
+against ``S_n``'s own size: a confident sample's ``S_n = ω(diag(p) − ppᵀ)`` is a difference of terms
+of size ``ω``, so its noise is ``~ε·ω`` even when every sample of the batch is confident and
+``max|μ| ≪ ω``. An eigenvalue below ``−64·ε·max(max|μ|, ω)`` makes the loss "indefinite"; the rows
+kept are those with ``μ > 64·ε·max|μ|`` (the others, down to that negative bound, are round-off).
 """
 
 from __future__ import annotations
@@ -97,16 +99,17 @@ def output_factors(objective: Objective, batch: int, params: dict[str, Tensor] |
         raise ValueError("the loss couples samples (its output Hessian is not block-diagonal over samples)")
     S = (S + S.transpose(1, 2)) / 2
     e = grad.detach()
-    A, keep, s = _square_root(S, e)
+    A, keep, s = _square_root(S, e, objective.sample_weight(batch))
     return OutputFactors(F.detach(), e, S, A, keep, s)
 
 
-def _square_root(S: Tensor, e: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
+def _square_root(S: Tensor, e: Tensor, sample_weight: float) -> tuple[Tensor, Tensor, Tensor | None]:
     """``A_n`` over the top ``r`` eigenvalues of every ``S_n`` (``r``: the most kept by any sample),
     the mask of kept rows and ``s_n = diag(1/√μ) Vᵀe_n`` (``None`` if ``e_n ∉ range(S_n)``)."""
     mu, V = torch.linalg.eigh(S)  # ascending
-    cut = _CUT * float(mu.abs().max()) if mu.numel() else 0.0
-    if bool((mu < -cut).any()):
+    top = float(mu.abs().max()) if mu.numel() else 0.0
+    cut = _CUT * top
+    if bool((mu < -_CUT * max(top, sample_weight)).any()):
         raise ValueError("the loss's output Hessian is indefinite, so H_bb is not BᵀB")
     kept = mu > cut
     r = max(1, int(kept.sum(dim=1).max())) if mu.numel() else 1

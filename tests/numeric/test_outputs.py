@@ -31,7 +31,11 @@ def test_cross_entropy_root_reproduces_the_softmax_hessian(scale):
     top = float(S.abs().max())
     assert of.rows == 3  # C − 1
     assert float((of.A.transpose(1, 2) @ of.A - S).abs().max()) <= 1e-14 * top
-    assert of.s is not None and torch.allclose(torch.einsum("nrk,nr->nk", of.A, of.s), of.e, atol=1e-15)
+    # A_nᵀs_n = e_n up to the eigenvectors' conditioning, ε·max|μ|/gap (gaps down to 5e-8 at scale 3)
+    assert of.s is not None
+    top_e = float(of.e.abs().max())
+    assert float((torch.einsum("nrk,nr->nk", of.A, of.s) - of.e).abs().max()) <= 1e-10 * top_e
+    assert float((torch.einsum("nrk,nr->nk", of.A, of.s.flip(0)) - of.e).abs().max()) > 1e-3 * top_e
     wrong = of.A.flip(0)  # negative control: another sample's root
     assert float((wrong.transpose(1, 2) @ wrong - S).abs().max()) > 1e-4 * top
 
@@ -51,3 +55,36 @@ def test_coupled_and_indefinite_losses_are_refused():
         output_factors(_objective(coupled), 0)
     with pytest.raises(ValueError, match="indefinite"):
         output_factors(_objective(lambda F, y: -(F**2).sum()), 0)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_a_batch_of_confident_samples_is_not_refused_for_round_off(reduction):
+    """Every sample confident (margins ≈ 40): S_n's eigenvalues are ≤ 1e-17·ω, below its round-off ε·ω;
+    the cut is judged against ω (one sample's weight in the loss), so the root is built, and it still
+    reproduces S_n to round-off. Negative control: judged against max|μ| alone, as before, the same
+    batch is refused as indefinite."""
+    from coupled_curvature.numeric.factors import outputs
+
+    loss_fn = nn.CrossEntropyLoss(reduction=reduction)
+    ob = _objective(loss_fn, n=8, k=4, seed=3)
+    with torch.no_grad():  # logits 40·onehot(class of sample): every sample confident
+        ob.model.weight.zero_(); ob.model.bias.zero_()
+    cls = torch.arange(8) % 4
+    ob.model.forward = lambda x: 40.0 * nn.functional.one_hot(cls, 4).to(x.dtype) + 0.0 * x[:, :1]
+    ob = Objective(ob.model, loss_fn, ob.batches, reduction)
+    ob.batches[0].y.copy_(cls)
+    of = output_factors(ob, 0)
+    p = torch.softmax(of.F, dim=1)
+    omega = ob.sample_weight(0)
+    assert omega == (1 / 8 if reduction == "mean" else 1.0)
+    S = omega * (torch.diag_embed(p) - p.unsqueeze(2) * p.unsqueeze(1))
+    mu = torch.linalg.eigvalsh(S)
+    assert float(mu.abs().max()) < 1e-9 * omega  # the batch's own scale is far below ω
+    assert float((of.A.transpose(1, 2) @ of.A - S).abs().max()) <= 1e3 * 2.2e-16 * omega
+    saved = outputs._square_root
+    try:
+        outputs._square_root = lambda S, e, w: saved(S, e, 0.0)
+        with pytest.raises(ValueError, match="indefinite"):
+            output_factors(ob, 0)
+    finally:
+        outputs._square_root = saved
