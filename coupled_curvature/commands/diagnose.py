@@ -96,7 +96,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-inverse", action="store_true", help="skip D⁺")
     p.add_argument("--pinv-rtol", type=positive_float, default=1e-10, help="relative cutoff of H⁺ (default 1e-10)")
     p.add_argument("--max-dense", type=nonnegative, default=4096, help="largest block with a dense eigenproblem")
-    p.add_argument("--method", default=None, choices=("dense", "krylov", "auto"), help="route for D⁺")
+    p.add_argument("--method", default=None, choices=("gram", "dense", "krylov", "auto"),
+                   help="route for D⁺ (default gram: exact Gram route where the net is piecewise affine in a block, "
+                        "dense up to --max-dense elsewhere; a data-parallel run takes dense)")
     p.add_argument("--backend", default="auto", choices=("auto", "gloo", "nccl"),
                    help="auto: nccl when CUDA is available, gloo otherwise")
     p.add_argument("--init-method", default="env://", help="process-group rendezvous (default env:// from torchrun)")

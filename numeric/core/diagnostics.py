@@ -36,7 +36,7 @@ def diagnose(
     pinv_rtol: float = 1e-10,
     max_dense: int = 4096,
     allow_train_mode: bool = False,
-    method: str = "dense",
+    method: str | None = None,
     krylov_max_iter: int = 1000,
     krylov_tol: float = 1e-7,
     process_group: object | None = None,
@@ -60,12 +60,16 @@ def diagnose(
     (ReLU, pooling, eval BatchNorm, residual sums) between its output and the network outputs
     (read off the autograd graph), ``wᵀH_bbw = Σ_n ‖A_nJ_nw_b‖²`` exactly, from one backward pass
     per row of ``A_n`` (``S_n = A_nᵀA_n``) for all blocks at once; ``BlockDiagnosis.wHw_route``
-    records each block's route and ``meta["tangent_refused"]`` why the others did not take it; ``D⁺`` from a dense float64 eigendecomposition for blocks of at most
+    records each block's route and ``meta["tangent_refused"]`` why the others did not take it. By
+    default ``D⁺`` comes from the exact Gram route wherever the network is piecewise affine in the
+    block (any block size), else from a dense float64 eigendecomposition for blocks of at most
     ``max_dense`` parameters (larger blocks get ``None`` and a note). Mean-reduction
     losses are weighted by batch size. The model is copied to float64; the user's
     model and data are never modified.
 
-    ``method`` chooses how ``wᵀH⁺w`` is computed: ``"dense"`` (eigendecomposition of
+    ``method`` chooses how ``wᵀH⁺w`` is computed: ``None`` (default) is ``"gram"``, with the
+    blocks the Gram route does not take listed in ``meta["gram_refused"]`` instead of a note each;
+    ``"dense"`` (eigendecomposition of
     blocks up to ``max_dense``, ``None`` above), ``"krylov"`` (Lanczos quadrature from
     ``w/‖w‖`` for every block, :mod:`krylov`, at most ``krylov_max_iter`` products,
     target relative accuracy ``krylov_tol``), ``"gram"`` (the exact Gram route of
@@ -122,6 +126,8 @@ def diagnose(
     if frozen not in FROZEN:
         raise InvalidInputError(f"frozen must be 'skip' or 'include', got {frozen!r}; pass one of them")
     check_loss_fn(loss_fn)
+    explicit = method is not None
+    method = "gram" if method is None else method
     _check_krylov_options(method, krylov_max_iter, krylov_tol)
     show = progress_enabled(progress)
     source_dtypes = sorted({str(p.dtype) for p in model.parameters()}) if isinstance(model, nn.Module) else []
@@ -158,9 +164,11 @@ def diagnose(
     check_count(gram_memory, "gram_memory", 1)
     gram: dict[str, GramForm] = {}
     curv = None
+    gram_refused: dict[str, str] = {}
     if inverse and method in ("gram", "auto") and dist is not None:
-        model_notes.append("the data-parallel path (process_group) does not take the Gram route: D⁺ is dense "
-                           "up to max_dense" + (", Krylov above" if method == "auto" else ""))
+        if explicit:
+            model_notes.append("the data-parallel path (process_group) does not take the Gram route: D⁺ is dense "
+                               "up to max_dense" + (", Krylov above" if method == "auto" else ""))
     elif inverse and method in ("gram", "auto") and _gram_route:
         curv = block_curvature(objective, partition, set())
         bar.stage("Gram route")
@@ -177,8 +185,10 @@ def diagnose(
         for b, r in results.items():
             if r.form is not None:
                 gram[b] = r.form
-            else:
+            elif explicit:
                 curv[b].notes.append(f"the Gram route does not apply: {r.reason}")
+            else:
+                gram_refused[b] = r.reason
     dense_ok = method != "krylov"
     dense = {b for b, n in sizes.items() if inverse and dense_ok and n <= max_dense and b not in gram}
     krylov = [b for b, n in partition.items() if inverse and b not in gram and
@@ -267,6 +277,8 @@ def diagnose(
         "method": method,
         "wHw_route": "tangent" if len(tangent) == len(partition) else "mixed" if tangent else "hvp",
     }
+    if gram_refused:
+        meta["gram_refused"] = gram_refused
     if tangent_reasons:
         meta["tangent_refused"] = tangent_reasons
     if gram:

@@ -129,7 +129,7 @@ def measure_net(
     # the changes skip scale-invariant blocks, so their dense D⁺ (Hessian-vector columns in train mode) is not built
     sizes = [p.numel() for name, p in net.named_parameters() if name not in degenerate]
     opts = {"max_dense": min(cfg.max_dense, max(sizes, default=0)) if degenerate else cfg.max_dense,
-            "allow_train_mode": bn}
+            "allow_train_mode": bn, "method": "dense"}
     rng = np.random.default_rng([spec.seed, 7])
     by_factor = cfg.dplus_route == "factor" and spec.arch in FACTOR_ARCHS
 

@@ -229,7 +229,8 @@ def test_experiment_width(cols100, capsys, tmp_path):
 
 
 def test_diagnose(cols100, capsys):
-    assert main(["diagnose", "--dataset", "wine", "--arch", "mlp:8x2", "--epochs", "2", "--max-dense", "50"]) == 0
+    assert main(["diagnose", "--dataset", "wine", "--arch", "mlp:8x2", "--epochs", "2", "--max-dense", "50",
+                 "--method", "dense"]) == 0
     out = assert_fits(capsys)
     assert "above max_dense=50" in out and "rank" in out
 

@@ -95,7 +95,8 @@ def test_uneven_batches_equal_one_full_batch():
 def test_explicit_partition_and_max_dense():
     model = mlp([4, 6, 3], seed=12)
     X, y = data(20, (4,), 3)
-    d = diagnose(model, CE, (X, y), blocks={"first": ["0.weight"], "rest": ["0.bias", "2.weight"]}, max_dense=20)
+    d = diagnose(model, CE, (X, y), blocks={"first": ["0.weight"], "rest": ["0.bias", "2.weight"]}, max_dense=20,
+                 method="dense")
     assert d.names() == ["first", "rest"]
     assert d["first"].inverse_coupled is None and "max_dense=20" in d["first"].notes[0]
     ref = reference_block(model, CE, X, y, ["0.bias", "2.weight"])

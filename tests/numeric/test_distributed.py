@@ -45,7 +45,8 @@ def make_problem(seed: int = 0):
 def launcher_args(json_path: str | None = None, epochs: int = 0) -> list[str]:
     """The launcher on wine (a 6x2 MLP, 61 samples); training costs seconds of optimizer start-up,
     so the default tests diagnose the initialisation and the slow torchrun test trains."""
-    args = ["--dataset", "wine", "--arch", "mlp:6x2", "--epochs", str(epochs), "--samples", "61", "--max-dense", "64"]
+    args = ["--dataset", "wine", "--arch", "mlp:6x2", "--epochs", str(epochs), "--samples", "61", "--max-dense", "64",
+            "--method", "dense"]  # the data-parallel path has no Gram route: compare like with like
     return args + (["--json", json_path] if json_path else [])
 
 

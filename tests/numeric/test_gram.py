@@ -220,3 +220,26 @@ def test_gram_D_and_Dplus_invariant_under_layer_rescale(act):
         assert rel(a.coupled, b.coupled) <= 1e-9 and rel(a.inverse_coupled, b.inverse_coupled) <= 1e-9, b.name
     assert rel(moved["0.weight"].coupled, before["0.weight"].coupled) > 1e-3
     assert rel(after["2.weight"].rayleigh, before["2.weight"].rayleigh) > 1e-3  # RQ is not invariant
+
+
+def test_the_default_is_the_gram_route_and_keeps_its_refusals_out_of_the_notes():
+    """diagnose's default method is "gram": on a ReLU net every block takes it; on a Tanh net the refused
+    blocks say why in meta["gram_refused"], not in one note each, while an explicit method="gram"
+    keeps the notes. Values equal the dense route's (negative control: dense without Gram records
+    "dense" on every block)."""
+    CE = nn.CrossEntropyLoss()
+    X, y = _data((4,), "ce-mean", n=10)
+    torch.manual_seed(0)
+    relu = nn.Sequential(nn.Linear(4, 5), nn.ReLU(), nn.Linear(5, 3)).double()
+    tanh = nn.Sequential(nn.Linear(4, 5), nn.Tanh(), nn.Linear(5, 3)).double()
+    d = diagnose(relu, CE, (X, y))
+    assert d.meta["method"] == "gram" and {b.method for b in d} == {"gram"} and "gram_refused" not in d.meta
+    dense = diagnose(relu, CE, (X, y), method="dense")
+    assert {b.method for b in dense} == {"dense"}
+    assert max(rel(a.inverse_coupled, b.inverse_coupled) for a, b in zip(d, dense)) <= 1e-8
+    t = diagnose(tanh, CE, (X, y))
+    assert set(t.meta["gram_refused"]) == {"0.weight", "0.bias"}
+    assert not any("Gram route does not apply" in n for b in t for n in b.notes)
+    explicit = diagnose(tanh, CE, (X, y), method="gram")
+    assert "gram_refused" not in explicit.meta
+    assert all(any("Gram route does not apply" in n for n in explicit[b].notes) for b in ("0.weight", "0.bias"))

@@ -87,7 +87,7 @@ def test_to_json_is_strict_and_encodes_nonfinite_as_strings():
 
 def test_json_round_trip_of_real_diagnoses(net):
     model, X, y = net
-    for d in (diagnose(model, CE, (X, y), max_dense=10),  # some blocks without D⁺
+    for d in (diagnose(model, CE, (X, y), max_dense=10, method="dense"),  # some blocks without D⁺
               diagnose(model, CE, (X, y), method="krylov", krylov_max_iter=3)):  # ritz extremes, unconverged
         text = d.to_json(indent=None)
         _strict_loads(text)
@@ -118,7 +118,7 @@ def test_from_dict_and_from_json_refuse_other_data():
 
 def test_flat_keys_values_and_missing(net):
     model, X, y = net
-    d = diagnose(model, CE, (X, y), max_dense=10)
+    d = diagnose(model, CE, (X, y), max_dense=10, method="dense")
     flat = d.flat()
     missing = [b.name for b in d if b.inverse_coupled is None]
     assert missing and all(f"D+/{n}" not in flat for n in missing)  # undefined: left out, never None
@@ -136,7 +136,7 @@ def test_flat_keys_values_and_missing(net):
 def test_to_dataframe_with_pandas(net):
     pd = pytest.importorskip("pandas")
     model, X, y = net
-    d = diagnose(model, CE, (X, y), max_dense=10)
+    d = diagnose(model, CE, (X, y), max_dense=10, method="dense")
     df = d.to_dataframe()
     assert list(df.index) == d.names() and df.index.name == "name"
     for b in d:
@@ -167,7 +167,7 @@ def test_pandas_is_an_optional_extra_only():
 
 def test_summary_against_numpy(net):
     model, X, y = net
-    d = diagnose(model, CE, (X, y), max_dense=10)
+    d = diagnose(model, CE, (X, y), max_dense=10, method="dense")
     s = d.summary()
     D = np.array([b.coupled for b in d])
     Dp = np.array([b.inverse_coupled for b in d if b.inverse_coupled is not None])
@@ -245,7 +245,7 @@ def test_compare_table_and_lookup(diag):
 def test_plot_bars_match_the_values(tmp_path, net):
     matplotlib.use("Agg")
     model, X, y = net
-    d = diagnose(model, CE, (X, y), max_dense=10)
+    d = diagnose(model, CE, (X, y), max_dense=10, method="dense")
     fig = d.plot()
     ax = fig.axes[0]
     heights = sorted(p.get_height() for p in ax.patches)

@@ -274,7 +274,7 @@ def test_reduction_sum_is_taken_explicitly_and_must_agree_with_the_loss():
 def test_pinv_rtol_zero_on_a_rank_deficient_block_is_flagged():
     model = net((3, 8, 2))
     X, y = batch(2)
-    d = diagnose(model, CE, (X, y), pinv_rtol=0.0)
+    d = diagnose(model, CE, (X, y), pinv_rtol=0.0, method="dense")
     flagged = [b for b in d if b.noise_kept]
     assert flagged, "a rank-deficient block with pinv_rtol=0 keeps rounding-level eigenvalues"
     for b in flagged:
