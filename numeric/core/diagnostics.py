@@ -261,7 +261,7 @@ def diagnose(
         w = torch.cat([objective.values[m].reshape(-1) for m in members])
         c = curv[block]
         records.append(_block_record(block, members, w, c, inverse, pinv_rtol, max_dense, forms.get(block),
-                                     wHw.get(block), gram.get(block), "tangent" if block in wHw else "hvp"))
+                                     wHw.get(block), gram.get(block), "tangent" if block in wHw else "hvp", explicit))
         bar.update(len(records), block)
     bar.close()
     meta = {
@@ -329,7 +329,7 @@ def _check_krylov_options(method: object, max_iter: object, tol: object) -> None
 
 
 def _block_record(block, members, w, c, inverse, pinv_rtol, max_dense, form: KrylovForm | None,
-                  wHw: float | None = None, gram: GramForm | None = None, route: str = "hvp") -> BlockDiagnosis:
+                  wHw: float | None = None, gram: GramForm | None = None, route: str = "hvp", gram_note: bool = True) -> BlockDiagnosis:
     notes: list[str] = list(c.notes)
     w_sq = float(w @ w)
     g_sq = float(c.grad @ c.grad)
@@ -339,8 +339,9 @@ def _block_record(block, members, w, c, inverse, pinv_rtol, max_dense, form: Kry
     if gram is not None:
         pf = gram
         krylov = {"method": "gram"}
-        notes.append(f"D⁺ by the exact Gram route ({'G = BBᵀ' if gram.side == 'gram' else 'BᵀB'} from "
-                     f"{gram.rows} rows of B, rank {gram.rank}; piecewise affine in the block: checked)")
+        if gram_note:  # by default the route is the method field alone
+            notes.append(f"D⁺ by the exact Gram route ({'G = BBᵀ' if gram.side == 'gram' else 'BᵀB'} from "
+                         f"{gram.rows} rows of B, rank {gram.rank}; piecewise affine in the block: checked)")
     elif c.dense is not None:
         pf = pinv_quadratic_form(c.dense, w, pinv_rtol)
     if gram is not None or c.dense is not None:
