@@ -252,3 +252,42 @@ def test_every_block_of_a_resnet18_takes_the_route_and_keeps_D_under_branch_inte
     a = torch.linspace(0.3, 3.0, net.get_submodule("layer2.1.bn1").weight.shape[0]).tolist()
     moved = diagnose(neuron_rescale(net, ("layer2.1.bn1", "layer2.1.conv2"), a), LOSS, (X, Y), inverse=False)
     assert rel(moved["layer2.1.conv2.weight"].coupled, d0["layer2.1.conv2.weight"].coupled) > 1e-3
+
+
+class RandomConvNet(nn.Module):
+    """A random conv net drawn by Hypothesis: conv(-BN)-act blocks, optional residual sums, max or
+    average pooling, a Linear head; every block lies in one module and the net is piecewise linear."""
+
+    def __init__(self, widths, bn, residual, pool, act, bias):
+        super().__init__()
+        self.convs, self.bns, self.residual, self.pool, self.act = nn.ModuleList(), nn.ModuleList(), residual, pool, act
+        c = 1
+        for w in widths:
+            self.convs.append(nn.Conv2d(c, w, 3, padding=1, bias=bias))
+            self.bns.append(nn.BatchNorm2d(w) if bn else nn.Identity())
+            c = w
+        self.head = nn.Linear(c * 4, 3, bias=bias)
+
+    def forward(self, x):
+        for conv, bn in zip(self.convs, self.bns):
+            h = bn(conv(x))
+            h = h + x if self.residual and h.shape == x.shape else h
+            x = F.relu(h) if self.act == "relu" else F.leaky_relu(h, 0.1)
+        x = F.max_pool2d(x, 2) if self.pool == "max" else F.avg_pool2d(x, 2)
+        return self.head(torch.flatten(x, 1))
+
+
+@settings(max_examples=8, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(
+    widths=st.lists(st.sampled_from([1, 2, 3]), min_size=1, max_size=3),
+    bn=st.booleans(), residual=st.booleans(), pool=st.sampled_from(["max", "avg"]),
+    act=st.sampled_from(["relu", "leaky"]), bias=st.booleans(), n=st.integers(1, 5), seed=st.integers(0, 10**6),
+)
+def test_matches_the_hvp_route_on_random_conv_nets(hvp_route, widths, bn, residual, pool, act, bias, n, seed):
+    torch.manual_seed(seed % 997)
+    net = randomize_batchnorm(RandomConvNet(widths, bn, residual, pool, act, bias).double(), seed=seed % 13).eval()
+    X, y = data(n, (1, 4, 4), 3, seed=seed)
+    fast = diagnose(net, CE, (X, y), inverse=False)
+    assert fast.meta["wHw_route"] == "tangent", fast.meta.get("tangent_refused")
+    _same(fast, hvp_route(net, CE, (X, y), inverse=False))
