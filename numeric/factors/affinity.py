@@ -20,7 +20,7 @@ are recognised by their autograd node type, so an unknown one refuses (never the
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 __all__ = ["affine_outputs", "leaf_uses"]
 
@@ -99,7 +99,7 @@ def affine_outputs(root: object, marks: Mapping[str, object]) -> dict[str, str |
     return {p: bad.get(1 << i) for i, p in enumerate(order)}
 
 
-def _judge(node: object, kids: list[int], mask: int, refuse) -> None:
+def _judge(node: object, kids: list[int], mask: int, refuse: Callable[[int, str], None]) -> None:
     kind = _kind(node)
     if kind in _LINEAR or kind in _PIECEWISE:
         return

@@ -27,7 +27,7 @@ from torch import Tensor, nn
 from coupled_curvature.numeric.core.inputs import checked_loss
 from coupled_curvature.numeric.core.objective import Objective
 from coupled_curvature.numeric.factors.affinity import affine_outputs, leaf_uses
-from coupled_curvature.numeric.factors.cotangents import cotangent_rows, shifted_forward
+from coupled_curvature.numeric.factors.cotangents import ShiftedForward, cotangent_rows, shifted_forward
 from coupled_curvature.numeric.factors.outputs import output_factors
 
 __all__ = ["TangentForms", "module_block", "tangent_forms"]
@@ -177,7 +177,7 @@ def tangent_forms(objective: Objective, partition: Mapping[str, Sequence[str]], 
                         {b: reasons[b] for b in blocks if b in reasons}, grads, total)
 
 
-def _accumulate(model: nn.Module, fw, live: Mapping[str, tuple[str, tuple[str, ...]]], A: Tensor, values: Mapping[str, Tensor],
+def _accumulate(model: nn.Module, fw: ShiftedForward, live: Mapping[str, tuple[str, tuple[str, ...]]], A: Tensor, values: Mapping[str, Tensor],
                 forms: dict[str, float], reasons: dict[str, str], gen: torch.Generator) -> None:
     """Add ``Σ_n ‖A_nJ_nw_b‖²`` of one batch to ``forms``; a block whose sample-independence check fails
     gets a reason instead."""
