@@ -26,13 +26,7 @@ EPS = float(np.finfo(np.float64).eps)
 RTOL = 1e-10
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny float64 convolutions: one thread is ~100× faster than two on a loaded machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def reference(model, loss_fn, X, y, members, rtol=RTOL):

@@ -81,13 +81,7 @@ def rel(a, b):
     return abs(a - b) / max(abs(b), 1e-300)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny float64 problems: one thread is much faster than two on a loaded machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module", params=[20, 5], ids=["20 samples", "5 samples"])

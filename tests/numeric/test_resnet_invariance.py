@@ -65,10 +65,7 @@ def resnet18(widths=(4, 8, 16, 32), seed=0) -> ResNet18:
     return randomize_batchnorm(ResNet18(widths).double(), seed=seed).eval()
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    with torch_threads(1):
-        yield
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 X, Y = data(4, (3, 8, 8), CLASSES, seed=2)

@@ -14,7 +14,6 @@ from torch import nn
 from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
 from coupled_curvature.numeric import diagnose
 from coupled_curvature.numeric.core.compare import relative_change
-from coupled_curvature.numeric.core.threads import torch_threads
 from coupled_curvature.numeric.symmetries.graph import channel_path
 from coupled_curvature.numeric.symmetries.homogeneous import (
     function_gap,
@@ -120,11 +119,7 @@ class SmallCNN(nn.Module):
         return self.fc(h)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny nets: one thread is faster on a busy machine than two (and gives the same bits)."""
-    with torch_threads(1):
-        yield
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _relative_gap(a: nn.Module, b: nn.Module, X: torch.Tensor) -> float:

@@ -1,0 +1,13 @@
+"""Fixtures shared by the numeric tests."""
+
+import pytest
+
+from coupled_curvature.numeric.core.threads import torch_threads
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One torch thread for a module of tiny float64 problems: on the shared 2-core machine one thread
+    is much faster than two there (about 100x for tiny float64 convolutions under load)."""
+    with torch_threads(1):
+        yield
