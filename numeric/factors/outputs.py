@@ -55,10 +55,14 @@ class OutputFactors:
         return self.A.shape[1]
 
 
-def output_factors(objective: Objective, batch: int, params: dict[str, Tensor] | None = None) -> OutputFactors:
+def output_factors(objective: Objective, batch: int, params: dict[str, Tensor] | None = None, *,
+                   outputs: Tensor | None = None) -> OutputFactors:
     """:class:`OutputFactors` of batch ``batch``: ``S_n[:, k]`` is the Hessian-vector product of
     ``weight·loss_fn(F, y)`` in ``F`` along output ``k`` of every sample at once; a second product
     with random signs per sample checks that the loss couples no samples.
+
+    ``outputs``: the model's outputs on this batch at these values, when the caller has them (one
+    forward pass saved).
 
     Raises ``ValueError`` when the output is not one tensor with the samples along dimension 0,
     has more than :data:`MAX_OUTPUTS` entries per sample, the loss couples samples or some
@@ -76,8 +80,11 @@ def output_factors(objective: Objective, batch: int, params: dict[str, Tensor] |
     """
     b: Batch = objective.batches[batch]
     values = objective.values if params is None else params
-    with torch.no_grad():
-        out = functional_call(objective.model, {**values, **objective.buffers}, (b.X,))
+    if outputs is None:
+        with torch.no_grad():
+            out = functional_call(objective.model, {**values, **objective.buffers}, (b.X,))
+    else:  # the caller's own forward pass of this batch at these values
+        out = outputs.detach()
     if not isinstance(out, Tensor) or out.dim() < 1 or out.shape[0] != b.X.shape[0]:
         raise ValueError("the model's output is not one tensor with the samples along dimension 0")
     n, shape = out.shape[0], out.shape

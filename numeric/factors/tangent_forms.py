@@ -137,19 +137,16 @@ def tangent_forms(objective: Objective, partition: Mapping[str, Sequence[str]], 
     gen = torch.Generator().manual_seed(seed)
     for i, batch in enumerate(objective.batches):
         live = {b: where[b] for b in where if b not in reasons}
-        factors = None
-        if live:
-            try:
-                factors = output_factors(objective, i)
-            except ValueError as e:
-                reasons.update({b: str(e) for b in live})
-                live = {}
         leaves = {n: v.clone().requires_grad_(True) for n, v in objective.values.items()}
         fw = shifted_forward(objective, i, {p for p, _ in live.values()}, leaves)
         out = fw.out
-        if not isinstance(out, Tensor) or out.dim() < 1 or out.shape[0] != batch.X.shape[0]:
-            reasons.update({b: "the model's output is not one tensor with the samples along dimension 0" for b in live})
-            live = {}
+        factors = None
+        if live:
+            try:
+                factors = output_factors(objective, i, outputs=out if isinstance(out, Tensor) else None)
+            except ValueError as e:  # not one tensor with the samples along dim 0, too many outputs, a coupling loss
+                reasons.update({b: str(e) for b in live})
+                live = {}
         loss = batch.weight * checked_loss(objective.loss_fn(out, batch.y), i)
         once = set(fw.once())
         for b, (p, _) in list(live.items()):
