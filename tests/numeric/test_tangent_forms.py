@@ -291,3 +291,42 @@ def test_matches_the_hvp_route_on_random_conv_nets(hvp_route, widths, bn, residu
     fast = diagnose(net, CE, (X, y), inverse=False)
     assert fast.meta["wHw_route"] == "tangent", fast.meta.get("tangent_refused")
     _same(fast, hvp_route(net, CE, (X, y), inverse=False))
+
+
+class OtherModules(nn.Module):
+    """An Embedding, a transposed convolution and a GroupNorm (whose own weight and bias the route
+    takes; the layers below it it must refuse: the normalisation divides by their statistics)."""
+
+    def __init__(self, norm=True):
+        super().__init__()
+        self.emb = nn.Embedding(7, 4)
+        self.up = nn.ConvTranspose2d(1, 2, 2, stride=2)
+        self.norm = nn.GroupNorm(1, 2) if norm else nn.Identity()
+        self.head = nn.Linear(4 + 2 * 16, 3)
+
+    def forward(self, x):
+        tokens, image = x[:, :3].long(), x[:, 3:].reshape(-1, 1, 2, 2)
+        e = self.emb(tokens).mean(dim=1)
+        g = torch.relu(self.norm(self.up(image)))
+        return self.head(torch.cat([e, torch.flatten(g, 1)], dim=1))
+
+
+@pytest.mark.parametrize("norm", [True, False])
+def test_embedding_transposed_conv_and_group_norm(hvp_route, norm):
+    torch.manual_seed(0)
+    net = OtherModules(norm).double()
+    g = torch.Generator().manual_seed(4)
+    X = torch.cat([torch.randint(0, 7, (6, 3), generator=g).double(), torch.randn(6, 4, generator=g, dtype=torch.float64)], 1)
+    y = torch.randint(0, 3, (6,), generator=g)
+    fast = diagnose(net, CE, (X, y), inverse=False)
+    _same(fast, hvp_route(net, CE, (X, y), inverse=False))
+    routes = {b.name: b.wHw_route for b in fast}
+    if norm:
+        assert routes == {"emb.weight": "tangent", "up.weight": "hvp", "up.bias": "hvp", "norm.weight": "tangent",
+                          "norm.bias": "tangent", "head.weight": "tangent", "head.bias": "tangent"}
+        assert "NativeGroupNorm" in fast.meta["tangent_refused"]["up.weight"]
+    else:  # the transposed convolution's own blocks, with only ReLU between it and the head
+        assert set(routes.values()) == {"tangent"}
+        assert rel(fast["up.weight"].wHw, reference_block(net, CE, X, y, ["up.weight"])["wHw"]) < 1e-10
+    ref = reference_block(net, CE, X, y, ["emb.weight"])
+    assert rel(fast["emb.weight"].wHw, ref["wHw"]) < 1e-10
