@@ -194,8 +194,7 @@ def diagnose(
     krylov = [b for b, n in partition.items() if inverse and b not in gram and
               (method == "krylov" or (method == "auto" and sizes[b] > max_dense))]
     retained: list | None = [] if krylov and len(batches) <= KRYLOV_RETAIN_BATCHES else None
-    wHw: dict[str, float] = {}
-    tangent: list[str] = []  # the blocks whose wᵀHw came from the tangent route
+    wHw: dict[str, float] = {}  # the blocks whose wᵀHw came from the tangent route
     tangent_reasons: dict[str, str] = {}
     if curv is None and not dense and not krylov and dist is None and _tangent_route:
         if _shares_parameters(net):
@@ -215,16 +214,16 @@ def diagnose(
             if tf is not None:
                 tangent_reasons = dict(tf.reasons)
             if tf is not None and tf.wHw:
-                wHw, tangent = tf.wHw, list(tf.wHw)
+                wHw = tf.wHw
                 curv = {b: BlockCurvature(torch.cat([tf.grads[m].reshape(-1) for m in partition[b]]), None, None)
-                        for b in tangent}
+                        for b in wHw}
                 rest = {b: ms for b, ms in partition.items() if b not in wHw}
                 loss = tf.loss
                 if rest:
                     bar.stage(f"Hessian-vector products of {len(rest)} block(s)")
                     curv.update(block_curvature(objective, rest, set()))
                 curv = {b: curv[b] for b in partition}
-    if curv is not None and not tangent:  # the Gram pre-pass has g and Hw; build the fallback blocks it left
+    if curv is not None and not wHw:  # the Gram pre-pass has g and Hw; build the fallback blocks it left
         if dense or retained is not None:
             again = block_curvature(objective, partition if retained is not None else
                                     {b: partition[b] for b in dense}, dense, retain=retained)
@@ -232,7 +231,7 @@ def diagnose(
                 again[b].notes[:0] = curv[b].notes
                 curv[b] = again[b]
         loss = objective.loss()
-    elif not tangent:
+    elif not wHw:
         curv = block_curvature(objective, partition, dense, retain=retained)
         if dist is not None:
             dist.reduce_block_curvature(curv, process_group)
@@ -261,7 +260,7 @@ def diagnose(
         w = torch.cat([objective.values[m].reshape(-1) for m in members])
         c = curv[block]
         records.append(_block_record(block, members, w, c, inverse, pinv_rtol, max_dense, forms.get(block),
-                                     wHw.get(block), gram.get(block), "tangent" if block in wHw else "hvp", explicit))
+                                     wHw.get(block), gram.get(block), explicit))
         bar.update(len(records), block)
     bar.close()
     meta = {
@@ -275,7 +274,7 @@ def diagnose(
         "max_dense": max_dense,
         "source_dtypes": source_dtypes,
         "method": method,
-        "wHw_route": "tangent" if len(tangent) == len(partition) else "mixed" if tangent else "hvp",
+        "wHw_route": "tangent" if len(wHw) == len(partition) else "mixed" if wHw else "hvp",
     }
     if gram_refused:
         meta["gram_refused"] = gram_refused
@@ -329,10 +328,12 @@ def _check_krylov_options(method: object, max_iter: object, tol: object) -> None
 
 
 def _block_record(block, members, w, c, inverse, pinv_rtol, max_dense, form: KrylovForm | None,
-                  wHw: float | None = None, gram: GramForm | None = None, route: str = "hvp", gram_note: bool = True) -> BlockDiagnosis:
+                  wHw: float | None = None, gram: GramForm | None = None, gram_note: bool = True) -> BlockDiagnosis:
+    """One block's record; ``wHw`` is given where the tangent route computed it (else ``wᵀ(H_bb w)``)."""
     notes: list[str] = list(c.notes)
     w_sq = float(w @ w)
     g_sq = float(c.grad @ c.grad)
+    route = "hvp" if wHw is None else "tangent"
     wHw = float(w @ c.Hw) if wHw is None else wHw
     wHpinvw = cutoff = rank = min_rel = noise_kept = None
     krylov: dict = {}
@@ -379,7 +380,8 @@ def _block_record(block, members, w, c, inverse, pinv_rtol, max_dense, form: Kry
         name=block, params=tuple(members), size=w.numel(), w_sq=w_sq, g_sq=g_sq,
         w_dot_g=float(w @ c.grad), wHw=wHw, rayleigh=rayleigh, coupled=coupled,
         wHpinvw=wHpinvw, inverse_coupled=inverse_coupled, rank=rank, cutoff=cutoff,
-        min_kept_rel_eig=min_rel, noise_kept=noise_kept, dplus_missing=missing, wHw_route=route, **krylov,
+        min_kept_rel_eig=min_rel, noise_kept=noise_kept, dplus_missing=missing,
+        wHw_route=route, **krylov,
     )
     if missing is not None:
         notes.append(missing_note(missing))

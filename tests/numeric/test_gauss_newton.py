@@ -12,7 +12,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
-from torch.func import functional_call, grad, hessian
+from torch.func import grad, hessian
 
 from coupled_curvature.numeric.factors.gauss_newton import gauss_newton, linear_block_hessians
 from coupled_curvature.numeric.factors.kronecker import per_sample_factors
@@ -21,6 +21,7 @@ from coupled_curvature.numeric.measures import registry as M
 from coupled_curvature.numeric.core.inputs import prepare_batches
 from coupled_curvature.numeric.core.hvp import block_curvature
 from coupled_curvature.numeric.core.objective import Objective
+from tests.numeric._nets import block_loss
 
 CE = nn.CrossEntropyLoss()
 ACT = {"relu": nn.ReLU, "leaky": lambda: nn.LeakyReLU(0.1), "tanh": nn.Tanh}
@@ -48,16 +49,7 @@ def _data(n=10, shape=(2, 9, 9), seed=1):
 
 def _reference(model, X, y, members):
     """``(H_bb, g_b)`` by ``torch.func`` on the block alone."""
-    params = {n: p.detach() for n, p in model.named_parameters()}
-    shapes = [params[m].shape for m in members]
-    sizes = [params[m].numel() for m in members]
-
-    def f(flat):
-        p = dict(params)
-        p.update({m: t.reshape(s) for m, t, s in zip(members, torch.split(flat, sizes), shapes)})
-        return CE(functional_call(model, p, (X,)), y)
-
-    w = torch.cat([params[m].reshape(-1) for m in members])
+    f, w = block_loss(model, CE, X, y, members)
     return hessian(f)(w), grad(f)(w)
 
 
