@@ -45,7 +45,8 @@ _INDEPENDENCE_RTOL = 1e-9
 @dataclass(frozen=True)
 class TangentForms:
     """``wHw`` for the blocks the route took, ``reasons`` for the others; ``grads`` (``∇L`` per
-    parameter) and ``loss`` from the same graphs."""
+    parameter) and ``loss`` from the same graphs (over every batch only when ``wHw`` is not empty:
+    the route stops at the first batch where no block is left)."""
 
     wHw: dict[str, float]
     reasons: dict[str, str]
@@ -137,6 +138,8 @@ def tangent_forms(objective: Objective, partition: Mapping[str, Sequence[str]], 
     gen = torch.Generator().manual_seed(seed)
     for i, batch in enumerate(objective.batches):
         live = {b: where[b] for b in where if b not in reasons}
+        if not live:  # every block refused: the caller takes Hessian-vector products, gradient included
+            return TangentForms({}, {b: reasons[b] for b in blocks}, grads, total)
         leaves = {n: v.clone().requires_grad_(True) for n, v in objective.values.items()}
         fw = shifted_forward(objective, i, {p for p, _ in live.values()}, leaves)
         out = fw.out
