@@ -20,7 +20,7 @@ import torch
 from torch.func import functional_call
 
 from coupled_curvature.numeric.models.datasets import load
-from coupled_curvature.numeric.core import diagnostics as diagnostics
+from coupled_curvature.numeric.core.routes import SpectralRoute, WHwRoute
 from coupled_curvature.numeric.core.diagnostics import diagnose
 from coupled_curvature.numeric.models.factory import make_mlp
 
@@ -56,11 +56,7 @@ def main() -> None:
         diagnose(model, loss_fn, (X, y), inverse=False)
 
     def ours_hvp():  # the Hessian-vector-product route, which diagnose uses when the tangent route does not apply
-        diagnostics._tangent_route = False
-        try:
-            diagnose(model, loss_fn, (X, y), inverse=False)
-        finally:
-            diagnostics._tangent_route = True
+        diagnose(model, loss_fn, (X, y), inverse=False, routes={WHwRoute.HVP, *SpectralRoute})
 
     def naive():
         for name in params:  # one block per tensor; the whole graph rebuilt each time

@@ -15,6 +15,8 @@ costs nothing until one is used:
     ``D⁺`` as a curve over the relative cutoff; ``wᵀH⁺_τ w`` of one symmetric matrix.
 ``highprec_diagnose``, ``invariance_error``
     the same diagnostics in mpmath at ``dps`` digits.
+``CurvatureTracker(model, loss_fn, probe, every=100, log_dir=...)``
+    ``D`` per block logged during training (JSONL, TensorBoard, any callable); see :mod:`.tracking`.
 ``make_mlp``, ``train_mlp``, ``load_dataset``
     the models and data sets the checks and experiments use.
 
@@ -32,8 +34,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     "diagnose": ("core.diagnostics", "diagnose"),
     "Diagnosis": ("core.results", "Diagnosis"),
     "BlockDiagnosis": ("core.results", "BlockDiagnosis"),
-    "compare": ("core.comparison", "compare"),
-    "Comparison": ("core.comparison", "Comparison"),
+    "compare": ("core.compare", "compare"),
+    "Comparison": ("core.compare", "Comparison"),
     "Summary": ("core.summary", "Summary"),
     "layer_rescale": ("symmetries.homogeneous", "layer_rescale"),
     "neuron_rescale": ("symmetries.homogeneous", "neuron_rescale"),
@@ -50,6 +52,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "make_mlp": ("models.factory", "make_mlp"),
     "train_mlp": ("models.training", "train_mlp"),
     "load_dataset": ("models.datasets", "load"),
+    "CurvatureTracker": ("tracking.tracker", "CurvatureTracker"),
 }
 
 __all__ = list(_LAZY)

@@ -26,8 +26,8 @@ from torch import Tensor, nn
 from coupled_curvature.errors import InvalidInputError
 
 __all__ = [
-    "all_reduce_sum", "broadcast_model", "check_replicated", "global_batches", "reduce_block_curvature",
-    "shard", "shard_sizes",
+    "RankCollective", "all_reduce_sum", "broadcast_model", "check_replicated", "check_same_options", "global_batches",
+    "reduce_block_curvature", "shard", "shard_sizes",
 ]
 
 
@@ -120,7 +120,7 @@ def _disagreement(layouts: Sequence[list[tuple]]) -> str | None:
 def reduce_block_curvature(curv: dict, group) -> None:
     """Sum every block's ``grad``, ``Hw`` and ``dense`` over the ranks of ``group``, in place.
 
-    ``curv`` maps block names to :class:`~coupled_curvature.numeric.core.hvp.BlockCurvature`; after
+    ``curv`` maps block names to :class:`~coupled_curvature.numeric.core.hvp.CurvatureSums`; after
     the call ``curv[b].grad = Σ_r g_b^(r)``, ``curv[b].Hw = Σ_r (H_bb w_b)^(r)`` and
     ``curv[b].dense = Σ_r H_bb^(r)`` on every rank, and ``curv[b].notes`` is the union of all
     ranks' notes (rank order). The ranks first exchange the block layout (names, shapes, which
@@ -128,17 +128,17 @@ def reduce_block_curvature(curv: dict, group) -> None:
     any tensor is summed, so a misconfigured run fails instead of hanging or mixing blocks.
 
     >>> import torch, torch.distributed as dist
-    >>> from coupled_curvature.numeric.core.hvp import BlockCurvature
+    >>> from coupled_curvature.numeric.core.hvp import CurvatureSums
     >>> dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     >>> one = torch.ones(2, dtype=torch.float64)
-    >>> curv = {"w": BlockCurvature(one.clone(), 2 * one, torch.eye(2, dtype=torch.float64), ["x"])}
+    >>> curv = {"w": CurvatureSums(one.clone(), 2 * one, torch.eye(2, dtype=torch.float64), ["x"])}
     >>> reduce_block_curvature(curv, dist.group.WORLD)
     >>> curv["w"].Hw, curv["w"].notes
     (tensor([2., 2.], dtype=torch.float64), ['x'])
     >>> dist.destroy_process_group()
     """
     if not isinstance(curv, Mapping):
-        raise InvalidInputError(f"curv must map block names to BlockCurvature, got {type(curv).__name__}")
+        raise InvalidInputError(f"curv must map block names to CurvatureSums, got {type(curv).__name__}")
     layout = _layout(curv)
     gathered = _gather_objects({"layout": layout, "notes": {n: list(curv[n].notes) for n in curv}}, group)
     problem = _disagreement([g["layout"] for g in gathered])
@@ -163,6 +163,55 @@ def reduce_block_curvature(curv: dict, group) -> None:
         for g in gathered:
             merged += [note for note in g["notes"].get(n, []) if note not in merged]
         curv[n].notes[:] = merged
+
+
+class RankCollective:
+    """The collectives the Gram route needs over the ranks of ``group``: sums, rows gathered in rank
+    order, and small Python objects (verdicts, counts) that every rank must agree on.
+
+    >>> import torch, torch.distributed as dist
+    >>> dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    >>> c = RankCollective(dist.group.WORLD)
+    >>> c.gather_rows(torch.ones(2, 3, dtype=torch.float64)).shape, c.objects("x")
+    (torch.Size([2, 3]), ['x'])
+    >>> dist.destroy_process_group()
+    """
+
+    def __init__(self, group) -> None:
+        self.group = group
+
+    def sum(self, t: Tensor) -> Tensor:
+        """``Σ_r t_r`` on every rank (in place)."""
+        return all_reduce_sum(t, self.group)
+
+    def objects(self, obj: object) -> list:
+        """Every rank's ``obj``, in rank order."""
+        return _gather_objects(obj, self.group)
+
+    def gather_rows(self, t: Tensor) -> Tensor:
+        """The rows of every rank's ``t`` (same columns, any number of rows), stacked in rank order."""
+        dist = _dist()
+        counts = self.objects(int(t.shape[0]))
+        width = max(counts)
+        device = _comm_device(self.group)
+        buf = torch.zeros((width, *t.shape[1:]), dtype=t.dtype, device=device)
+        buf[: t.shape[0]] = t.to(device)
+        parts = [torch.empty_like(buf) for _ in counts]
+        dist.all_gather(parts, buf, group=self.group)
+        return torch.cat([p[:k] for p, k in zip(parts, counts)]).to(t.device)
+
+
+def check_same_options(options: Mapping[str, object], group) -> None:
+    """Every rank must run with the same options: else each raises the same ``InvalidInputError``
+    before any collective that would hang or mix blocks."""
+    gathered = _gather_objects({k: repr(v) for k, v in options.items()}, group)
+    for r, other in enumerate(gathered[1:], start=1):
+        if other != gathered[0]:
+            diff = sorted(k for k in set(other) | set(gathered[0]) if other.get(k) != gathered[0].get(k))
+            raise InvalidInputError(
+                f"the ranks run with different options ({', '.join(diff)}: rank 0 has "
+                f"{', '.join(f'{k}={gathered[0].get(k)}' for k in diff)}, rank {r} has "
+                f"{', '.join(f'{k}={other.get(k)}' for k in diff)}); run diagnose with the same options on every rank")
 
 
 def global_batches(batches: Sequence, loss_fn, group, reduction: str | None = None) -> list:

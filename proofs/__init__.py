@@ -14,43 +14,19 @@ with a :class:`~coupled_curvature.proofs.catalogue.Status` per theorem and the t
 from __future__ import annotations
 
 import functools
-import importlib
-import pkgutil
-import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any
 
 from coupled_curvature.choices import parse_choices
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.theorems import THEOREMS
 
-__all__ = ["check_all", "CheckReport", "MODULES", "THEOREM_IDS", "parse_only", "derivation", "entry"]
+__all__ = ["check_all", "CheckReport", "THEOREM_IDS", "parse_only", "derivation", "entry"]
 
 
-def _catalogue_modules() -> dict[str, str]:
-    """Theorem id -> catalogue module ``tNN_<name>`` (flat, inside coupled_curvature.proofs), in registry order.
-
-    The file ``tNN_*.py`` holds the entry of theorem ``T<NN>``; every registered theorem needs
-    exactly one, and every such file must belong to a registered theorem.
-    """
-    found: dict[str, list[str]] = {}
-    for info in pkgutil.iter_modules(__path__):
-        m = re.fullmatch(r"t(\d\d)_\w+", info.name)
-        if m:
-            found.setdefault(f"T{int(m.group(1))}", []).append(info.name)
-    stray = sorted(set(found) - set(THEOREMS), key=lambda t: int(t[1:]))
-    missing = [t for t in THEOREMS if len(found.get(t, [])) != 1]
-    if stray or missing:
-        raise ImportError(f"catalogue modules do not match the theorem registry: without a theorem {stray}, "
-                          f"missing or duplicated {missing}")
-    return {t: found[t][0] for t in THEOREMS}
-
-
-#: theorem id -> catalogue module, for every theorem of the registry
-MODULES: dict[str, str] = _catalogue_modules()
+#: the registry's theorem ids, in catalogue order
 THEOREM_IDS: tuple[str, ...] = tuple(THEOREMS)
 
 
@@ -66,11 +42,6 @@ def parse_only(only: str | Iterable[str] | None) -> list[str]:
                          valid_text=f"valid ids: {', '.join(THEOREM_IDS)}")
 
 
-def module(theorem: str) -> ModuleType:
-    """The catalogue module of ``theorem`` (the one that builds its entry)."""
-    return importlib.import_module(f"coupled_curvature.proofs.{MODULES[theorem]}")
-
-
 @functools.lru_cache(maxsize=None)
 def derivation(theorem: str):
     """The symbolic derivation of ``theorem``, computed once per process (treat as read-only)."""
@@ -80,8 +51,11 @@ def derivation(theorem: str):
 
 
 def entry(theorem: str, *, symbolic: bool = True, numeric: Any = None):
-    """The catalogue :class:`~coupled_curvature.proofs.catalogue.Entry` of one theorem."""
-    return module(theorem).build(derivation(theorem) if symbolic else None, numeric)
+    """The catalogue :class:`~coupled_curvature.proofs.catalogue.Entry` of one theorem
+    (:func:`~coupled_curvature.proofs.catalogue.build_entry`)."""
+    from coupled_curvature.proofs.catalogue import build_entry
+
+    return build_entry(theorem, derivation(theorem) if symbolic else None, numeric)
 
 
 @dataclass

@@ -31,6 +31,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 import sympy as sp
@@ -38,30 +39,30 @@ import sympy as sp
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.symbolic import check_certificate, check_pinv_witness, check_witness
 from coupled_curvature.symbolic.derivation import Derivation, Step, Witness, exact_equal
+from coupled_curvature.symbolic.methods import MethodKind, StepMethod
 from coupled_curvature.theorems import FORMAL_SCOPE, THEOREMS, formal_names, formal_step
 
 __all__ = [
     "TRUST_LABELS", "PROOF_LABELS", "trust_label", "CheckedStep", "WitnessRecord", "Entry", "Status",
-    "make_entry", "evaluate", "certificate_step",
+    "make_entry", "evaluate", "certificate_step", "EXTRA_CHECKS", "build_entry",
 ]
 
 TRUST_LABELS = ("formal", "exact", "certificate", "rewrite", "numeric")
 PROOF_LABELS = frozenset({"formal", "exact", "certificate", "rewrite"})
 
 
-def trust_label(method: str) -> str:
+def trust_label(method: StepMethod) -> str:
     """Map a symbolic method to its trust label.
 
-    >>> [trust_label(m) for m in ("exact", "groebner", "certificate", "rewrite:penrose", "numeric")]
-    ['exact', 'exact', 'certificate', 'rewrite', 'numeric']
+    >>> [trust_label(StepMethod.of(m)) for m in ("exact", "groebner", "certificate")]
+    ['exact', 'exact', 'certificate']
+    >>> trust_label(StepMethod.rewrite("penrose"))
+    'rewrite'
     """
-    if method in ("exact", "groebner"):
-        return "exact"
-    if method in ("certificate", "numeric"):
-        return method
-    if method.startswith("rewrite:"):
-        return "rewrite"
-    raise InvalidInputError(f"unknown step method {method!r}; expected exact, groebner, certificate, rewrite:<rule>")
+    if not isinstance(method, StepMethod):
+        raise InvalidInputError(f"unknown step method {method!r}; expected a StepMethod (exact, groebner, "
+                                "certificate or a rewrite)")
+    return "exact" if method.kind is MethodKind.GROEBNER else method.kind.value
 
 
 @dataclass
@@ -69,7 +70,7 @@ class CheckedStep:
     """One step of a theorem with its trust label and the catalogue's verdict on it."""
 
     description: str
-    method: str
+    method: StepMethod
     label: str
     passed: bool
     lhs: Any = None
@@ -82,7 +83,7 @@ class CheckedStep:
 
     @property
     def rule(self) -> str | None:
-        return self.method[8:] if self.method.startswith("rewrite:") else None
+        return self.method.rule
 
 
 @dataclass
@@ -149,7 +150,7 @@ def _sympy_side(x: Any) -> bool:
 def _check_step(step: Step) -> CheckedStep:
     label = trust_label(step.method)
     passed, how = bool(step.outcome), "recorded"
-    if step.method == "exact" and _sympy_side(step.lhs) and _sympy_side(step.rhs):
+    if step.method.kind is MethodKind.EXACT and _sympy_side(step.lhs) and _sympy_side(step.rhs):
         passed, how = bool(exact_equal(step.lhs, step.rhs)), "re-verified"
         if passed != bool(step.outcome):
             how = "re-verified (disagrees with the recorded outcome)"
@@ -178,13 +179,40 @@ def certificate_step(n: int) -> tuple[CheckedStep, WitnessRecord]:
 
     cert = certificate(n)
     ok = bool(check_certificate(cert))
-    step = CheckedStep(f"independent checker re-verifies the n={n} certificate (AᵀA = c²I)", "certificate",
-                       "certificate", ok, f"certificate({n})", "accepted", verification="re-verified",
+    step = CheckedStep(f"independent checker re-verifies the n={n} certificate (AᵀA = c²I)",
+                       StepMethod.of(MethodKind.CERTIFICATE), "certificate", ok, f"certificate({n})", "accepted", verification="re-verified",
                        text=f"check_certificate(certificate({n})) = {ok}",
                        latex=rf"\text{{check\_certificate(certificate({n}))}} = \text{{{ok}}}")
     rec = WitnessRecord(f"T4 certificate n={n} ({len(cert['targets'])} targets)", {"n": n, "targets": [t["name"] for t in cert["targets"]]},
                         "check_certificate", ok)
     return step, rec
+
+
+def _t4_certificates() -> tuple[list[CheckedStep], list[WitnessRecord]]:
+    """Re-run the independent checker on fresh T4 certificates for n = 2, 3, 4."""
+    pairs = [certificate_step(n) for n in (2, 3, 4)]
+    return [s for s, _ in pairs], [w for _, w in pairs]
+
+
+#: theorem id -> the checks its entry adds to its derivation's steps and witnesses (with a derivation
+#: only); the other theorems' entries are their derivation and cross-check alone
+EXTRA_CHECKS: dict[str, Callable[[], tuple[list[CheckedStep], list[WitnessRecord]]]] = {"T4": _t4_certificates}
+
+
+def build_entry(theorem: str, derivation: Derivation | None, numeric: Any = None) -> Entry:
+    """The catalogue entry of the registered ``theorem`` from its derivation (``None``: numeric only),
+    its cross-check and its :data:`EXTRA_CHECKS`; title and statement come from the registry.
+
+    >>> build_entry("T13", None)
+    Traceback (most recent call last):
+    ...
+    coupled_curvature.errors.InvalidInputError: no theorem T13; valid ids: T1, T2, T3, T4, T5, T6, T7, T8, T9, T10, T11, T12
+    """
+    if theorem not in THEOREMS:
+        raise InvalidInputError(f"no theorem {theorem}; valid ids: {', '.join(THEOREMS)}")
+    extra = EXTRA_CHECKS.get(theorem) if derivation is not None else None
+    steps, witnesses = extra() if extra is not None else ([], [])
+    return make_entry(theorem, THEOREMS[theorem].title, derivation, numeric, steps, witnesses)
 
 
 def make_entry(theorem: str, title: str, derivation: Derivation | None, numeric: Any = None,

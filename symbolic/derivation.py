@@ -10,8 +10,11 @@ A :class:`Step` records an expression pair ``(lhs, rhs)``, the method that estab
 * ``groebner``     -- ideal membership decided by reduction modulo a Gröbner basis;
 * ``certificate``  -- a plain-data certificate accepted by the independent checker
   (:mod:`coupled_curvature.symbolic.checker`);
-* ``rewrite:<rule>`` -- ``rhs`` is (the value of) ``lhs`` after applying a named rewrite rule,
-  which is a declared hypothesis (see :mod:`coupled_curvature.symbolic.rules`).
+* ``rewrite`` (printed ``rewrite:<rule>``) -- ``rhs`` is (the value of) ``lhs`` after applying a
+  named rewrite rule, which is a declared hypothesis (see :mod:`coupled_curvature.symbolic.rules`).
+
+A step's method is a :class:`~coupled_curvature.symbolic.methods.StepMethod` (a plain kind may be
+given as its name, ``"exact"``, and becomes one).
 
 Example:
 
@@ -35,7 +38,8 @@ import sympy as sp
 from sympy.logic.boolalg import BooleanAtom
 from sympy.matrices.expressions import MatrixExpr, ZeroMatrix
 
-from coupled_curvature.symbolic.unevaluated import At, evaluate
+from coupled_curvature.symbolic.evaluation import At, evaluate
+from coupled_curvature.symbolic.methods import MethodKind, StepMethod
 from coupled_curvature.theorems import get as get_theorem
 
 __all__ = ["Step", "Derivation", "Witness", "is_zero_exact", "exact_equal"]
@@ -125,9 +129,6 @@ def _as_sympy(x: Any) -> Any:
     return sp.Integer(x) if isinstance(x, int) and not isinstance(x, bool) else x
 
 
-_METHODS = ("exact", "groebner", "certificate")
-
-
 @dataclass
 class Step:
     """One checked step: ``lhs = rhs`` established by ``method`` with result ``outcome``."""
@@ -135,13 +136,13 @@ class Step:
     description: str
     lhs: Any
     rhs: Any
-    method: str
+    method: StepMethod
     outcome: bool
     detail: str = ""
 
     def __post_init__(self) -> None:
-        if self.method not in _METHODS and not self.method.startswith("rewrite:"):
-            raise ValueError(f"unknown method {self.method!r}; use one of {_METHODS} or 'rewrite:<rule>'")
+        if not isinstance(self.method, StepMethod):
+            self.method = StepMethod.of(self.method)
 
     def __str__(self) -> str:
         return self._render(True)
@@ -200,18 +201,14 @@ def _subs_parts(e: Any) -> tuple | None:
 def _show_text(e: Any, brief: bool = True) -> str:
     """Text of one side: a matrix of substitutions at one point is shown once, ``Subs(Matrix, θ, θ')``;
     with ``brief``, expressions over ``BRIEF_NODES`` nodes are abbreviated."""
-    parts = _subs_parts(e) if isinstance(e, sp.MatrixBase) else None
-    if parts is not None:
-        inner, v, p = parts
-        return f"Subs({_show_text(inner, brief)}, {sp.sstr(v)}, {sp.sstr(p)})"
+    if isinstance(e, sp.MatrixBase) and (parts := _subs_parts(e)) is not None:
+        return f"Subs({_show_text(parts[0], brief)}, {sp.sstr(parts[1])}, {sp.sstr(parts[2])})"
     return (brief and _brief(e, _TEXT)) or sp.sstr(e)
 
 
 def _show_latex(e: Any) -> str:
-    parts = _subs_parts(e) if isinstance(e, sp.MatrixBase) else None
-    if parts is not None:
-        inner, v, p = parts
-        return f"\\left. {_show_latex(inner)} \\right|_{{{_points_latex(v, p)}}}"
+    if isinstance(e, sp.MatrixBase) and (parts := _subs_parts(e)) is not None:
+        return f"\\left. {_show_latex(parts[0])} \\right|_{{{_points_latex(parts[1], parts[2])}}}"
     return _brief(e, _LATEX) or sp.latex(e)
 
 
@@ -319,14 +316,14 @@ class Derivation:
     def exact(self, description: str, lhs: Any, rhs: Any, detail: str = "") -> Step:
         """Add a step ``lhs = rhs`` decided by :func:`exact_equal`."""
         lhs, rhs = _as_sympy(lhs), _as_sympy(rhs)
-        return self.add(Step(description, lhs, rhs, "exact", exact_equal(lhs, rhs), detail))
+        return self.add(Step(description, lhs, rhs, StepMethod.of(MethodKind.EXACT), exact_equal(lhs, rhs), detail))
 
     def rewrite(self, rule: Any, description: str, lhs: Any, rhs: Any, detail: str = "") -> Step:
         """Add a step: apply the named rule to ``lhs``; passes iff the result equals ``rhs`` exactly."""
         lhs, rhs = _as_sympy(lhs), _as_sympy(rhs)
         applied = rule(evaluate(lhs))  # the rule acts on the value of a shown (unevaluated) left side
         ok = exact_equal(applied, rhs)
-        return self.add(Step(description, lhs, rhs, f"rewrite:{rule.name}", ok, detail))
+        return self.add(Step(description, lhs, rhs, StepMethod.rewrite(rule.name), ok, detail))
 
     def finish(self) -> "Derivation":
         self.elapsed = time.perf_counter() - self._t0
@@ -339,7 +336,7 @@ class Derivation:
 
     @property
     def rules_used(self) -> list[str]:
-        return sorted({s.method[8:] for s in self.steps if s.method.startswith("rewrite:")})
+        return sorted({s.method.rule for s in self.steps if s.method.rule})
 
     def __str__(self) -> str:
         lines = [f"{self.theorem}: {self.statement}", "  hypotheses:"]

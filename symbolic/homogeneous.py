@@ -20,9 +20,9 @@ import sympy as sp
 from coupled_curvature.symbolic.derivation import Derivation
 from coupled_curvature.symbolic.functions import activation, smooth_function
 from coupled_curvature.symbolic.instances import at, block_grad_hess, layer_scaling, mlp
-from coupled_curvature.symbolic.rules import RewriteRule, homogeneity, sum_linearity, sum_reindex, word_rule
+from coupled_curvature.symbolic.rules import RewriteRule, homogeneity, penrose_block, sum_linearity, sum_reindex
 from coupled_curvature.symbolic.unevaluated import Form, TexSymbol, frac, matmul, prod, quadratic_scalar
-from coupled_curvature.symbolic.unevaluated import at as at_point
+from coupled_curvature.symbolic.evaluation import at as at_point
 
 __all__ = ["derive_T2", "derive_T3", "derive_T9", "two_layer_generic", "quadratic_scalar"]
 
@@ -117,10 +117,7 @@ def derive_T3() -> Derivation:
             "instances: ReLU with a fixed activation pattern (preserved by c > 0), generic C² loss ℓ",
         ],
     )
-    n = sp.Symbol("n", integer=True, positive=True)
-    w, g = sp.MatrixSymbol("w", n, 1), sp.MatrixSymbol("g", n, 1)
-    H, Hp = sp.MatrixSymbol("H", n, n), sp.MatrixSymbol("H^+", n, n)
-    pen = word_rule("penrose", "HH⁺H = H, H⁺HH⁺ = H⁺", [((H, Hp, H), (H,)), ((Hp, H, Hp), (Hp,))])
+    n, w, g, H, Hp, pen = penrose_block()
     form = lambda *fs: Form(matmul(*fs))
     gg0, ww0 = quadratic_scalar(g.T * g), quadratic_scalar(w.T * w)
     q0, p0, qp0 = quadratic_scalar(w.T * H * w), quadratic_scalar(w.T * g), quadratic_scalar(w.T * Hp * w)

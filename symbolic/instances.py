@@ -18,7 +18,7 @@ from typing import Any
 import sympy as sp
 
 from coupled_curvature.symbolic.functions import activation, smooth_function
-from coupled_curvature.symbolic.rules import _rebuild
+from coupled_curvature.symbolic.rules import rebuild
 
 __all__ = ["Net", "mlp", "block_grad_hess", "layer_scaling", "at"]
 
@@ -106,4 +106,4 @@ def at(expr: Any, sub: dict) -> Any:
             return x.func(*[sp.expand(a) for a in x.args])
         return x
 
-    return _rebuild(e, norm)
+    return rebuild(e, norm)

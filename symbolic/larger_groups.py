@@ -13,7 +13,8 @@ import sympy as sp
 from coupled_curvature.symbolic.degenerate import scale_invariant_instance
 from coupled_curvature.symbolic.derivation import Derivation
 from coupled_curvature.symbolic.instances import block_grad_hess, layer_scaling, mlp
-from coupled_curvature.symbolic.unevaluated import Form, at, frac, matmul
+from coupled_curvature.symbolic.evaluation import at
+from coupled_curvature.symbolic.unevaluated import Form, frac, matmul
 
 __all__ = ["derive_T11"]
 

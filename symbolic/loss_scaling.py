@@ -11,7 +11,7 @@ import sympy as sp
 from coupled_curvature.symbolic.derivation import Derivation
 from coupled_curvature.symbolic.functions import smooth_function
 from coupled_curvature.symbolic.homogeneous import quadratic_scalar
-from coupled_curvature.symbolic.rules import word_rule
+from coupled_curvature.symbolic.rules import penrose_block
 from coupled_curvature.symbolic.unevaluated import Form, PseudoInverse, frac, matmul, prod
 
 __all__ = ["derive_T12"]
@@ -19,10 +19,7 @@ __all__ = ["derive_T12"]
 
 def derive_T12() -> Derivation:
     """Derive T12 (generic MatrixSymbol algebra and an explicit rational check)."""
-    d = Derivation.for_theorem(
-        "T12",
-        ["s > 0; H⁺ the Moore–Penrose pseudo-inverse (rule 'penrose')"],
-    )
+    d = Derivation.for_theorem("T12", ["s > 0; H⁺ the Moore–Penrose pseudo-inverse (rule 'penrose')"])
     s = sp.Symbol("s", positive=True)
     x1, x2 = sp.symbols("x1 x2")
     L = smooth_function("L2", 2)
@@ -31,10 +28,7 @@ def derive_T12() -> Derivation:
             sp.Matrix(2, 2, lambda i, j: sp.Derivative(s * L(x1, x2), x12[i], x12[j])), s * sp.hessian(L(x1, x2), x12))
     ls = sp.symbols("l1:4")
     d.exact("sum reduction = N · mean reduction (N = 3 samples): s = N", sum(ls), prod(3, frac(sum(ls), 3)))
-    n = sp.Symbol("n", integer=True, positive=True)
-    w, g = sp.MatrixSymbol("w", n, 1), sp.MatrixSymbol("g", n, 1)
-    H, Hp = sp.MatrixSymbol("H", n, n), sp.MatrixSymbol("H^+", n, n)
-    pen = word_rule("penrose", "HH⁺H = H, H⁺HH⁺ = H⁺", [((H, Hp, H), (H,)), ((Hp, H, Hp), (Hp,))])
+    _, w, g, H, Hp, pen = penrose_block()
     d.rewrite(pen, "(sH)⁺ = H⁺/s: Penrose 1", (s * H) * (Hp / s) * (s * H), s * H)
     d.rewrite(pen, "(sH)⁺ = H⁺/s: Penrose 2 (3, 4: scalar multiples)", (Hp / s) * (s * H) * (Hp / s), Hp / s)
     ww, gg = quadratic_scalar(w.T * w), quadratic_scalar(g.T * g)

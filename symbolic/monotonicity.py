@@ -12,7 +12,7 @@ import sympy as sp
 
 from coupled_curvature.symbolic.derivation import Derivation
 from coupled_curvature.symbolic.homogeneous import quadratic_scalar
-from coupled_curvature.symbolic.rules import positivity, word_rule
+from coupled_curvature.symbolic.rules import penrose_block, positivity
 from coupled_curvature.symbolic.unevaluated import Form, frac, matmul, prod
 
 __all__ = ["derive_T8"]
@@ -26,11 +26,8 @@ def derive_T8() -> Derivation:
          "log det and tr(·)^-1 are spectral: computed in an eigenbasis of H (orthogonal invariance)",
          "H⁺ is the Moore–Penrose pseudo-inverse (rule 'penrose')"],
     )
-    n = sp.Symbol("n", integer=True, positive=True)
-    w, g = sp.MatrixSymbol("w", n, 1), sp.MatrixSymbol("g", n, 1)
-    H, Hp = sp.MatrixSymbol("H", n, n), sp.MatrixSymbol("H^+", n, n)
+    _, w, g, H, Hp, pen = penrose_block()
     t = sp.Symbol("t", positive=True)
-    pen = word_rule("penrose", "HH⁺H = H, H⁺HH⁺ = H⁺", [((H, Hp, H), (H,)), ((Hp, H, Hp), (Hp,))])
     d.rewrite(pen, "(tH)⁺ = H⁺/t: Penrose 1", (t * H) * (Hp / t) * (t * H), t * H)
     d.rewrite(pen, "(tH)⁺ = H⁺/t: Penrose 2 (3, 4: scalar multiples of symmetric HH⁺, H⁺H)", (Hp / t) * (t * H) * (Hp / t), Hp / t)
     ww, gg = quadratic_scalar(w.T * w), quadratic_scalar(g.T * g)

@@ -16,7 +16,8 @@ import sympy as sp
 
 from coupled_curvature.symbolic.derivation import Derivation, Step
 from coupled_curvature.symbolic.functions import smooth_function
-from coupled_curvature.symbolic.unevaluated import at, frac
+from coupled_curvature.symbolic.evaluation import at
+from coupled_curvature.symbolic.unevaluated import frac
 
 __all__ = ["derive_T6", "nonlinear_factor", "nonlinear_D_pair", "reparam_grad_hess"]
 

@@ -76,15 +76,12 @@ def shear_pinv_witness(A: Any = None, H: Any = None, w: Any = None) -> dict[str,
 
 def derive_T7() -> Derivation:
     """Derive T7 (sufficiency with cutoff, converse, shear witness)."""
-    d = Derivation.for_theorem(
-        "T7",
-        [
-            "H symmetric; H⁺ its Moore–Penrose pseudo-inverse (rule 'penrose': HH⁺H = H, H⁺HH⁺ = H⁺, "
-            "HH⁺ = (HH⁺)ᵀ = H⁺H)",
-            "Q orthogonal (rule 'orthogonality'), c > 0",
-            "converse: a polynomial identity on the dense set wᵀu != 0 holds everywhere (continuity)",
-        ],
-    )
+    hypotheses = [
+        "H symmetric; H⁺ its Moore–Penrose pseudo-inverse (rule 'penrose': HH⁺H = H, H⁺HH⁺ = H⁺, HH⁺ = (HH⁺)ᵀ = H⁺H)",
+        "Q orthogonal (rule 'orthogonality'), c > 0",
+        "converse: a polynomial identity on the dense set wᵀu != 0 holds everywhere (continuity)",
+    ]
+    d = Derivation.for_theorem("T7", hypotheses)
     n = sp.Symbol("n", integer=True, positive=True)
     Q, H, Hp = (sp.MatrixSymbol(s, n, n) for s in ("Q", "H", "H^+"))
     w, g, u = (sp.MatrixSymbol(s, n, 1) for s in ("w", "g", "u"))

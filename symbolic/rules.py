@@ -19,14 +19,17 @@ c**k*sigma(z) + c**(2*k - 2)*Dsigma(z)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, NamedTuple
 
 import sympy as sp
 from sympy.matrices.expressions import MatMul, MatrixExpr
 
 from coupled_curvature.symbolic.functions import activation
 
-__all__ = ["RewriteRule", "homogeneity", "sum_linearity", "sum_reindex", "word_rule", "positivity"]
+__all__ = [
+    "RewriteRule", "rebuild", "homogeneity", "sum_linearity", "sum_reindex", "word_rule", "positivity", "PenroseBlock",
+    "penrose_block",
+]
 
 
 @dataclass(frozen=True)
@@ -44,13 +47,13 @@ class RewriteRule:
         return f"{self.name}: {self.statement}"
 
 
-def _rebuild(e: Any, f: Callable[[Any], Any]) -> Any:
+def rebuild(e: Any, f: Callable[[Any], Any]) -> Any:
     """Bottom-up rebuild of ``e`` applying ``f`` at every node."""
     if isinstance(e, sp.MatrixBase):
-        return e.applyfunc(lambda x: _rebuild(x, f))
+        return e.applyfunc(lambda x: rebuild(x, f))
     if not isinstance(e, sp.Basic) or not e.args or isinstance(e, (sp.Symbol, sp.Indexed, sp.Idx)):
         return f(e) if isinstance(e, sp.Basic) else e
-    args = [_rebuild(a, f) for a in e.args]
+    args = [rebuild(a, f) for a in e.args]
     if any(a is not b for a, b in zip(args, e.args)):
         e = e.func(*args)
     return f(e)
@@ -110,7 +113,7 @@ def homogeneity(k: Any, positive: Iterable[Any], name: str = "sigma") -> Rewrite
         f"{name}_homogeneity",
         f"{name}(s z) = s^k {name}(z), {name}'(s z) = s^(k-1) {name}'(z), "
         f"{name}''(s z) = s^(k-2) {name}''(z) for s > 0 (k = {k})",
-        lambda e: _rebuild(e, f),
+        lambda e: rebuild(e, f),
     )
 
 
@@ -130,7 +133,7 @@ def _sum_lin(e: Any) -> Any:
 sum_linearity = RewriteRule(
     "sum_linearity",
     "finite sums are linear: sum_j (c a_j + b_j) = c sum_j a_j + sum_j b_j, c free of j",
-    lambda e: _rebuild(e, _sum_lin),
+    lambda e: rebuild(e, _sum_lin),
 )
 
 
@@ -151,7 +154,7 @@ def sum_reindex(pi: Any) -> RewriteRule:
 
     return RewriteRule(
         "sum_reindex", f"sum_i F({pi}(i)) = sum_i F(i) for a bijection {pi} of the index range",
-        lambda e: _rebuild(e, f),
+        lambda e: rebuild(e, f),
     )
 
 
@@ -219,3 +222,28 @@ def positivity(positive: Iterable[Any]) -> RewriteRule:
         "positivity", "sums, products and real powers of positive quantities are positive",
         lambda e: sp.true if is_pos(sp.sympify(e)) else e,
     )
+
+
+class PenroseBlock(NamedTuple):
+    """A block of generic size ``n``: ``w``, ``g`` (n×1) and ``H``, ``H⁺`` (n×n) as matrix symbols,
+    with the rule ``penrose`` (``HH⁺H = H``, ``H⁺HH⁺ = H⁺``) on them."""
+
+    n: sp.Symbol
+    w: sp.MatrixSymbol
+    g: sp.MatrixSymbol
+    H: sp.MatrixSymbol
+    Hp: sp.MatrixSymbol
+    penrose: RewriteRule
+
+
+def penrose_block() -> PenroseBlock:
+    """The generic block of the pseudo-inverse derivations (T3, T8, T12).
+
+    >>> n, w, g, H, Hp, pen = penrose_block()
+    >>> pen(H * Hp * H), pen(Hp * H * Hp)
+    (H, H^+)
+    """
+    n = sp.Symbol("n", integer=True, positive=True)
+    H, Hp = sp.MatrixSymbol("H", n, n), sp.MatrixSymbol("H^+", n, n)
+    pen = word_rule("penrose", "HH⁺H = H, H⁺HH⁺ = H⁺", [((H, Hp, H), (H,)), ((Hp, H, Hp), (Hp,))])
+    return PenroseBlock(n, sp.MatrixSymbol("w", n, 1), sp.MatrixSymbol("g", n, 1), H, Hp, pen)

@@ -18,6 +18,7 @@ import argparse
 import os
 import time
 
+from coupled_curvature.choices import parse_list
 from coupled_curvature.commands._common import count, nonnegative, say, seed
 from coupled_curvature.reporting.invariance_page import fmt as _fmt
 from coupled_curvature.reporting.terminal import bullets, footnote_repeats, table, wrap
@@ -147,11 +148,11 @@ def width_config(args: argparse.Namespace):
             raise InvalidInputError(f"--seeds must be ≥ 1, got {args.seeds}")
         changes["seeds"] = tuple(range(args.seed, args.seed + args.seeds))
     if args.widths is not None:
-        changes["widths"] = W.parse_list(args.widths, "--widths")
+        changes["widths"] = parse_list(args.widths, "--widths")
     if args.depths is not None:
-        changes["depths"] = W.parse_list(args.depths, "--depths")
+        changes["depths"] = parse_list(args.depths, "--depths")
     if args.measures is not None:
-        changes["measures"] = W.parse_list(args.measures, "--measures", str)
+        changes["measures"] = parse_list(args.measures, "--measures", str)
     if args.max_epochs is not None:
         changes["max_epochs"] = args.max_epochs
     if args.samples is not None:

@@ -14,6 +14,7 @@ import os
 import time
 from pathlib import Path
 
+from coupled_curvature.choices import split_list
 from coupled_curvature.commands._common import count, nonnegative, positive_float, say, seed
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.output import check_file, check_folder, json_text, write_file, write_folder
@@ -76,7 +77,7 @@ def resolve_symmetries(text: str | None, kind: str) -> list[str]:
     ok = APPLICABLE[kind]
     if not text or text == "all":
         return list(ok)
-    names = [s.strip() for s in text.split(",") if s.strip()]
+    names = split_list(text)
     unknown = [s for s in names if s not in SYMMETRIES]
     if unknown:
         raise InvalidInputError(f"unknown symmetry(ies): {', '.join(unknown)}; available: all, {', '.join(SYMMETRIES)}")
@@ -248,7 +249,7 @@ def explore(args: argparse.Namespace):
     kind, hidden = parse_arch(args.arch)
     if kind not in APPLICABLE:
         raise InvalidInputError(f"explore does not take arch kind {kind!r}; use one of {', '.join(APPLICABLE)}")
-    measures = M.select(args.measures or "all")
+    measures = M.select(split_list(args.measures or "all"))
     symmetries = resolve_symmetries(args.symmetries, kind)
     if kind == "cnn" and args.dataset != "digits":
         raise InvalidInputError("arch cnn needs the 8×8 images of --dataset digits")

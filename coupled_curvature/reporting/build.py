@@ -1,20 +1,19 @@
-"""Assemble a report: run the catalogue, draw the figures, build the outline once
+"""Write a report from the data it is given: draw the figures, build the outline once
 (:mod:`.sections`), render it as md/html/tex, write atomically.
 
->>> build_report("report", formats=("md",), only=["T12"], heavy=False)   # doctest: +SKIP
-'/abs/path/report'
+The data (the catalogue's check, the cross-checks' sweeps) is gathered by the caller,
+:func:`coupled_curvature.commands.report.collect`; nothing here runs a check.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from coupled_curvature.choices import parse_choices
 
-__all__ = ["FORMATS", "parse_formats", "build_report", "collect"]
+__all__ = ["FORMATS", "parse_formats", "write_report"]
 
 FORMATS = {"md": "report.md", "html": "report.html", "tex": "report.tex"}
 
@@ -31,48 +30,23 @@ def parse_formats(formats: str | Iterable[str] | None) -> list[str]:
                          valid_text="use md, html and/or tex")
 
 
-def collect(only: Any = None, seed: int = 0, heavy: bool = False, progress: Callable[[str], None] | None = None,
-            now: str | None = None):
-    """Run the checks and measure the figure data; returns ``(ReportData, sweep, changes)``."""
-    from coupled_curvature.proofs import check_all
-    from coupled_curvature.proofs.crosschecks import neuron_scaling_changes, rescaling_sweep
-    from coupled_curvature.reporting.content import FigureRef, ReportData
-    from coupled_curvature.numeric.studies.cutoff import cutoff_data
-    from coupled_curvature.numeric.studies.precision import precision_sweep
+def write_report(out: str, fmts: Iterable[str], data: Any, sweep: dict[str, Any],
+                 changes: dict[str, list[float]]) -> str:
+    """Write ``report.md``/``report.html``/``report.tex`` (those of ``fmts``, parsed by
+    :func:`parse_formats`) plus figures into ``out`` atomically; returns the folder's path.
 
-    say = progress or (lambda s: None)
-    check = check_all(only=only, seed=seed, progress=say, heavy=heavy)
-    say("report: layer-rescaling sweep and neuron-scaling distribution for the figures")
-    sweep = rescaling_sweep(check.lab)
-    changes = neuron_scaling_changes(check.lab)
-    figs = [
-        FigureRef("rescaling", f"D, D⁺, Rayleigh quotient and ‖g‖² of {sweep['block']} ({sweep['net']}) against the "
-                  "layer rescaling factor c (log axes): the raw quantities fall as c⁻², D and D⁺ stay flat (T3)."),
-        FigureRef("neuron_scaling", "Distribution of the relative change of D per block under random non-uniform "
-                  "neuron-wise scalings of layer 0 (bc-16x2): far from 0 on the affected blocks (T5)."),
-    ]
-    precision = precision_sweep(seed, heavy, say)
-    cutoff = cutoff_data(seed, say)
-    stamp = now or _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    return ReportData(seed, stamp, check, figs, precision, cutoff), sweep, changes
-
-
-def build_report(out: str = "report", formats: Any = None, only: Any = None, seed: int = 0, heavy: bool = False,
-                 progress: Callable[[str], None] | None = None, now: str | None = None) -> str:
-    """Write ``report.md``/``report.html``/``report.tex`` plus figures into ``out`` atomically."""
-    from coupled_curvature.proofs import parse_only
+    ``data`` is a :class:`~coupled_curvature.reporting.content.ReportData`, ``sweep`` and
+    ``changes`` the layer-rescaling sweep and neuron-scaling changes drawn as figures.
+    """
     from coupled_curvature.reporting.figures import (cutoff_section_figure, neuron_figure, precision_figure,
                                                       rescaling_figure, save_figure)
     from coupled_curvature.reporting.html import render_html
     from coupled_curvature.reporting.latex import render_latex
     from coupled_curvature.reporting.markdown import render_markdown
     from coupled_curvature.reporting.sections import build_outline
-    from coupled_curvature.output import check_folder, write_folder
+    from coupled_curvature.output import write_folder
 
-    fmts = parse_formats(formats)
-    ids = parse_only(only)
-    check_folder(out, "report")  # fail on a bad folder before the minutes of work
-    data, sweep, changes = collect(ids, seed, heavy, progress, now)
+    fmts = list(fmts)
     outline = build_outline(data)  # one outline; each format walks it
     renderers = {"md": render_markdown, "tex": render_latex}
 

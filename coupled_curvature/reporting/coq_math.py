@@ -19,97 +19,14 @@ can break the line between pieces.
 
 from __future__ import annotations
 
-import html
-import re
-from dataclasses import dataclass
 from typing import Any
 
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.reporting.coq_parse import parse
+from coupled_curvature.reporting.coq_pieces import (INV_T, Piece, call, identifier, join, number, operator,
+                                                    parenthesized, subscript, superscript, words)
 
 __all__ = ["Piece", "coq_math", "parse"]
-
-@dataclass(frozen=True)
-class Piece:
-    """One piece of a formula: Unicode ``text``, LaTeX ``tex``, MathML ``mathml`` (inner of ``<math>``)."""
-
-    text: str
-    tex: str
-    mathml: str
-
-
-def _cat(*ps: Piece) -> Piece:
-    return Piece("".join(p.text for p in ps), " ".join(p.tex for p in ps if p.tex).replace("  ", " "),
-                 "<mrow>" + "".join(p.mathml for p in ps) + "</mrow>")
-
-
-_GREEK = {"sigma": ("σ", r"\sigma"), "lam": ("λ", r"\lambda"), "phi": ("φ", r"\varphi"), "th": ("θ", r"\theta"),
-          "dphi": ("φ′", r"\varphi'"), "d2phi": ("φ″", r"\varphi''"), "mi": ("μᵢ", r"\mu_i"), "mj": ("μⱼ", r"\mu_j")}
-_OPS = {"∀": r"\forall", "∃": r"\exists", "⇒": r"\Rightarrow", "⇔": r"\Leftrightarrow", "∧": r"\wedge",
-        "∨": r"\vee", "¬": r"\neg", "≠": r"\neq", "≤": r"\le", "∈": r"\in", "∉": r"\notin", "∘": r"\circ",
-        "·": r"\cdot", "−": "-", "×": r"\times", "→": r"\to", "<": "<", "=": "=", "+": "+", "/": "/", ",": ",",
-        ":": ":", ":=": ":=", "(": "(", ")": ")", "‖": r"\|", "∇": r"\nabla", "∂": r"\partial", "⁺": "^{+}"}
-_SUP = str.maketrans("0123456789+-−Tkn()", "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁻ᵀᵏⁿ⁽⁾")
-_SUB = str.maketrans("0123456789ijkqrs", "₀₁₂₃₄₅₆₇₈₉ᵢⱼₖqᵣₛ")
-
-
-def _id(name: str) -> Piece:
-    name = name.rsplit(".", 1)[-1]
-    if name in _GREEK:
-        u, t = _GREEK[name]
-        return Piece(u, t, f"<mi>{u}</mi>")
-    tex = name.replace("'", "'") if len(name) == 1 or re.fullmatch(r"[A-Za-z]\d*'?", name) else \
-        r"\mathrm{" + name.replace("_", r"\_") + "}"
-    if re.fullmatch(r"[A-Za-z]\d+'?", name):  # A1 -> A_1
-        tex = f"{name[0]}_{{{name[1:].rstrip(chr(39))}}}" + ("'" if name.endswith("'") else "")
-    return Piece(name, tex, f"<mi>{html.escape(name)}</mi>")
-
-
-def _op(sym: str, space: bool = True) -> Piece:
-    u = f" {sym} " if space else sym
-    return Piece(u, _OPS.get(sym, sym), f"<mo>{html.escape(sym)}</mo>")
-
-
-def _txt(s: str) -> Piece:
-    """Words inside a formula; MathML drops an mtext's outer spaces, so they become mspace."""
-    sp = "<mspace width='0.3em'/>"
-    ml = (sp if s.startswith(" ") else "") + f"<mtext>{html.escape(s.strip())}</mtext>" + (sp if s.endswith(" ") else "")
-    return Piece(s, r"\text{" + s.replace("_", r"\_") + "}", ml)
-
-
-def _num(s: str) -> Piece:
-    return Piece(s, s.replace("−", "-"), f"<mn>{s}</mn>")
-
-
-def _sup(base: Piece, exp: Piece) -> Piece:
-    small = exp.text.translate(_SUP)
-    u = base.text + (small if all(c in "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻ᵀᵏⁿ⁽⁾" for c in small) else f"^({exp.text})")
-    return Piece(u, f"{{{base.tex}}}^{{{exp.tex}}}", f"<msup>{base.mathml}{exp.mathml}</msup>")
-
-
-def _sub(base: Piece, idx: Piece) -> Piece:
-    small = idx.text.translate(_SUB)
-    ok = all(c in "₀₁₂₃₄₅₆₇₈₉ᵢⱼₖᵣₛ" for c in small)
-    u = base.text + (small if ok else f"_({idx.text})" if len(idx.text) > 1 else f"_{idx.text}")
-    return Piece(u, f"{{{base.tex}}}_{{{idx.tex}}}", f"<msub>{base.mathml}{idx.mathml}</msub>")
-
-
-_INV_T = Piece("−T", r"-\top", "<mrow><mo>−</mo><mi>T</mi></mrow>")
-
-
-def _paren(p: Piece) -> Piece:
-    return _cat(_op("(", False), p, _op(")", False))
-
-
-def _call(name: str, args: list[Piece], tex_name: str | None = None) -> Piece:
-    ident = _id(name)
-    head = Piece(ident.text if tex_name is None else name, tex_name or ident.tex,
-                 f"<mi>{html.escape(ident.text if tex_name is None else name)}</mi>")
-    inner: list[Piece] = []
-    for i, a in enumerate(args):
-        inner += ([_op(",", False), Piece(" ", "", "")] if i else []) + [a]
-    return _cat(head, _paren(_cat(*inner)))
-
 
 _WRAPPERS = {"NormedModule.sort", "numFieldType", "Real.sort", "Filtered.sort", "filteredType", "topologicalType"}
 _FUNCS = {"RQ": ("RQ", r"\mathrm{RQ}"), "coupledD": ("D", "D"), "coupledDplus": ("D⁺", "D^{+}"),
@@ -156,7 +73,7 @@ class _Printer:
 
     def wrap(self, node: Any) -> Piece:
         p = self.emit(_strip(node))
-        return _paren(p) if _compound(node) else p
+        return parenthesized(p) if _compound(node) else p
 
     def arg(self, node: Any) -> Piece:
         return self.emit(_strip(node))
@@ -170,26 +87,26 @@ class _Printer:
             kind, d = node[1], node[2]
             if kind == "I":
                 top = self.arg(d[2]) if d[0] == "post" and d[1] == ".+1" else self.arg(("bin", "-", d, ("num", "1")))
-                return _cat(_op("{", False), _num("0"), _op(",", False), Piece("…", r"\dots", "<mi>…</mi>"), _op(",", False), top,
-                            _op("}", False))
+                return join(operator("{", False), number("0"), operator(",", False), Piece("…", r"\dots", "<mi>…</mi>"), operator(",", False), top,
+                            operator("}", False))
             if d[0] == "dims":
-                return _sup(_id("R"), _cat(self.dims(d[1][0]), _op("×", False), self.dims(d[1][1])))
+                return superscript(identifier("R"), join(self.dims(d[1][0]), operator("×", False), self.dims(d[1][1])))
             size = self.dims(d)
             if kind == "M":
-                return _sup(_id("R"), _cat(size, _op("×", False), size))
+                return superscript(identifier("R"), join(size, operator("×", False), size))
             if kind == "rV":
-                return _sup(_id("R"), _cat(_num("1"), _op("×", False), size))
-            return _sup(_id("R"), size)
+                return superscript(identifier("R"), join(number("1"), operator("×", False), size))
+            return superscript(identifier("R"), size)
         if node[0] == "bin" and node[1] == "->":
-            return _cat(self.typ(node[2]), _op("→"), self.typ(node[3]))
+            return join(self.typ(node[2]), operator("→"), self.typ(node[3]))
         if node[0] == "id" and node[1] == "nat":
             return Piece("ℕ", r"\mathbb{N}", "<mi mathvariant='double-struck'>N</mi>")
         if node[0] == "id" and node[1] in ("rcfType", "Real.type", "reals.Real.type"):
-            return _txt("real closed field" if node[1] == "rcfType" else "real numbers")
+            return words("real closed field" if node[1] == "rcfType" else "real numbers")
         return self.emit(node)
 
     def binders(self, q: str, groups: list[tuple[list[str], Any]]) -> Piece:
-        return _cat(*self.binder_pieces(q, groups))
+        return join(*self.binder_pieces(q, groups))
 
     def binder_pieces(self, q: str, groups: list[tuple[list[str], Any]]) -> list[Piece]:
         """``∀ x ∈ X,`` … ``z ∈ Z:``, one piece per group of names."""
@@ -197,16 +114,16 @@ class _Printer:
         for gi, (names, ty) in enumerate(groups):
             for n in names:
                 self.kinds[n] = _kind_of(ty)
-            parts: list[Piece] = [] if gi else [_op(q, False), Piece(" ", "", "")]
+            parts: list[Piece] = [] if gi else [operator(q, False), Piece(" ", "", "")]
             for i, n in enumerate(names):
-                parts += ([_op(",", False), Piece(" ", "", "")] if i else []) + [_id(n)]
+                parts += ([operator(",", False), Piece(" ", "", "")] if i else []) + [identifier(n)]
             if ty is not None:
                 fn = ty[0] == "bin" and ty[1] == "->"
                 word = ty[0] == "id" and ty[1] in ("rcfType", "Real.type", "reals.Real.type")
-                parts += [_op(":", False), Piece(" ", r"\ ", "")] if word else [_op(":" if fn else "∈")]
+                parts += [operator(":", False), Piece(" ", r"\ ", "")] if word else [operator(":" if fn else "∈")]
                 parts.append(self.typ(ty))
             last = gi == len(groups) - 1
-            out.append(_cat(*parts, _op(":" if last else ",", False)))
+            out.append(join(*parts, operator(":" if last else ",", False)))
         return out
 
     def app(self, head: Any, args: list[Any]) -> Piece:
@@ -217,89 +134,89 @@ class _Printer:
         if name == "matrix_normedModType" and len(args) == 3:
             m, p = args[1], args[2]
             rows = e(("bin", "+", m, ("num", "1")))
-            return _sup(_id("R"), rows if p == ("num", "0") else _cat(rows, _op("×", False),
+            return superscript(identifier("R"), rows if p == ("num", "0") else join(rows, operator("×", False),
                                                                           e(("bin", "+", p, ("num", "1")))))
         if name == "differentiable_def" and len(args) == 2:
-            return _cat(self.arg(args[0]), _txt(" differentiable at "), self.arg(_point(args[1])))
+            return join(self.arg(args[0]), words(" differentiable at "), self.arg(_point(args[1])))
         if name == "is_derive" and len(args) == 4:
             x, f, v = args[0], args[2], args[3]
-            return _cat(_txt("d/d"), self.arg(x), Piece(" ", r"\,", ""), self.arg(f), _paren(self.arg(x)), _op("="),
+            return join(words("d/d"), self.arg(x), Piece(" ", r"\,", ""), self.arg(f), parenthesized(self.arg(x)), operator("="),
                         self.arg(v))
         if name == "perm_of":
             ty = _strip(args[0])
             ty = ty[2][0] if ty[0] == "app" else ty
-            return _sub(_id("S"), self.arg(ty[2]))
+            return subscript(identifier("S"), self.arg(ty[2]))
         if name == "dot" and len(args) == 2:
-            return _cat(_sup(self.wrap(args[0]), Piece("T", r"\top", "<mi>T</mi>")), self.wrap(args[1]))
+            return join(superscript(self.wrap(args[0]), Piece("T", r"\top", "<mi>T</mi>")), self.wrap(args[1]))
         if name == "sqnorm" and len(args) == 1:
-            return _sup(_cat(_op("‖", False), self.arg(args[0]), _op("‖", False)), _num("2"))
+            return superscript(join(operator("‖", False), self.arg(args[0]), operator("‖", False)), number("2"))
         if name == "quad" and len(args) == 2:
             w = self.wrap(args[1])
-            return _cat(_sup(w, Piece("T", r"\top", "<mi>T</mi>")), self.wrap(args[0]), w)
+            return join(superscript(w, Piece("T", r"\top", "<mi>T</mi>")), self.wrap(args[0]), w)
         if name == "newton_decrement" and len(args) == 2:
             return self.app(("id", "quad"), [("post", "^-1", args[1]), args[0]])
         if name == "act_w" and len(args) == 2:
-            return _cat(self.wrap(args[0]), self.wrap(args[1]))
+            return join(self.wrap(args[0]), self.wrap(args[1]))
         if name == "act_g" and len(args) == 2:
-            return _cat(_sup(self.wrap(args[0]), _INV_T), self.wrap(args[1]))
+            return join(superscript(self.wrap(args[0]), INV_T), self.wrap(args[1]))
         if name == "act_H" and len(args) == 2:
             a = self.wrap(args[0])
-            return _cat(_sup(a, _INV_T), self.wrap(args[1]), _sup(a, _num("−1")))
+            return join(superscript(a, INV_T), self.wrap(args[1]), superscript(a, number("−1")))
         if name == "conformal" and len(args) == 1:
-            return _cat(self.arg(args[0]), _op("∈"), _txt("CO"))
+            return join(self.arg(args[0]), operator("∈"), words("CO"))
         if name == "invmx":
-            inv = _sup(self.wrap(args[0]), _num("−1"))
-            return inv if len(args) == 1 else _sub(_paren(inv), _cat(*(self.arg(a) for a in args[1:])))
+            inv = superscript(self.wrap(args[0]), number("−1"))
+            return inv if len(args) == 1 else subscript(parenthesized(inv), join(*(self.arg(a) for a in args[1:])))
         if name == "pinv" and len(args) == 1:
-            return _sup(self.wrap(args[0]), Piece("+", "+", "<mo>+</mo>"))
+            return superscript(self.wrap(args[0]), Piece("+", "+", "<mo>+</mo>"))
         if name == "mulV":
-            return _cat(*(self.wrap(a) for a in args))
+            return join(*(self.wrap(a) for a in args))
         if name == "grad" and len(args) == 2:
-            return _cat(_op("∇", False), self.wrap(args[0]), _paren(self.arg(args[1])))
+            return join(operator("∇", False), self.wrap(args[0]), parenthesized(self.arg(args[1])))
         if name == "hess" and len(args) == 2:
-            return _cat(_sup(_op("∇", False), _num("2")), self.wrap(args[0]), _paren(self.arg(args[1])))
+            return join(superscript(operator("∇", False), number("2")), self.wrap(args[0]), parenthesized(self.arg(args[1])))
         if name == "d1" and len(args) in (2, 3):
-            d = _cat(_sub(_op("∂", False), self.arg(args[1])), self.wrap(args[0]))
-            return d if len(args) == 2 else _cat(d, _paren(self.arg(args[2])))
+            d = join(subscript(operator("∂", False), self.arg(args[1])), self.wrap(args[0]))
+            return d if len(args) == 2 else join(d, parenthesized(self.arg(args[2])))
         if name == "d2" and len(args) == 4:
-            return _cat(_sub(_op("∂", False), self.arg(args[1])), _sub(_op("∂", False), self.arg(args[2])),
-                        self.wrap(args[0]), _paren(self.arg(args[3])))
+            return join(subscript(operator("∂", False), self.arg(args[1])), subscript(operator("∂", False), self.arg(args[2])),
+                        self.wrap(args[0]), parenthesized(self.arg(args[3])))
         if name == "scale_invariant" and len(args) == 1:
-            return _cat(e(args[0]), _txt(" scale-invariant"))
+            return join(e(args[0]), words(" scale-invariant"))
         if name == "e":
             idx = [a for a in args if a != ("id", "R")]
-            return _sub(_id("e"), self.arg(idx[0])) if len(idx) == 1 else _call("e", [self.arg(a) for a in args])
+            return subscript(identifier("e"), self.arg(idx[0])) if len(idx) == 1 else call("e", [self.arg(a) for a in args])
         if name == "map_mx" and len(args) == 2:  # f applied entrywise
-            return _cat(self.wrap(args[0]), _paren(self.arg(args[1])))
+            return join(self.wrap(args[0]), parenthesized(self.arg(args[1])))
         if name == "perm_mx" and len(args) == 1:
-            return _sub(_id("P"), e(args[0]))
+            return subscript(identifier("P"), e(args[0]))
         if name == "Phantom" or name == "filter_of":
             return e(args[-1])
         if args == [("id", "R")] and name is not None:  # a constant of the development, e.g. Ashear R
-            return _id(name)
+            return identifier(name)
         if name is not None and self.kinds.get(name) in ("M", "cV", "rV", "fun_I"):
             kind = self.kinds[name]
             idx = args[1:] if kind == "rV" and args[0] == ("num", "0") else \
                 args[:-1] if kind == "cV" and args[-1] == ("num", "0") else args
-            return _sub(_id(name), _cat(*(self.arg(a) for a in idx)))
+            return subscript(identifier(name), join(*(self.arg(a) for a in idx)))
         if head[0] == "paren" and all(a[0] in ("id", "num") for a in args):
-            return _sub(e(head), _cat(*(e(a) for a in args)))
+            return subscript(e(head), join(*(e(a) for a in args)))
         if name in _FUNCS:
             u, t = _FUNCS[name]
-            return _call(u, [self.arg(a) for a in args], t)
+            return call(u, [self.arg(a) for a in args], t)
         if name is not None and self.kinds.get(name) == "fun" or name in ("eval", "plug", "Layer", "rmul_first",
                                                                            "vec_action", "neuron_map",
                                                                            "scale_entries", "perm_map",
                                                                            "layer_block_map", "pow_inv", "block_mx",
                                                                            "ulsubmx", "usubmx", "drsubmx", "dsubmx",
                                                                            "ctx", "net"):
-            return _call(name or "", [self.arg(a) for a in args])
-        return _call(name or e(head).text, [self.arg(a) for a in args], None if name else e(head).tex)
+            return call(name or "", [self.arg(a) for a in args])
+        return call(name or e(head).text, [self.arg(a) for a in args], None if name else e(head).tex)
 
     def conjunct(self, node: Any) -> Piece:
         """A conjunct; a quantifier, ``let`` or implication in parentheses (its scope ends there)."""
         p = self.emit(node)
-        return _paren(p) if node[0] in ("forall", "exists", "let") or (node[0] == "bin" and node[1] in (
+        return parenthesized(p) if node[0] in ("forall", "exists", "let") or (node[0] == "bin" and node[1] in (
             "->", "<->", "\\/")) else p
 
     def emit(self, node: Any) -> Piece:
@@ -307,10 +224,10 @@ class _Printer:
         e = self.emit
         if k == "id":
             if node[1] == "unitmx":
-                return _txt("GL")
-            return _id(node[1])
+                return words("GL")
+            return identifier(node[1])
         if k == "num":
-            return _num(node[1])
+            return number(node[1])
         if k == "type":
             return self.typ(node)
         if k == "paren":
@@ -318,15 +235,15 @@ class _Printer:
         if k == "post":
             op, x = node[1], node[2]
             if op == "^T" and x[0] == "paren" and x[1][0] == "app" and x[1][1] == ("id", "invmx"):
-                return _sup(self.wrap(x[1][2][0]), _INV_T)
+                return superscript(self.wrap(x[1][2][0]), INV_T)
             if op == "^T":
-                return _sup(e(x), Piece("T", r"\top", "<mi>T</mi>"))
+                return superscript(e(x), Piece("T", r"\top", "<mi>T</mi>"))
             if op == "^-1":
-                return _sup(e(x), _num("−1"))
+                return superscript(e(x), number("−1"))
             if op == "%:M":
-                return _id("I") if x == ("num", "1") else _cat(e(x), _id("I"))
+                return identifier("I") if x == ("num", "1") else join(e(x), identifier("I"))
             if op == ".+1":
-                return _cat(e(x), _op("+", False), _num("1"))
+                return join(e(x), operator("+", False), number("1"))
             return e(x)  # ^o, %N: scope and type annotations
         if k == "app":
             return self.app(node[1], node[2])
@@ -334,33 +251,33 @@ class _Printer:
             sym = {"=": "=", "!=": "≠", "<": "<", "<=": "≤", "\\in": "∈", "\\notin": "∉"}
             parts = [e(node[2][0])]
             for op, x in zip(node[1], node[2][1:]):
-                parts += [_op(sym[op]), e(x)]
-            return _cat(*parts)
+                parts += [operator(sym[op]), e(x)]
+            return join(*parts)
         if k == "bin":
             op, a, b = node[1], node[2], node[3]
             if op in ("^+", "^-"):
-                exp = self.arg(b) if op == "^+" else _cat(_op("−", False), self.arg(b))
-                return _sup(self.wrap(a) if a[0] != "num" else e(a), exp)
+                exp = self.arg(b) if op == "^+" else join(operator("−", False), self.arg(b))
+                return superscript(self.wrap(a) if a[0] != "num" else e(a), exp)
             if op in ("*m", "*:"):
-                return _cat(e(a), Piece("", r"\,", ""), e(b))
+                return join(e(a), Piece("", r"\,", ""), e(b))
             sym = {"*": "·", "/": "/", "+": "+", "-": "−", "\\o": "∘", "/\\": "∧", "\\/": "∨", "<->": "⇔",
                    "->": "⇒"}[op]
-            return _cat(e(a), _op(sym), e(b))
+            return join(e(a), operator(sym), e(b))
         if k == "and":
             parts = [self.conjunct(node[1][0])]
             for x in node[1][1:]:
-                parts += [_op("∧"), self.conjunct(x)]
-            return _cat(*parts)
+                parts += [operator("∧"), self.conjunct(x)]
+            return join(*parts)
         if k == "not":
-            return _cat(_op("¬", False), self.wrap(node[1]))
+            return join(operator("¬", False), self.wrap(node[1]))
         if k == "neg":
-            return _cat(_op("−", False), e(node[1]))
+            return join(operator("−", False), e(node[1]))
         if k == "sum":
-            return _cat(_sub(Piece("Σ", r"\sum", "<mo>∑</mo>"), _id(node[1])), e(node[2]))
+            return join(subscript(Piece("Σ", r"\sum", "<mo>∑</mo>"), identifier(node[1])), e(node[2]))
         if k in ("forall", "exists"):
-            return _cat(self.binders("∀" if k == "forall" else "∃", node[1]), Piece(" ", r"\;", ""), e(node[2]))
+            return join(self.binders("∀" if k == "forall" else "∃", node[1]), Piece(" ", r"\;", ""), e(node[2]))
         if k == "let":
-            return _cat(_txt("let "), _id(node[1]), _op(":="), e(node[2]), _txt(" in "), e(node[3]))
+            return join(words("let "), identifier(node[1]), operator(":="), e(node[2]), words(" in "), e(node[3]))
         raise InvalidInputError(f"no mathematical form for Coq node {k!r}")
 
     def pieces(self, node: Any) -> list[Piece]:
@@ -369,19 +286,19 @@ class _Printer:
         if k == "forall":
             return [*self.binder_pieces("∀", node[1]), *self.pieces(node[2])]
         if k == "let":
-            return [_cat(_txt("let "), _id(node[1]), _op(":="), self.emit(node[2]), _txt(" in")),
+            return [join(words("let "), identifier(node[1]), operator(":="), self.emit(node[2]), words(" in")),
                     *self.pieces(node[3])]
         if k == "bin" and node[1] in ("->", "<->"):
-            return [*self.pieces(node[2]), _op("⇒" if node[1] == "->" else "⇔", False), *self.pieces(node[3])]
+            return [*self.pieces(node[2]), operator("⇒" if node[1] == "->" else "⇔", False), *self.pieces(node[3])]
         if k == "and" and len(node[1]) > 1:
             out: list[Piece] = []
             for i, x in enumerate(node[1]):
-                out += ([_op("∧", False)] if i else []) + [self.conjunct(x)]
+                out += ([operator("∧", False)] if i else []) + [self.conjunct(x)]
             return out
         if k == "paren" and node[1][0] in ("forall", "bin", "and"):
             inner = self.pieces(node[1])
             if len(inner) > 1:
-                return [_cat(_op("(", False), inner[0]), *inner[1:-1], _cat(inner[-1], _op(")", False))]
+                return [join(operator("(", False), inner[0]), *inner[1:-1], join(inner[-1], operator(")", False))]
         return [self.emit(node)]
 
 

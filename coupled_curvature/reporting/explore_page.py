@@ -270,6 +270,8 @@ def explore_figure(mx: Any, sym: str) -> Figure:
     where the parameter spans a decade or more."""
     from matplotlib.figure import Figure
 
+    from coupled_curvature.numeric.core.plots import finish_figure
+
     fig = Figure(figsize=(9.5, 4.8))
     ax = fig.add_subplot(1, 1, 1)
     xs_all: list[float] = []
@@ -294,10 +296,7 @@ def explore_figure(mx: Any, sym: str) -> Figure:
     if zero:  # their lines coincide at the floor: name them
         title += "\n" + textwrap.fill(f"exactly 0 at every point (drawn at {FLOOR:.0e}): {', '.join(zero)}", 95)
     ax.set_title(title, fontsize=9)
-    ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
-    fig.tight_layout()
-    return fig
+    return finish_figure(fig, ax)
 
 
 def eps_figure(mx: Any) -> Figure | None:
@@ -308,6 +307,8 @@ def eps_figure(mx: Any) -> Figure | None:
     if not cells:
         return None
     from matplotlib.figure import Figure
+
+    from coupled_curvature.numeric.core.plots import finish_figure
 
     fig = Figure(figsize=(9.5, 4.8))
     ax = fig.add_subplot(1, 1, 1)
@@ -331,10 +332,7 @@ def eps_figure(mx: Any) -> Figure | None:
     ax.set_xlabel("BatchNorm eps (same weights; the smallest is the run's own)")
     ax.set_ylabel("max relative change under the bn sweep")
     ax.set_title("BatchNorm scale symmetry as eps → 0 (dotted: fitted C·eps^p, extrapolated)", fontsize=10)
-    ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
-    fig.tight_layout()
-    return fig
+    return finish_figure(fig, ax)
 
 
 def figure_set(mx: Any) -> list[tuple[str, str, Figure]]:

@@ -8,7 +8,8 @@
   axis), with the ``10^-dps`` reference and the neuron-scaling negative control.
 * ``cutoff``: ``D⁺`` against ``pinv_rtol`` on the dense and Krylov paths (log-log, steps), the
   default ``pinv_rtol = 1e-10`` marked.
-* :func:`diagnosis_figure` (``Diagnosis.plot()``): per-block bars of ``|D|`` and ``|D⁺|``.
+* :func:`diagnosis_figure` and :func:`profile_figure` (``Diagnosis.plot()``, ``SpectralProfile.plot()``)
+  are drawn by :mod:`coupled_curvature.numeric.core.plots` and re-exported here.
 
 Every axis names its quantity and unit (the loss in nats, parameters pure numbers); titles are
 wrapped to the figure's width; reference and tolerance lines are dashed and drawn on top; legends
@@ -26,10 +27,10 @@ from typing import Any
 import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.numeric.core.plots import diagnosis_figure, finish_figure, profile_figure
 
 __all__ = ["save_figure", "rescaling_figure", "neuron_figure", "precision_figure", "cutoff_section_figure", "cutoff_figure",
            "diagnosis_figure", "profile_figure"]
@@ -68,11 +69,7 @@ def rescaling_figure(sweep: dict[str, Any]) -> Figure:
     ax.set_ylabel("value of each quantity (log axis)")
     ax.set_title(textwrap.fill(f"{sweep['net']}, block {sweep['block']}: W_l → cW_l, b_l → cb_l, "
                                "W_(l+1) → W_(l+1)/c", 70), fontsize=9)
-    ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
-    ax.grid(True, which="major", alpha=0.3)
-    fig.set_size_inches(8.4, 4.4)
-    fig.tight_layout()
-    return fig
+    return finish_figure(fig, ax, size=(8.4, 4.4), fontsize=7.5)
 
 
 def neuron_figure(changes: dict[str, list[float]], net: str) -> Figure:
@@ -127,11 +124,7 @@ def precision_figure(p: Any) -> Figure:
     ax.set_ylabel("max relative change over blocks (dimensionless)")
     ax.set_title(textwrap.fill(p.net, 80) + "\ninvariance error against precision (T3), neuron-scaling control (T5)",
                  fontsize=9)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
-    fig.set_size_inches(9.0, 4.4)
-    ax.grid(True, which="major", alpha=0.3)
-    fig.tight_layout()
-    return fig
+    return finish_figure(fig, ax, size=(9.0, 4.4))
 
 
 def cutoff_section_figure(c: Any) -> Figure:
@@ -151,10 +144,7 @@ def cutoff_section_figure(c: Any) -> Figure:
                  fontsize=8)
     ax.set_xlabel("pinv_rtol (dimensionless; cutoff τ = pinv_rtol·max|λ|)")
     ax.set_ylabel("|D⁺| [nat]")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
-    fig.set_size_inches(9.0, 4.6)
-    fig.tight_layout()
-    return fig
+    return finish_figure(fig, ax, size=(9.0, 4.6))
 
 
 def cutoff_figure(*results: dict) -> Figure:
@@ -204,114 +194,3 @@ def cutoff_figure(*results: dict) -> Figure:
         ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     return fig
-
-
-def diagnosis_figure(diagnosis: Any) -> Figure:
-    """Per-block bars of ``|D| = |wᵀHw/wᵀw|/‖g‖²`` and ``|D⁺| = |wᵀH⁺w/wᵀw|·‖g‖²`` (log axis).
-
-    ``diagnosis`` is a :class:`~coupled_curvature.numeric.core.results.Diagnosis`. A negative
-    value (an indefinite block) is drawn at its absolute value, hatched; a missing or zero one
-    has no bar and an ``n/a`` mark at the foot; an unconverged Krylov ``D⁺`` has a dashed edge.
-    D is in nat⁻¹ and D⁺ in nat (the loss in nats, parameters pure numbers).
-
-    >>> from coupled_curvature.numeric.core.results import BlockDiagnosis, Diagnosis
-    >>> a = BlockDiagnosis("a", ("a",), 2, 4.0, 1.0, 0.5, 8.0, 2.0, 2.0, 1.0, 0.25, 2, 0.0)
-    >>> b = BlockDiagnosis("b", ("b",), 2, 4.0, 1.0, 0.5, -8.0, -2.0, -2.0, None, None, None, None)
-    >>> fig = diagnosis_figure(Diagnosis([a, b], {}))
-    >>> len(fig.axes[0].patches), fig.axes[0].get_yscale()
-    (3, 'log')
-    """
-    blocks = list(diagnosis)
-    if not blocks:
-        raise InvalidInputError("diagnosis_figure needs a diagnosis with at least one block")
-    fig = Figure(figsize=(max(6.4, 0.9 * len(blocks) + 2.4), 4.4))
-    ax = fig.add_subplot(1, 1, 1)
-    width, drawn, missing = 0.38, [], []
-    for k, (field, label, colour) in enumerate([("coupled", "|D| [1/nat]", "C0"),
-                                                ("inverse_coupled", "|D⁺| [nat]", "C1")]):
-        for i, b in enumerate(blocks):
-            v = getattr(b, field)
-            x = i + (k - 0.5) * width
-            if v is None or float(v) == 0.0:
-                missing.append(x)
-                continue
-            loose = field == "inverse_coupled" and b.krylov_converged is False
-            ax.bar(x, abs(float(v)), width, color=colour, hatch="//" if float(v) < 0 else None,
-                   edgecolor="black" if float(v) < 0 or loose else colour, linestyle="--" if loose else "-", zorder=2)
-        drawn.append(Patch(facecolor=colour, label=label))
-    for x in missing:
-        ax.annotate("n/a", (x, 0.0), xycoords=("data", "axes fraction"), xytext=(0, 3), textcoords="offset points",
-                    ha="center", fontsize=7)
-    ax.set_yscale("log")
-    ax.set_xticks(range(len(blocks)), [b.name for b in blocks], rotation=30 if len(blocks) > 4 else 0,
-                  ha="right" if len(blocks) > 4 else "center", fontsize=8)
-    ax.set_xlabel("parameter block")
-    ax.set_ylabel("|D| [1/nat], |D⁺| [nat]")
-    title = "D and D⁺ per block (hatched: negative, shown at |value|; dashed edge: Krylov not converged; n/a: missing)"
-    ax.set_title("\n".join(textwrap.wrap(title, 70)), fontsize=9)
-    ax.grid(True, axis="y", which="major", alpha=0.3, zorder=0)
-    ax.legend(handles=drawn, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
-    fig.tight_layout()
-    return fig
-
-
-def profile_figure(profile: dict[str, Any], title: str = "") -> Figure:
-    """The cumulative spectral profile per block: ``μ_w(|x| ≤ t)`` against ``t = |λ|/max|λ|``, as steps.
-
-    ``profile`` is ``SpectralProfile.to_dict()`` (per block ``rel_eigs``, ``weights``, ``route``,
-    ``exact``, ``lambda_ratio``). The axis is logarithmic when the non-zero ``|x|`` span more than two
-    decades; the weight at ``x = 0`` (the null space of ``H_bb``) is the curve's level at the left edge,
-    and the default cutoff ``pinv_rtol = 1e-10`` is dashed.
-    Negative eigenvalues are counted by ``|x|``, and their total weight is given in the legend;
-    approximate (Krylov) profiles are dashed.
-
-    >>> p = {"blocks": {"a": {"rel_eigs": [0.0, 1e-6, 1.0], "weights": [0.2, 0.3, 0.5], "route": "dense",
-    ...      "exact": True, "lambda_ratio": 2.0}}}
-    >>> ax = profile_figure(p).axes[0]; ax.get_xscale(), len(ax.lines)
-    ('log', 1)
-    """
-    blocks = profile.get("blocks", {}) if isinstance(profile, dict) else {}
-    if not blocks:
-        raise InvalidInputError("profile_figure needs SpectralProfile.to_dict() data with at least one block")
-    nonzero = [abs(x) for b in blocks.values() for x in b["rel_eigs"] if x != 0.0]
-    smallest = min(nonzero, default=1.0)
-    log = smallest < 1e-2
-    left = max(smallest / 10.0, 1e-17) if log else 0.0
-    fig = Figure(figsize=(6.4, 4.4))
-    ax = fig.add_subplot(1, 1, 1)
-    for i, (name, b) in enumerate(blocks.items()):
-        pairs = sorted(zip((abs(x) for x in b["rel_eigs"]), b["weights"]))
-        xs, ys, total = [left], [0.0], 0.0
-        for x, p in pairs:
-            total += p
-            if x <= left:
-                ys[0] = total
-            else:
-                xs.append(x)
-                ys.append(total)
-        xs.append(1.0 if not log else 1.5)
-        ys.append(total)
-        neg = sum(p for x, p in zip(b["rel_eigs"], b["weights"]) if x < 0)
-        ratio = b.get("lambda_ratio")
-        label = textwrap.fill(f"{name}: {b['route']}{'' if b.get('exact', True) else ' (approximate)'}, "
-                              f"ρ/‖g‖² = {'-' if ratio is None else f'{ratio:.3g}'}"
-                              f"{f', weight at λ < 0: {neg:.2g}' if neg > 0 else ''}", 48)
-        ax.step(xs, ys, where="post", color=f"C{i % 10}", ls="-" if b.get("exact", True) else "--", lw=1.6,
-                label=label)
-    if log:
-        ax.set_xscale("log")
-        if left < 1e-10:
-            ax.axvline(1e-10, color="black", linestyle="--", linewidth=1.4, zorder=5,
-                       label="default pinv_rtol = 1e-10 (D⁺ keeps the weight to its right)")
-    ax.set_xlim(left, 1.5 if log else 1.02)
-    ax.set_ylim(-0.02, 1.02)
-    ax.set_xlabel("t = |λ| / max|λ| (dimensionless" + (", log axis)" if log else ")"))
-    ax.set_ylabel("cumulative weight μ_w(|x| ≤ t) of w/‖w‖ (dimensionless)")
-    ax.set_title(textwrap.fill((title + ": " if title else "") + "spectral profile of each block along w "
-                               "(weight (uᵢᵀw)²/‖w‖² at λᵢ/max|λ|)", 70), fontsize=9)
-    ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
-    fig.set_size_inches(10.0, 4.6)
-    fig.tight_layout()
-    return fig
-

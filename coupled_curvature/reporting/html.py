@@ -12,7 +12,8 @@ import html as _html
 import re
 
 from coupled_curvature.reporting.outline import (Block, Bullets, Code, Details, Display, Figure, Inline, Link, Listing,
-                                                 Mark, Math, Outline, Paragraph, Section, Steps, Strong, Table, Text)
+                                                 Mark, Math, Outline, Paragraph, Section, Steps, Strong, Table, Text,
+                                                 render_inline)
 from coupled_curvature.reporting.umath import text_html
 
 __all__ = ["render_html", "inline_html", "PAGE_CSS", "figure_html"]
@@ -54,22 +55,22 @@ _MATH = '<math xmlns="http://www.w3.org/1998/Math/MathML" display="block"><mrow>
 
 def inline_html(parts: tuple[Inline, ...]) -> str:
     """Inline runs as HTML (Unicode mathematics as MathML)."""
-    out = []
-    for p in parts:
-        if isinstance(p, Text):
-            out.append(text_html(p.text) if p.maths else _e(p.text))
-        elif isinstance(p, Code):
-            out.append(f"<code>{_e(p.text)}</code>")
-        elif isinstance(p, Strong):
-            out.append(f"<b>{inline_html(p.parts)}</b>")
-        elif isinstance(p, Mark):
-            cls = f"label label-{p.text}" if p.kind == "label" else p.kind
-            out.append(f"<span class='{cls}'>{_e(p.text)}</span>")
-        elif isinstance(p, Math):
-            out.append(p.mathml if p.mathml is not None else text_html(p.text))
-        elif isinstance(p, Link):
-            out.append(f"<a href='#{_e(p.target)}'>{_e(p.text)}</a>")
-    return "".join(out)
+    return render_inline(parts, _INLINE)
+
+
+def _mark(p: Mark) -> str:
+    cls = f"label label-{p.text}" if p.kind == "label" else p.kind
+    return f"<span class='{cls}'>{_e(p.text)}</span>"
+
+
+_INLINE = {
+    Text: lambda p: text_html(p.text) if p.maths else _e(p.text),
+    Code: lambda p: f"<code>{_e(p.text)}</code>",
+    Strong: lambda p: f"<b>{inline_html(p.parts)}</b>",
+    Mark: _mark,
+    Math: lambda p: p.mathml if p.mathml is not None else text_html(p.text),
+    Link: lambda p: f"<a href='#{_e(p.target)}'>{_e(p.text)}</a>",
+}
 
 
 def _table(t: Table) -> str:

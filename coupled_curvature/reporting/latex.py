@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 
 from coupled_curvature.reporting.outline import (Block, Bullets, Code, Details, Display, Figure, Inline, Link, Listing,
-                                                 Mark, Math, Outline, Paragraph, Section, Steps, Strong, Table, Text)
+                                                 Mark, Math, Outline, Paragraph, Section, Steps, Strong, Table, Text,
+                                                 render_inline)
 from coupled_curvature.reporting.umath import text_latex
 
 __all__ = ["render_latex", "tex_text", "inline_tex"]
@@ -79,21 +80,17 @@ def _breakable(name: str) -> str:
 
 def inline_tex(parts: tuple[Inline, ...]) -> str:
     """Inline runs as LaTeX (Unicode mathematics as ``$…$``, the rest escaped)."""
-    out = []
-    for p in parts:
-        if isinstance(p, Text):
-            out.append(_mixed(p.text) if p.maths else tex_text(p.text))
-        elif isinstance(p, Code):
-            out.append(r"\texttt{" + _breakable(p.text) + "}")
-        elif isinstance(p, Strong):
-            out.append(r"\textbf{" + inline_tex(p.parts) + "}")
-        elif isinstance(p, Mark):
-            out.append(rf"\texttt{{[{tex_text(p.text)}]}}" if p.kind == "label" else tex_text(p.text))
-        elif isinstance(p, Math):
-            out.append(f"${p.tex}$" if p.tex is not None else tex_text(p.text))
-        elif isinstance(p, Link):
-            out.append(tex_text(p.text))
-    return "".join(out)
+    return render_inline(parts, _INLINE)
+
+
+_INLINE = {
+    Text: lambda p: _mixed(p.text) if p.maths else tex_text(p.text),
+    Code: lambda p: r"\texttt{" + _breakable(p.text) + "}",
+    Strong: lambda p: r"\textbf{" + inline_tex(p.parts) + "}",
+    Mark: lambda p: rf"\texttt{{[{tex_text(p.text)}]}}" if p.kind == "label" else tex_text(p.text),
+    Math: lambda p: f"${p.tex}$" if p.tex is not None else tex_text(p.text),
+    Link: lambda p: tex_text(p.text),
+}
 
 
 def _column(w: float | str) -> str:
@@ -126,10 +123,8 @@ def _steps(s: Steps) -> list[str]:
 
 def _block(b: Block) -> list[str]:
     if isinstance(b, Section):
-        L = [(r"\section*{" if b.level == 1 else r"\subsection*{") + _mixed(b.title).replace(" — ", " --- ") + "}"]
-        for x in b.blocks:
-            L += _block(x)
-        return L
+        head = (r"\section*{" if b.level == 1 else r"\subsection*{") + _mixed(b.title).replace(" — ", " --- ") + "}"
+        return [head, *(ln for x in b.blocks for ln in _block(x))]
     if isinstance(b, Paragraph):
         if all(isinstance(p, Math) or (isinstance(p, Text) and not p.text.strip()) for p in b.parts):
             # a formula in pieces: break between them, ragged right

@@ -16,7 +16,8 @@ c⁻²
 from __future__ import annotations
 
 from coupled_curvature.reporting.outline import (Block, Bullets, Code, Details, Display, Figure, Inline, Link, Listing,
-                                                 Mark, Math, Outline, Paragraph, Section, Steps, Strong, Table, Text)
+                                                 Mark, Math, Outline, Paragraph, Section, Steps, Strong, Table, Text,
+                                                 render_inline)
 from coupled_curvature.reporting.umath import normalise
 
 __all__ = ["render_markdown", "inline_md"]
@@ -28,21 +29,17 @@ def _math_text(tex: str) -> str:
 
 def inline_md(parts: tuple[Inline, ...]) -> str:
     """Inline runs as Markdown."""
-    out = []
-    for p in parts:
-        if isinstance(p, Text):
-            out.append(normalise(p.text) if p.maths else p.text)
-        elif isinstance(p, Code):
-            out.append(f"`{p.text}`")
-        elif isinstance(p, Strong):
-            out.append(f"__{inline_md(p.parts).strip()}__")
-        elif isinstance(p, Mark):
-            out.append(f"`{p.text}`" if p.kind == "label" else p.text)
-        elif isinstance(p, Math):
-            out.append(p.text if p.plain else f"${p.tex if p.tex is not None else _math_text(p.text)}$")
-        elif isinstance(p, Link):
-            out.append(p.text)
-    return "".join(out)
+    return render_inline(parts, _INLINE)
+
+
+_INLINE = {
+    Text: lambda p: normalise(p.text) if p.maths else p.text,
+    Code: lambda p: f"`{p.text}`",
+    Strong: lambda p: f"__{inline_md(p.parts).strip()}__",
+    Mark: lambda p: f"`{p.text}`" if p.kind == "label" else p.text,
+    Math: lambda p: p.text if p.plain else f"${p.tex if p.tex is not None else _math_text(p.text)}$",
+    Link: lambda p: p.text,
+}
 
 
 def _cell(parts: tuple[Inline, ...]) -> str:
@@ -69,10 +66,7 @@ def _steps(s: Steps) -> list[str]:
 
 def _block(b: Block) -> list[str]:
     if isinstance(b, Section):
-        L = ["#" * (b.level + 1) + " " + normalise(b.title), ""]
-        for x in b.blocks:
-            L += _block(x)
-        return L
+        return ["#" * (b.level + 1) + " " + normalise(b.title), ""] + [ln for x in b.blocks for ln in _block(x)]
     if isinstance(b, Paragraph):
         return [inline_md(b.parts), ""]
     if isinstance(b, Bullets):

@@ -13,10 +13,11 @@ MathML and Unicode forms side by side, and a table's ``widths`` are fractions of
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Any, Union
 
-__all__ = ["Text", "Code", "Strong", "Mark", "Math", "Link", "Inline", "Paragraph", "Bullets", "Table",
+__all__ = ["Text", "Code", "Strong", "Mark", "Math", "Link", "Inline", "render_inline", "Paragraph", "Bullets", "Table",
            "Figure", "Display", "StepItem", "Steps", "Details", "Listing", "Section", "Block", "Outline"]
 
 
@@ -69,6 +70,15 @@ class Link:
 
 
 Inline = Union[Text, Code, Strong, Mark, Math, Link]
+
+
+def render_inline(parts: tuple[Inline, ...], render: Mapping[type, Callable[[Any], str]]) -> str:
+    """``parts`` rendered run by run, each by ``render[type(run)]`` (one table per output format).
+
+    >>> render_inline((Text("a"), Code("b")), {Text: lambda p: p.text, Code: lambda p: f"`{p.text}`"})
+    'a`b`'
+    """
+    return "".join(render[type(p)](p) for p in parts)
 
 
 @dataclass(frozen=True)

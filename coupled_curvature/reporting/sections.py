@@ -116,7 +116,7 @@ def _steps(steps: list[Any]) -> Steps:
     items = []
     for st in steps:
         v = step_view(st.description, st.lhs, st.rhs)
-        items.append(StepItem(bool(st.passed), st.label, v.statement, st.method, st.verification, v.latex, v.mathml,
+        items.append(StepItem(bool(st.passed), st.label, v.statement, str(st.method), st.verification, v.latex, v.mathml,
                               v.instance, tuple(n.removeprefix("CoupledCurvature.") for n in st.formal)))
     return Steps(tuple(items))
 

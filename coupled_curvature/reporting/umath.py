@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Iterable
+from typing import TypeVar
 
 __all__ = ["normalise", "split_math", "math_latex", "math_mathml", "text_latex", "text_html"]
 
@@ -42,6 +44,8 @@ _SPELLED = {"sigma": "σ", "lambda": "λ", "tau": "τ", "theta": "θ", "alpha": 
 
 _ACCENT = {"û": r"\hat{u}", "ŵ": r"\hat{w}", "ĝ": r"\hat{g}", "ê": r"\hat{e}", "θ̂": r"\hat{\theta}"}
 _DIGITS = "0123456789"  # not str.isdigit, which holds for ² too
+
+K = TypeVar("K")
 
 
 def _sup(s: str) -> str:
@@ -94,14 +98,8 @@ def split_math(text: str) -> list[tuple[str, str]]:
     for i, w in enumerate(words):  # a space between two math words belongs to the math
         if w.isspace() and 0 < i < len(words) - 1 and flags[i - 1] and flags[i + 1]:
             flags[i] = True
-    runs: list[tuple[bool, str]] = []
-    for w, f in zip(words, flags):
-        if runs and runs[-1][0] == f:
-            runs[-1] = (f, runs[-1][1] + w)
-        else:
-            runs.append((f, w))
     out: list[tuple[str, str]] = []
-    for f, piece in runs:
+    for f, piece in _joined(zip(flags, words)):
         if not f:
             out.append(("text", piece))
             continue
@@ -118,13 +116,22 @@ def split_math(text: str) -> list[tuple[str, str]]:
         out += [("text", lead)] if lead else []
         out += [("math", piece)] if piece else []
         out += [("text", trail)] if trail else []
-    merged: list[tuple[str, str]] = []
-    for k, p in out:
-        if merged and merged[-1][0] == k:
-            merged[-1] = (k, merged[-1][1] + p)
+    return _joined(out)
+
+
+def _joined(runs: Iterable[tuple[K, str]]) -> list[tuple[K, str]]:
+    """``(kind, piece)`` runs with neighbours of the same kind joined into one.
+
+    >>> _joined([(True, "a"), (True, " b"), (False, ",")])
+    [(True, 'a b'), (False, ',')]
+    """
+    out: list[tuple[K, str]] = []
+    for kind, piece in runs:
+        if out and out[-1][0] == kind:
+            out[-1] = (kind, out[-1][1] + piece)
         else:
-            merged.append((k, p))
-    return merged
+            out.append((kind, piece))
+    return out
 
 
 def _group(s: str, i: int) -> tuple[str, int]:
@@ -245,6 +252,11 @@ def math_latex(s: str) -> str:
 _MO = {"−": "−", "-": "−", "*": "·", "ʹ": "′"}
 
 
+#: MathML of the tokens that stand alone: function names, identifiers, numbers, spaces
+_LEAVES = {"fn": lambda v: f'<mi mathvariant="normal">{html.escape(v)}</mi>', "id": lambda v: f"<mi>{html.escape(v)}</mi>",
+           "num": lambda v: f"<mn>{v}</mn>", "space": lambda v: '<mspace width="0.25em"/>'}
+
+
 def _mathml_items(s: str) -> list[str]:
     items: list[str] = []
     for kind, v in _tokens(s):
@@ -257,14 +269,8 @@ def _mathml_items(s: str) -> list[str]:
                 items.append(f"<msubsup>{base_inner}<mrow>{arg}</mrow></msubsup>")
             else:
                 items.append(f"<{tag}>{base}<mrow>{arg}</mrow></{tag}>")
-        elif kind == "fn":
-            items.append(f'<mi mathvariant="normal">{html.escape(v)}</mi>')
-        elif kind == "id":
-            items.append(f"<mi>{html.escape(v)}</mi>")
-        elif kind == "num":
-            items.append(f"<mn>{v}</mn>")
-        elif kind == "space":
-            items.append('<mspace width="0.25em"/>')
+        elif kind in _LEAVES:
+            items.append(_LEAVES[kind](v))
         else:
             items.append(f"<mo>{html.escape(_MO.get(v, v))}</mo>")
     return items

@@ -2,28 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 
 import torch
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.numeric.core.inputs import (
-    check_count, check_flag, check_loss_fn, float64_copy, loss_reduction, prepare_batches, probe_batches,
-)
-from coupled_curvature.numeric.core.blocks import resolve_blocks
-from coupled_curvature.numeric.core.hvp import (
-    BlockCurvature, attention_calls, block_curvature, block_krylov, hidden_dependence, math_attention,
-    route_failure,
-)
-from coupled_curvature.numeric.linalg.krylov_quadrature import KrylovForm
-from coupled_curvature.numeric.core.objective import Objective
+from coupled_curvature.numeric.core.execution import execute
+from coupled_curvature.numeric.linalg.pinv import rounding_level
+from coupled_curvature.numeric.core.options import GRAM_MEMORY, RunOptions, run_options
+from coupled_curvature.numeric.core.planning import ALL_ROUTES, plan
 from coupled_curvature.numeric.core.progress import AUTO_DELAY, Progress, progress_enabled
 from coupled_curvature.numeric.core.results import BlockDiagnosis, Diagnosis, derived_quantities, missing_note
-from coupled_curvature.numeric.linalg.pinv import pinv_quadratic_form, rounding_level
-from coupled_curvature.numeric.factors.gram import MEMORY_BUDGET, GramForm, GramResult, gram_forms
-from coupled_curvature.numeric.factors.tangent_forms import tangent_forms
+from coupled_curvature.numeric.core.routes import BlockCurvature, SpectralRoute, WHwRoute
 
 
 def diagnose(
@@ -42,8 +33,10 @@ def diagnose(
     process_group: object | None = None,
     frozen: str = "skip",
     reduction: str | None = None,
-    gram_memory: int = MEMORY_BUDGET,
+    gram_memory: int = GRAM_MEMORY,
     progress: bool | None = None,
+    device: str | torch.device | None = None,
+    routes: Iterable[WHwRoute | SpectralRoute] | None = None,
 ) -> Diagnosis:
     """Coupled diagnostics of every parameter block of ``model`` in float64.
 
@@ -84,7 +77,9 @@ def diagnose(
     own shard of ``data``) weights mean-reduction batches by the sample count of all
     ranks and sums gradients, Hessian-vector products (every Lanczos product too),
     dense blocks, the loss and the sample count over ranks, so every rank returns the
-    same result (:mod:`distributed`); it does not take the Gram route (a note says so).
+    same result (:mod:`distributed`); the Gram route sums ``BᵀB`` over ranks, or gathers the rows of ``B``
+    from every rank within ``gram_memory`` for ``G = BBᵀ`` (a block whose column of ``B`` alone is above
+    the budget falls back with the budget named).
 
     ``frozen`` says what happens to parameters with ``requires_grad=False``: ``"skip"``
     (default) leaves them out of the blocks (``Diagnosis.skipped`` lists them, and a
@@ -95,6 +90,17 @@ def diagnose(
     matters). On a model with shared (tied) parameters ``wᵀHw`` always comes from
     Hessian-vector products. A block whose cutoff keeps eigenvalues at rounding level
     (``pinv_rtol`` below ``n·ε``) has ``noise_kept > 0`` and a note.
+
+    Every option is checked by :func:`~coupled_curvature.numeric.core.options.run_options` before any
+    work, and the work is one :func:`~coupled_curvature.numeric.core.engine.plan` and
+    :func:`~coupled_curvature.numeric.core.engine.execute` of the curvature engine, the same that
+    ``spectral_profile`` and ``cutoff_sensitivity`` run: ``BlockDiagnosis.method`` and ``wHw_route`` are
+    the routes that ran (:class:`~coupled_curvature.numeric.core.routes.SpectralRoute`,
+    :class:`~coupled_curvature.numeric.core.routes.WHwRoute`), ``method_reason`` and ``wHw_reason`` say why
+    in words. ``device`` is where the float64 copy runs (by default the model's own device;
+    ``meta["device"]`` records it). ``routes`` restricts the routes that may be taken (all by default;
+    e.g. ``routes={WHwRoute.HVP, SpectralRoute.DENSE}`` compares the Hessian-vector-product route with
+    the tangent one).
 
     ``progress`` prints a progress line on stderr (the curvature, Gram and Krylov stages, then
     block by block): ``None`` (default) when stderr is a terminal and the call has run 2 s,
@@ -119,233 +125,70 @@ def diagnose(
     >>> d["0.weight"].coupled > 0
     True
     """
-    if isinstance(pinv_rtol, bool) or not isinstance(pinv_rtol, (int, float)) or not (0.0 <= pinv_rtol < 1.0):
-        raise InvalidInputError(f"pinv_rtol must be a number in [0, 1), got {pinv_rtol!r}; pass e.g. 1e-10")
-    check_count(max_dense, "max_dense")
-    check_flag(inverse, "inverse")
-    if frozen not in FROZEN:
-        raise InvalidInputError(f"frozen must be 'skip' or 'include', got {frozen!r}; pass one of them")
-    check_loss_fn(loss_fn)
-    explicit = method is not None
-    method = "gram" if method is None else method
-    _check_krylov_options(method, krylov_max_iter, krylov_tol)
-    show = progress_enabled(progress)
-    source_dtypes = sorted({str(p.dtype) for p in model.parameters()}) if isinstance(model, nn.Module) else []
-    net = float64_copy(model, allow_train_mode=allow_train_mode)
-    source = "argument" if reduction is not None else "loss_fn" if hasattr(loss_fn, "reduction") else "assumed"
-    reduction = loss_reduction(loss_fn, reduction)
-    batches = prepare_batches(data, loss_fn, reduction)
-    with attention_calls(net) as attention:
-        probe_batches(net, loss_fn, batches)
-    model_notes = []
-    if attention:
-        model_notes.append(f"attention ({', '.join(attention)}) runs on the math kernel: "
-                           "the fused kernels have no second derivative")
-    if source == "assumed" and len(batches) > 1:
-        model_notes.append("loss_fn has no .reduction: taken as a mean over each batch, so batches are weighted "
-                           "by their size; pass reduction='sum' if it sums")
-    dist = None
-    if process_group is not None:  # data-parallel: weight this shard as part of all ranks' data
-        from coupled_curvature.numeric import distributed as dist
-
-        batches = dist.global_batches(batches, loss_fn, process_group, reduction=reduction)
-    objective = Objective(net, loss_fn, batches, reduction)
-    if not objective.names:
-        raise InvalidInputError("the model has no parameters to diagnose; pass a model with at least one parameter")
-    frozen_names = [n for n, p in net.named_parameters() if not p.requires_grad]
-    skipped = frozen_names if frozen == "skip" else []
-    partition = _partition(objective.names, blocks, skipped)
-    if skipped:
-        model_notes.append(f"skipped {len(skipped)} frozen parameter(s) (requires_grad=False): {', '.join(skipped)}; "
-                           "pass frozen='include' to diagnose them")
-    sizes = {b: sum(objective.values[m].numel() for m in ms) for b, ms in partition.items()}
-    bar = Progress("diagnose", len(partition), enabled=show, delay=AUTO_DELAY if progress is None else 0.0)
-    bar.stage(f"curvature of {len(partition)} block(s) over {len(batches)} batch(es)")
-    check_count(gram_memory, "gram_memory", 1)
-    gram: dict[str, GramForm] = {}
-    curv = None
-    gram_refused: dict[str, str] = {}
-    if inverse and method in ("gram", "auto") and dist is not None:
-        if explicit:
-            model_notes.append("the data-parallel path (process_group) does not take the Gram route: D⁺ is dense "
-                               "up to max_dense" + (", Krylov above" if method == "auto" else ""))
-    elif inverse and method in ("gram", "auto") and _gram_route:
-        curv = block_curvature(objective, partition, set())
-        bar.stage("Gram route")
-        wHw_hvp = {b: float(torch.cat([objective.values[m].reshape(-1) for m in ms]) @ curv[b].Hw)
-                   for b, ms in partition.items()}
-        try:
-            with math_attention():
-                results = gram_forms(objective, partition, wHw_hvp, rtol=pinv_rtol, memory_budget=gram_memory)
-        except RuntimeError as e:  # a checkpointed model, a missing derivative: not any error
-            reason = route_failure(e)
-            if reason is None:
-                raise
-            results = {b: GramResult(None, f"it failed to run ({reason})") for b in partition}
-        for b, r in results.items():
-            if r.form is not None:
-                gram[b] = r.form
-            elif explicit:
-                curv[b].notes.append(f"the Gram route does not apply: {r.reason}")
-            else:
-                gram_refused[b] = r.reason
-    dense_ok = method != "krylov"
-    dense = {b for b, n in sizes.items() if inverse and dense_ok and n <= max_dense and b not in gram}
-    krylov = [b for b, n in partition.items() if inverse and b not in gram and
-              (method == "krylov" or (method == "auto" and sizes[b] > max_dense))]
-    retained: list | None = [] if krylov and len(batches) <= KRYLOV_RETAIN_BATCHES else None
-    wHw: dict[str, float] = {}  # the blocks whose wᵀHw came from the tangent route
-    tangent_reasons: dict[str, str] = {}
-    if curv is None and not dense and not krylov and dist is None and _tangent_route:
-        if _shares_parameters(net):
-            model_notes.append("the model shares (ties) parameters between layers: wᵀHw comes from "
-                               "Hessian-vector products, not the tangent route")
-        else:
-            bar.stage("tangent route")
-            try:
-                with math_attention():
-                    tf = tangent_forms(objective, partition)
-            except RuntimeError as e:
-                if route_failure(e) is None:
-                    raise
-                tf = None
-                model_notes.append(f"the tangent route failed ({route_failure(e)}): "
-                                   "wᵀHw comes from Hessian-vector products")
-            if tf is not None:
-                tangent_reasons = dict(tf.reasons)
-            if tf is not None and tf.wHw:
-                wHw = tf.wHw
-                curv = {b: BlockCurvature(torch.cat([tf.grads[m].reshape(-1) for m in partition[b]]), None, None)
-                        for b in wHw}
-                rest = {b: ms for b, ms in partition.items() if b not in wHw}
-                loss = tf.loss
-                if rest:
-                    bar.stage(f"Hessian-vector products of {len(rest)} block(s)")
-                    curv.update(block_curvature(objective, rest, set()))
-                curv = {b: curv[b] for b in partition}
-    if curv is not None and not wHw:  # the Gram pre-pass has g and Hw; build the fallback blocks it left
-        if dense or retained is not None:
-            again = block_curvature(objective, partition if retained is not None else
-                                    {b: partition[b] for b in dense}, dense, retain=retained)
-            for b in dense:
-                again[b].notes[:0] = curv[b].notes
-                curv[b] = again[b]
-        loss = objective.loss()
-    elif not wHw:
-        curv = block_curvature(objective, partition, dense, retain=retained)
-        if dist is not None:
-            dist.reduce_block_curvature(curv, process_group)
-        loss = objective.loss()
-    n_samples = sum(b.X.shape[0] for b in batches)
-    if dist is not None:
-        total = dist.all_reduce_sum(torch.tensor([loss, float(n_samples)], dtype=torch.float64), process_group)
-        loss, n_samples = float(total[0]), int(round(float(total[1])))
-    forms: dict[str, KrylovForm] = {}
-    if krylov:
-        reduce = None if dist is None else (lambda t: dist.all_reduce_sum(t, process_group))
-        bar.stage(f"Krylov D⁺ of {len(krylov)} block(s)")
-        forms = block_krylov(objective, partition, curv, krylov, rtol=pinv_rtol, max_iter=krylov_max_iter,
-                             tol=krylov_tol, graphs=retained, reduce=reduce)
-    del retained
-    zero_grad = [m for b, ms in partition.items() if not bool(curv[b].grad.any()) for m in ms]
-    hidden = hidden_dependence(objective, zero_grad)
-    if hidden:
-        raise InvalidInputError(
-            f"{', '.join(hidden)} change(s) the loss but autograd finds no path to them (a torch.utils.checkpoint "
-            "with use_reentrant=True, a .detach() or torch.no_grad() in forward), so g and H would read as 0; "
-            "pass use_reentrant=False, or set requires_grad=False on them to leave them out")
-
+    o = run_options(blocks=blocks, inverse=inverse, pinv_rtol=pinv_rtol, method=method, max_dense=max_dense,
+                    krylov_max_iter=krylov_max_iter, krylov_tol=krylov_tol, gram_memory=gram_memory, frozen=frozen,
+                    reduction=reduction, allow_train_mode=allow_train_mode, process_group=process_group,
+                    progress=progress, device=device)
+    p = plan(model, loss_fn, data, o, routes=ALL_ROUTES if routes is None else frozenset(routes))
+    bar = Progress("diagnose", len(p.partition), enabled=progress_enabled(progress),
+                   delay=AUTO_DELAY if progress is None else 0.0)
+    run = execute(p, bar)
     records = []
-    for block, members in partition.items():
-        w = torch.cat([objective.values[m].reshape(-1) for m in members])
-        c = curv[block]
-        records.append(_block_record(block, members, w, c, inverse, pinv_rtol, max_dense, forms.get(block),
-                                     wHw.get(block), gram.get(block), explicit))
-        bar.update(len(records), block)
+    for c in run.blocks.values():
+        records.append(_block_record(c, o))
+        bar.update(len(records), c.name)
     bar.close()
+    notes = list(run.notes)
+    if not inverse:
+        notes.append("D⁺ was not asked for (inverse=False): its fields are None; wᵀHw by the cheapest exact route")
     meta = {
-        "n_samples": n_samples,
-        "n_batches": len(batches),
-        "reduction": reduction,
-        "reduction_source": source,
-        "loss": loss,
+        "n_samples": run.n_samples,
+        "n_batches": len(p.batches),
+        "reduction": p.reduction,
+        "reduction_source": p.reduction_source,
+        "loss": run.loss,
         "blocks": blocks if isinstance(blocks, str) else "custom",
-        "pinv_rtol": pinv_rtol,
+        "pinv_rtol": o.pinv_rtol,
         "max_dense": max_dense,
-        "source_dtypes": source_dtypes,
-        "method": method,
-        "wHw_route": "tangent" if len(wHw) == len(partition) else "mixed" if wHw else "hvp",
+        "source_dtypes": p.source_dtypes,
+        "method": o.method if inverse else None,
+        "wHw_route": _overall(b.wHw_route for b in records),
+        "device": str(p.device),
     }
-    if gram_refused:
-        meta["gram_refused"] = gram_refused
-    if tangent_reasons:
-        meta["tangent_refused"] = tangent_reasons
-    if gram:
+    if not inverse:
+        meta["dplus"] = "not asked for (inverse=False)"
+    if run.gram_refused:
+        meta["gram_refused"] = run.gram_refused
+    if run.tangent_refused:
+        meta["tangent_refused"] = run.tangent_refused
+    if any(b.spectral is SpectralRoute.GRAM for b in run.blocks.values()):
         meta["gram_memory"] = gram_memory
-    if krylov:
+    if any(b.spectral is SpectralRoute.KRYLOV for b in run.blocks.values()):
         meta["krylov_max_iter"], meta["krylov_tol"] = krylov_max_iter, krylov_tol
-    return Diagnosis(records, meta, notes=model_notes, frozen=frozen_names, skipped=skipped)
+    return Diagnosis(records, meta, notes=notes, frozen=p.frozen, skipped=p.skipped)
 
 
 METHODS = ("dense", "krylov", "auto", "gram")
 FROZEN = ("skip", "include")
-_tangent_route = True  # tests switch it off to compare with the Hessian-vector-product route
-_gram_route = True  # tests switch it off to see the dense/Krylov split that blocks fall back to
-KRYLOV_RETAIN_BATCHES = 8  # Krylov keeps up to this many batch graphs; more are rebuilt per step
 
 
-def _partition(names: list[str], blocks, skipped: list[str]) -> dict[str, list[str]]:
-    """The blocks over the parameters that are not skipped; a mapping may not name a skipped one."""
-    if not skipped:
-        return resolve_blocks(names, blocks)
-    if isinstance(blocks, Mapping):
-        for block, members in blocks.items():
-            for m in [members] if isinstance(members, str) else members:
-                if m in skipped:
-                    raise InvalidInputError(
-                        f"block {block!r} names {m!r}, a frozen parameter (requires_grad=False) that "
-                        "frozen='skip' leaves out; pass frozen='include' to diagnose it, or drop it from the block"
-                    )
-    kept = [n for n in names if n not in skipped]
-    if not kept:
-        raise InvalidInputError("every parameter is frozen (requires_grad=False); pass frozen='include' to "
-                                "diagnose them anyway")
-    return resolve_blocks(kept, blocks)
+def _overall(routes) -> str:
+    """``"tangent"``, ``"hvp"`` or ``"mixed"`` over the blocks' ``wᵀHw`` routes."""
+    seen = {str(r.value if isinstance(r, WHwRoute) else r) for r in routes}
+    return seen.pop() if len(seen) == 1 else "mixed"
 
 
-def _shares_parameters(model: nn.Module) -> bool:
-    """Whether one parameter tensor appears under two names (tied weights)."""
-    return len(list(model.named_parameters(remove_duplicate=False))) != len(list(model.named_parameters()))
-
-
-def _check_krylov_options(method: object, max_iter: object, tol: object) -> None:
-    if not isinstance(method, str) or method not in METHODS:
-        raise InvalidInputError(f"method must be one of {', '.join(map(repr, METHODS))}, got {method!r}; pass one of them")
-    if isinstance(max_iter, bool) or not isinstance(max_iter, int) or max_iter < 1:
-        raise InvalidInputError(f"krylov_max_iter must be a positive int, got {max_iter!r}; pass e.g. 1000")
-    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not (0.0 < tol < 1.0):
-        raise InvalidInputError(f"krylov_tol must be a number in (0, 1), got {tol!r}; pass e.g. 1e-7")
-
-
-def _block_record(block, members, w, c, inverse, pinv_rtol, max_dense, form: KrylovForm | None,
-                  wHw: float | None = None, gram: GramForm | None = None, gram_note: bool = True) -> BlockDiagnosis:
-    """One block's record; ``wHw`` is given where the tangent route computed it (else ``wᵀ(H_bb w)``)."""
+def _block_record(c: BlockCurvature, o: RunOptions) -> BlockDiagnosis:
+    """One block's record from the engine's result, with ``D⁺`` at the run's cutoff ``o.pinv_rtol``."""
     notes: list[str] = list(c.notes)
+    w = c.w
     w_sq = float(w @ w)
     g_sq = float(c.grad @ c.grad)
-    route = "hvp" if wHw is None else "tangent"
-    wHw = float(w @ c.Hw) if wHw is None else wHw
+    pinv_rtol = o.pinv_rtol
     wHpinvw = cutoff = rank = min_rel = noise_kept = None
     krylov: dict = {}
-    if gram is not None:
-        pf = gram
-        krylov = {"method": "gram"}
-        if gram_note:  # by default the route is the method field alone
-            notes.append(f"D⁺ by the exact Gram route ({'G = BBᵀ' if gram.side == 'gram' else 'BᵀB'} from "
-                         f"{gram.rows} rows of B, rank {gram.rank}; piecewise affine in the block: checked)")
-    elif c.dense is not None:
-        pf = pinv_quadratic_form(c.dense, w, pinv_rtol)
-    if gram is not None or c.dense is not None:
+    if c.spectrum is not None:
+        pf = c.spectrum.form(pinv_rtol)
         wHpinvw, rank, cutoff, min_rel = pf.value, pf.rank, pf.cutoff, pf.min_kept_rel_eig
         noise_kept = pf.noise_kept
         if pf.rank == 0:
@@ -356,9 +199,10 @@ def _block_record(block, members, w, c, inverse, pinv_rtol, max_dense, form: Kry
                 f"{rounding_level(w.numel()):.1e}·max|λ|): D⁺ is dominated by rounding noise; use "
                 f"pinv_rtol ≥ {rounding_level(w.numel()):.1e} (the default is 1e-10)"
             )
-    elif form is not None:
+    elif c.krylov is not None:
+        form = c.krylov
         wHpinvw, rank, cutoff = form.value, form.rank, form.cutoff
-        krylov = {"method": "krylov", "krylov_iterations": form.iterations, "krylov_converged": form.converged,
+        krylov = {"krylov_iterations": form.iterations, "krylov_converged": form.converged,
                   "krylov_error": form.error_estimate, "ritz_extremes": form.ritz_extremes}
         if pinv_rtol < rounding_level(w.numel()):
             notes.append(f"pinv_rtol = {pinv_rtol:g} is below rounding level n·ε = {rounding_level(w.numel()):.1e}: "
@@ -371,17 +215,15 @@ def _block_record(block, members, w, c, inverse, pinv_rtol, max_dense, form: Kry
                 f"estimate with relative error up to about {form.error_estimate:.1e} (raise krylov_max_iter, "
                 "or use method='dense' if the block fits)"
             )
-    rayleigh, coupled, inverse_coupled = derived_quantities(w_sq, g_sq, wHw, wHpinvw, notes)
-    missing = None
-    if c.dense is None and form is None and gram is None and inverse:
-        missing = (f"block has {w.numel()} parameters, above max_dense={max_dense} "
-                   "(raise max_dense to build the dense block, or use method='krylov' or 'auto')")
+    rayleigh, coupled, inverse_coupled = derived_quantities(w_sq, g_sq, c.wHw, wHpinvw, notes)
+    missing = c.spectral_reason if o.inverse and c.spectral is SpectralRoute.NONE else None
     record = BlockDiagnosis(
-        name=block, params=tuple(members), size=w.numel(), w_sq=w_sq, g_sq=g_sq,
-        w_dot_g=float(w @ c.grad), wHw=wHw, rayleigh=rayleigh, coupled=coupled,
+        name=c.name, params=tuple(c.members), size=w.numel(), w_sq=w_sq, g_sq=g_sq,
+        w_dot_g=float(w @ c.grad), wHw=c.wHw, rayleigh=rayleigh, coupled=coupled,
         wHpinvw=wHpinvw, inverse_coupled=inverse_coupled, rank=rank, cutoff=cutoff,
         min_kept_rel_eig=min_rel, noise_kept=noise_kept, dplus_missing=missing,
-        wHw_route=route, **krylov,
+        method=c.spectral, method_reason=c.spectral_reason, wHw_route=c.wHw_route, wHw_reason=c.wHw_reason,
+        **krylov,
     )
     if missing is not None:
         notes.append(missing_note(missing))

@@ -189,7 +189,7 @@ def hidden_dependence(objective: Objective, names: Sequence[str], *, seed: int =
 
 
 @dataclass
-class BlockCurvature:
+class CurvatureSums:
     """Sums over the data of ``g_b`` (flat), ``H_bb w_b`` (flat) and optionally dense ``H_bb``.
 
     ``Hw`` is ``None`` where :func:`diagnose` took the tangent route (only ``wᵀH_bb w`` is known)."""
@@ -210,7 +210,7 @@ def _block_vjp(
     """``(∂g_b/∂θ_b)ᵀ v = H_bb v`` for cotangent(s) ``v`` on the block's own gradient outputs."""
     live = [i for i, m in enumerate(members) if grads[m].requires_grad]
     shape0 = (cotangents[0].shape[0],) if batched else ()
-    out = [torch.zeros(shape0 + leaves[m].shape, dtype=leaves[m].dtype) for m in members]
+    out = [torch.zeros(shape0 + leaves[m].shape, dtype=leaves[m].dtype, device=leaves[m].device) for m in members]
     if not live:  # the loss is at most linear in this block: H_bb = 0
         return out
     res = torch.autograd.grad(
@@ -230,7 +230,7 @@ def block_curvature(
     partition: dict[str, list[str]],
     dense_blocks: set[str],
     retain: list | None = None,
-) -> dict[str, BlockCurvature]:
+) -> dict[str, CurvatureSums]:
     """For every block ``b``: ``g_b``, ``H_bb w_b`` and, for names in ``dense_blocks``, ``H_bb``.
 
     Per batch the model graph is built once and differentiated once with
@@ -251,7 +251,7 @@ def block_curvature(
         path = linear_module_of(objective.model, partition[block])
         if path is not None:
             kron_requests[block] = (path, partition[block])
-    acc: dict[str, BlockCurvature] = {}
+    acc: dict[str, CurvatureSums] = {}
     kron_failed: str | None = None
     for i, (leaves, grads) in enumerate(objective.graphs()):
         kron: dict[str, Tensor] = {}
@@ -266,7 +266,7 @@ def block_curvature(
             w = [objective.values[m] for m in members]
             g = torch.cat([grads[m].detach().reshape(-1) for m in members])
             Hw = torch.cat([t.reshape(-1) for t in _block_vjp(grads, leaves, members, w, False)])
-            entry = acc.setdefault(block, BlockCurvature(torch.zeros_like(g), torch.zeros_like(Hw), None))
+            entry = acc.setdefault(block, CurvatureSums(torch.zeros_like(g), torch.zeros_like(Hw), None))
             entry.grad += g
             entry.Hw += Hw
             if block not in dense_blocks:
@@ -297,7 +297,7 @@ def block_curvature(
 def block_krylov(
     objective: Objective,
     partition: dict[str, list[str]],
-    curv: dict[str, BlockCurvature],
+    curv: dict[str, CurvatureSums],
     blocks: Iterable[str],
     *,
     rtol: float,
@@ -324,7 +324,8 @@ def block_krylov(
         active = [b for b, r in runs.items() if r.vector is not None]
         if not active:
             break
-        sums = {b: torch.zeros(runs[b].n, dtype=torch.float64) for b in active}
+        sums = {b: torch.zeros(runs[b].n, dtype=torch.float64, device=objective.values[partition[b][0]].device)
+                for b in active}
         for leaves, grads in graphs if graphs is not None else objective.graphs():
             for b in active:
                 members = partition[b]
@@ -336,7 +337,7 @@ def block_krylov(
     return {b: r.result() for b, r in runs.items()}
 
 
-def _note(entry: BlockCurvature, text: str) -> None:
+def _note(entry: CurvatureSums, text: str) -> None:
     if text not in entry.notes:
         entry.notes.append(text)
 
@@ -344,11 +345,12 @@ def _note(entry: BlockCurvature, text: str) -> None:
 def _dense_block(grads: dict[str, Tensor], leaves: dict[str, Tensor], members: Sequence[str]) -> Tensor:
     sizes = [leaves[m].numel() for m in members]
     n = sum(sizes)
-    H = torch.empty(n, n, dtype=torch.float64)
+    device = leaves[members[0]].device
+    H = torch.empty(n, n, dtype=torch.float64, device=device)
     for start in range(0, n, _COLUMN_CHUNK):
         stop = min(n, start + _COLUMN_CHUNK)
-        eye = torch.zeros(stop - start, n, dtype=torch.float64)
-        eye[torch.arange(stop - start), torch.arange(start, stop)] = 1.0
+        eye = torch.zeros(stop - start, n, dtype=torch.float64, device=device)
+        eye[torch.arange(stop - start, device=device), torch.arange(start, stop, device=device)] = 1.0
         parts = torch.split(eye, sizes, dim=1)
         cot = [p.reshape((stop - start,) + leaves[m].shape) for p, m in zip(parts, members)]
         cols = _block_vjp(grads, leaves, members, cot, True)

@@ -113,14 +113,18 @@ def prepare_inputs(X: object, what: str) -> Tensor:
     Integer inputs are kept (an ``nn.Embedding`` takes them); a model that cannot take them
     fails in :func:`forward_checked` with an error that says to pass float inputs.
     """
-    X = _as_tensor(X, what)
-    if X.is_meta:
-        raise InvalidInputError(f"{what} are on the meta device (no values); pass real tensors")
-    if X.is_floating_point():
-        X = X.to(torch.float64)
-        if not bool(torch.isfinite(X).all()):
-            raise InvalidInputError(f"{what} hold non-finite values (NaN or inf); remove or fix them")
+    X = _values(X, what)
+    if X.is_floating_point() and not bool(torch.isfinite(X).all()):
+        raise InvalidInputError(f"{what} hold non-finite values (NaN or inf); remove or fix them")
     return X
+
+
+def _values(x: object, what: str) -> Tensor:
+    """``x`` as a tensor with values (not on the meta device), floats in float64."""
+    x = _as_tensor(x, what)
+    if x.is_meta:
+        raise InvalidInputError(f"{what} are on the meta device (no values); pass real tensors")
+    return x.to(torch.float64) if x.is_floating_point() else x
 
 
 def forward_checked(model: nn.Module, X: Tensor, where: str, first_shape: tuple | None = None) -> object:
@@ -147,11 +151,7 @@ def forward_checked(model: nn.Module, X: Tensor, where: str, first_shape: tuple 
 
 def _prepare_pair(X: object, y: object, index: int) -> tuple[Tensor, Tensor]:
     X = prepare_inputs(X, f"inputs of batch {index}")
-    y = _as_tensor(y, f"targets of batch {index}")
-    if y.is_meta:
-        raise InvalidInputError(f"targets of batch {index} are on the meta device (no values); pass real tensors")
-    if y.is_floating_point():
-        y = y.to(torch.float64)
+    y = _values(y, f"targets of batch {index}")
     if X.shape[0] == 0:
         raise InvalidInputError(f"batch {index} is empty; drop it or pass at least one sample")
     if y.shape[0] != X.shape[0]:
@@ -179,6 +179,7 @@ def loss_reduction(loss_fn: Callable, reduction: str | None = None) -> str:
         if not isinstance(reduction, str) or reduction not in REDUCTIONS:
             raise InvalidInputError(f"reduction must be 'mean' or 'sum', got {reduction!r}; pass one of them")
         own = getattr(loss_fn, "reduction", None)
+        own = "mean" if own == "batchmean" else own
         if own is not None and own != reduction:
             raise InvalidInputError(
                 f"reduction={reduction!r} but loss_fn.reduction is {own!r}; drop reduction= (the loss's own "
@@ -186,10 +187,17 @@ def loss_reduction(loss_fn: Callable, reduction: str | None = None) -> str:
             )
         return reduction
     reduction = getattr(loss_fn, "reduction", "mean")
+    if reduction == "batchmean":  # KLDivLoss: the sum divided by the batch size, a mean over samples
+        return "mean"
+    if reduction == "none":
+        raise InvalidInputError(
+            "loss_fn.reduction is 'none': the loss is one value per element, not a scalar; construct it with "
+            "reduction='mean' or 'sum'"
+        )
     if reduction not in REDUCTIONS:
         raise InvalidInputError(
-            f"loss_fn.reduction is {reduction!r}; it must be 'mean' or 'sum' so that the loss "
-            "is a scalar"
+            f"loss_fn.reduction is {reduction!r}; diagnose knows 'mean', 'sum' and KLDivLoss's 'batchmean' (a "
+            "mean over samples); construct the loss with one of them, or pass a plain function and reduction="
         )
     return reduction
 

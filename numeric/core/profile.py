@@ -33,7 +33,7 @@ certifies ``D⁺`` at the cutoff ``pinv_rtol`` the run was made for).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -42,25 +42,22 @@ import torch
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.numeric.core.blocks import resolve_blocks
-from coupled_curvature.numeric.core.hvp import block_curvature, block_krylov
-from coupled_curvature.numeric.core.inputs import (
-    check_count, check_loss_fn, float64_copy, loss_reduction, prepare_batches, probe_batches,
-)
-from coupled_curvature.numeric.core.objective import Objective
-from coupled_curvature.numeric.factors.gram import MEMORY_BUDGET, GramForm, gram_forms
+from coupled_curvature.numeric.core.by_block import ByBlock
+from coupled_curvature.numeric.core.execution import execute
+from coupled_curvature.numeric.core.options import GRAM_MEMORY, run_options
+from coupled_curvature.numeric.core.planning import plan
+from coupled_curvature.numeric.core.progress import AUTO_DELAY, Progress, progress_enabled
+from coupled_curvature.numeric.core.routes import SpectralRoute
+from coupled_curvature.numeric.factors.gram import GramForm
 from coupled_curvature.numeric.linalg.krylov_quadrature import KrylovForm
 from coupled_curvature.numeric.linalg.lanczos import tridiagonal_eig
-from coupled_curvature.numeric.linalg.pinv import rounding_level, symmetric_spectrum
+from coupled_curvature.numeric.linalg.pinv import rounding_level
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = ["BlockProfile", "SpectralProfile", "spectral_profile"]
 
-METHODS = ("auto", "gram", "dense", "krylov")
-#: Krylov keeps the graphs of up to this many batches for its products; more are rebuilt per step
-KRYLOV_RETAIN_BATCHES = 8
 
 
 @dataclass(frozen=True)
@@ -135,30 +132,15 @@ class BlockProfile:
                 "notes": list(self.notes)}
 
 
-class SpectralProfile:
+class SpectralProfile(ByBlock[BlockProfile]):
     """What :func:`spectral_profile` returns: a :class:`BlockProfile` per block, in partition order.
 
     ``D()``, ``dplus(rtol)``, ``dplus_curve(rtols)`` and ``cdf(x)`` give ``{block: value}``.
     """
 
     def __init__(self, blocks: Sequence[BlockProfile], meta: Mapping[str, object]):
-        self._blocks = {b.name: b for b in blocks}
+        super().__init__(blocks)
         self.meta = dict(meta)
-
-    def __getitem__(self, name: str) -> BlockProfile:
-        try:
-            return self._blocks[name]
-        except KeyError:
-            raise KeyError(f"no block {name!r}; blocks are: {', '.join(self._blocks)}") from None
-
-    def __iter__(self) -> Iterator[BlockProfile]:
-        return iter(self._blocks.values())
-
-    def __len__(self) -> int:
-        return len(self._blocks)
-
-    def names(self) -> list[str]:
-        return list(self._blocks)
 
     def D(self) -> dict[str, float | None]:
         """``{block: D = (ρ/‖g‖²)·∫ x dμ_w}`` (:meth:`BlockProfile.D`)."""
@@ -181,8 +163,8 @@ class SpectralProfile:
         return {"meta": dict(self.meta), "blocks": {b.name: b.to_dict() for b in self}}
 
     def plot(self, title: str = "") -> Figure:
-        """The cumulative profile per block (:func:`coupled_curvature.reporting.figures.profile_figure`)."""
-        from coupled_curvature.reporting.figures import profile_figure
+        """The cumulative profile per block (:func:`coupled_curvature.numeric.core.plots.profile_figure`)."""
+        from coupled_curvature.numeric.core.plots import profile_figure
 
         return profile_figure(self.to_dict(), title)
 
@@ -208,7 +190,12 @@ def spectral_profile(
     krylov_max_iter: int = 1000,
     krylov_tol: float = 1e-7,
     allow_train_mode: bool = False,
-    gram_memory: int = MEMORY_BUDGET,
+    gram_memory: int = GRAM_MEMORY,
+    frozen: str = "skip",
+    reduction: str | None = None,
+    process_group: object | None = None,
+    progress: bool | None = None,
+    device: str | torch.device | None = None,
 ) -> SpectralProfile:
     """The profile ``μ_w = Σ_i ((u_iᵀw)²/‖w‖²) δ(λ_i/ρ)`` and ``ρ/‖g‖²`` (``ρ = max|λ_i|``) of every block of
     ``H_bb = ∇²_bb L`` in float64, so that ``D = (ρ/‖g‖²)∫x dμ_w`` and ``D⁺_τ = (‖g‖²/ρ)∫_{|x|>τ}x⁻¹dμ_w``.
@@ -217,8 +204,9 @@ def spectral_profile(
     else a dense eigendecomposition up to ``max_dense`` parameters, else Krylov), ``"gram"`` (Gram,
     else dense), ``"dense"`` or ``"krylov"`` (every block; ``pinv_rtol``, ``krylov_max_iter`` and
     ``krylov_tol`` are the run's target, as in ``diagnose``). A block that no allowed route takes
-    raises ``InvalidInputError``. Every parameter is in a block (frozen ones too); the model is
-    copied to float64 and never modified; mean-reduction batches are weighted by their size.
+    raises ``InvalidInputError``. The other options are ``diagnose``'s, checked by the same
+    :func:`~coupled_curvature.numeric.core.options.run_options`, and the curvature comes from the same
+    engine; the model is copied to float64 and never modified.
 
     >>> import torch
     >>> torch.manual_seed(0) and None
@@ -233,73 +221,41 @@ def spectral_profile(
     >>> abs(b.D() - d.coupled) < 1e-10 * d.coupled, abs(b.dplus(1e-10) - d.inverse_coupled) < 1e-9 * d.inverse_coupled
     (True, True)
     """
-    if not isinstance(method, str) or method not in METHODS:
-        raise InvalidInputError(f"method must be one of {', '.join(map(repr, METHODS))}, got {method!r}; pass one")
-    check_count(max_dense, "max_dense")
-    check_count(krylov_max_iter, "krylov_max_iter", 1)
-    check_count(gram_memory, "gram_memory", 1)
-    if isinstance(pinv_rtol, bool) or not isinstance(pinv_rtol, (int, float)) or not 0.0 <= pinv_rtol < 1.0:
-        raise InvalidInputError(f"pinv_rtol must be a number in [0, 1), got {pinv_rtol!r}; pass e.g. 1e-10")
-    if isinstance(krylov_tol, bool) or not isinstance(krylov_tol, (int, float)) or not 0.0 < krylov_tol < 1.0:
-        raise InvalidInputError(f"krylov_tol must be a number in (0, 1), got {krylov_tol!r}; pass e.g. 1e-7")
-    check_loss_fn(loss_fn)
-    net = float64_copy(model, allow_train_mode=allow_train_mode)
-    reduction = loss_reduction(loss_fn, None)
-    batches = prepare_batches(data, loss_fn, reduction)
-    probe_batches(net, loss_fn, batches)
-    objective = Objective(net, loss_fn, batches, reduction)
-    if not objective.names:
-        raise InvalidInputError("the model has no parameters; pass a model with at least one parameter")
-    partition = resolve_blocks(objective.names, blocks)
-    values = {b: torch.cat([objective.values[m].reshape(-1) for m in ms]) for b, ms in partition.items()}
-    sizes = {b: v.numel() for b, v in values.items()}
-    if method == "dense" and any(n > max_dense for n in sizes.values()):
-        big = [b for b, n in sizes.items() if n > max_dense]
-        raise InvalidInputError(f"block(s) {', '.join(big)} have more than max_dense={max_dense} parameters; "
-                                "raise max_dense, or use method='auto' (Gram, else Krylov)")
-    curv, gram, reasons, forms = None, {}, {}, {}
-    if method in ("gram", "auto"):
-        curv = block_curvature(objective, partition, set())
-        found = gram_forms(objective, partition, {b: float(values[b] @ curv[b].Hw) for b in partition},
-                           rtol=pinv_rtol, memory_budget=gram_memory)
-        gram = {b: r.form for b, r in found.items() if r.form is not None}
-        reasons = {b: r.reason for b, r in found.items() if r.form is None}
-    rest = [b for b in partition if b not in gram]
-    dense = {b for b in rest if method != "krylov" and sizes[b] <= max_dense}
-    krylov = [b for b in rest if b not in dense and method in ("krylov", "auto")]
-    stuck = [b for b in rest if b not in dense and b not in krylov]
-    if stuck:
-        raise InvalidInputError(f"the Gram route does not apply to block {stuck[0]!r} ({reasons.get(stuck[0])}) and it "
-                                f"has more than max_dense={max_dense} parameters; use method='auto' (Krylov there) "
-                                "or raise max_dense")
-    if dense or krylov:
-        retained: list | None = [] if krylov and len(batches) <= KRYLOV_RETAIN_BATCHES else None
-        sub = partition if curv is None or retained is not None else {b: partition[b] for b in dense}
-        again = block_curvature(objective, sub, dense, retain=retained)
-        curv = again if curv is None else {**curv, **again}
-        forms = block_krylov(objective, partition, curv, krylov, rtol=pinv_rtol, max_iter=krylov_max_iter,
-                             tol=krylov_tol, graphs=retained) if krylov else {}
-        del retained
+    if method is None:
+        raise InvalidInputError("method must be one of 'auto', 'gram', 'dense', 'krylov', got None; pass one")
+    o = run_options(blocks=blocks, method=method, max_dense=max_dense, pinv_rtol=pinv_rtol,
+                    krylov_max_iter=krylov_max_iter, krylov_tol=krylov_tol, allow_train_mode=allow_train_mode,
+                    gram_memory=gram_memory, frozen=frozen, reduction=reduction, process_group=process_group,
+                    progress=progress, device=device)
+    p = plan(model, loss_fn, data, o, spectral_required=True)
+    bar = Progress("spectral_profile", len(p.partition), enabled=progress_enabled(progress),
+                   delay=AUTO_DELAY if progress is None else 0.0)
+    run = execute(p, bar)
+    bar.close()
     records = []
-    for b, members in partition.items():
-        w, g = values[b], curv[b].grad
-        notes = [f"the Gram route does not apply: {reasons[b]}"] if b in reasons else []
-        head = dict(name=b, params=tuple(members), size=sizes[b], g_sq=float(g @ g), w_sq=float(w @ w))
+    for c in run.blocks.values():
+        if c.spectral is SpectralRoute.NONE:
+            raise InvalidInputError(f"block {c.name!r}: {c.spectral_reason}; use method='auto' (Krylov there) "
+                                    "or raise max_dense")
+        notes = [*c.notes]
+        head = dict(name=c.name, params=tuple(c.members), size=c.size, g_sq=float(c.grad @ c.grad),
+                    w_sq=float(c.w @ c.w))
         if head["w_sq"] == 0.0:
             records.append(BlockProfile(**head, rel_eigs=np.zeros(0), weights=np.zeros(0), radius=0.0,
-                                        route="gram" if b in gram else "krylov" if b in krylov else "dense",
-                                        exact=b not in krylov, notes=(*notes, "w = 0: the profile is undefined")))
-        elif b in gram:
-            records.append(_gram_profile(head, gram[b], notes))
-        elif b in dense:
-            lam, c = symmetric_spectrum(curv[b].dense, w)
-            x, p, rho = _atoms(lam, c / head["w_sq"], lam.size)
-            records.append(BlockProfile(**head, rel_eigs=x, weights=p, radius=rho, route="dense", exact=True,
+                                        route=str(c.spectral), exact=c.spectral is not SpectralRoute.KRYLOV,
+                                        notes=(*notes, "w = 0: the profile is undefined")))
+        elif c.spectral is SpectralRoute.GRAM:
+            records.append(_gram_profile(head, c.gram, notes))
+        elif c.spectral is SpectralRoute.DENSE:
+            lam, coeff = c.spectrum.evals, c.spectrum.weights
+            x, p_, rho = _atoms(lam, coeff / head["w_sq"], lam.size)
+            records.append(BlockProfile(**head, rel_eigs=x, weights=p_, radius=rho, route="dense", exact=True,
                                         notes=tuple(notes)))
         else:
-            records.append(_krylov_profile(head, forms[b], notes))
+            records.append(_krylov_profile(head, c.krylov, notes))
     meta = {"method": method, "blocks": blocks if isinstance(blocks, str) else "custom", "max_dense": max_dense,
-            "pinv_rtol": pinv_rtol, "n_samples": sum(bt.X.shape[0] for bt in batches), "n_batches": len(batches)}
+            "pinv_rtol": pinv_rtol, "n_samples": run.n_samples, "n_batches": len(p.batches),
+            "device": str(p.device), "routes": {c.name: c.spectral_reason for c in run.blocks.values()}}
     return SpectralProfile(records, meta)
 
 

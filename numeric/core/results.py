@@ -12,14 +12,16 @@ from __future__ import annotations
 import importlib
 import json
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from types import ModuleType
 from typing import TYPE_CHECKING
 
 from coupled_curvature.errors import MissingExtraError, InvalidInputError
 from coupled_curvature.output import json_text
+from coupled_curvature.numeric.core.by_block import ByBlock
 from coupled_curvature.numeric.core.compare import looks_scale_invariant
+from coupled_curvature.numeric.core.routes import SpectralRoute, WHwRoute
 
 if TYPE_CHECKING:
     import pandas
@@ -40,15 +42,17 @@ class BlockDiagnosis:
 
     ``rayleigh = wᵀHw/wᵀw``, ``coupled = rayleigh/‖g‖²`` (D),
     ``inverse_coupled = (wᵀH⁺w/wᵀw)·‖g‖²`` (D⁺), with ``H = H_bb`` the diagonal block.
-    ``method`` says how ``wᵀH⁺w`` was computed (``"dense"``, ``"krylov"`` or ``"gram"``); Krylov blocks
+    ``method`` says how ``wᵀH⁺w`` was computed, a :class:`~.routes.SpectralRoute` (``"gram"``, ``"dense"``,
+    ``"krylov"``, or ``"none"`` when it was not: ``method_reason`` says why, in words); Krylov blocks
     carry the Lanczos step count, convergence flag, relative error estimate and Ritz
     extremes ``(min θ, max θ)``; an unconverged estimate stays in ``inverse_coupled``
     and a note says so. ``noise_kept`` counts the kept eigenvalues at rounding level,
     ``|λ| ≤ n·ε·max|λ|`` (``pinv_rtol`` below ``n·ε``): when it is above 0, ``D⁺`` is
     dominated by rounding noise and a note says so. ``dplus_missing`` says why ``D⁺`` is
     ``None`` although it was asked for (the block is above ``max_dense``, say); ``None`` otherwise.
-    ``wHw_route`` says where ``wᵀHw`` came from: ``"tangent"`` (the output tangent route, where the
-    outputs are affine in the block) or ``"hvp"`` (a Hessian-vector product).
+    ``wHw_route`` says where ``wᵀHw`` came from, a :class:`~.routes.WHwRoute`: ``"tangent"`` (the output
+    tangent route, where the outputs are affine in the block) or ``"hvp"`` (a Hessian-vector product);
+    ``wHw_reason`` says why. Both route fields are ``str`` enums: they compare equal to their values.
     """
 
     name: str
@@ -66,14 +70,16 @@ class BlockDiagnosis:
     cutoff: float | None
     min_kept_rel_eig: float | None = None
     notes: tuple[str, ...] = field(default=())
-    method: str = "dense"
+    method: SpectralRoute = SpectralRoute.DENSE
     krylov_iterations: int | None = None
     krylov_converged: bool | None = None
     krylov_error: float | None = None
     ritz_extremes: tuple[float, float] | None = None
     noise_kept: int | None = None
     dplus_missing: str | None = None
-    wHw_route: str = "hvp"
+    wHw_route: WHwRoute = WHwRoute.HVP
+    method_reason: str = ""
+    wHw_reason: str = ""
 
     def with_dplus(self, wHpinvw: float, rank: int | None, min_kept_rel_eig: float | None,
                    note: str) -> BlockDiagnosis:
@@ -103,7 +109,7 @@ class BlockDiagnosis:
         return None if self.w_dot_g == 0.0 else self.wHw / self.w_dot_g**2
 
 
-class Diagnosis:
+class Diagnosis(ByBlock[BlockDiagnosis]):
     """The result of :func:`diagnose`: block records by name, in partition order.
 
     ``frozen``: parameters with ``requires_grad=False``; ``skipped``: those left out of the
@@ -112,26 +118,11 @@ class Diagnosis:
 
     def __init__(self, blocks: Sequence[BlockDiagnosis], meta: Mapping[str, object], *,
                  notes: Sequence[str] = (), frozen: Sequence[str] = (), skipped: Sequence[str] = ()):
-        self._blocks = {b.name: b for b in blocks}
+        super().__init__(blocks)
         self.meta = dict(meta)
         self.notes: tuple[str, ...] = tuple(notes)
         self.frozen: tuple[str, ...] = tuple(frozen)
         self.skipped: tuple[str, ...] = tuple(skipped)
-
-    def __getitem__(self, name: str) -> BlockDiagnosis:
-        try:
-            return self._blocks[name]
-        except KeyError:
-            raise KeyError(f"no block {name!r}; blocks are: {', '.join(self._blocks)}") from None
-
-    def __iter__(self) -> Iterator[BlockDiagnosis]:
-        return iter(self._blocks.values())
-
-    def __len__(self) -> int:
-        return len(self._blocks)
-
-    def names(self) -> list[str]:
-        return list(self._blocks)
 
     def to_dict(self) -> dict:
         """Plain data: ``{"meta": {...}, "blocks": [{field: value}, ...], "notes", "frozen", "skipped"}``.
@@ -143,6 +134,7 @@ class Diagnosis:
         for b in self:
             d = asdict(b)
             d["params"] = list(b.params)
+            d["method"], d["wHw_route"] = str(b.method), str(b.wHw_route)
             d["notes"] = list(b.notes)
             d["ritz_extremes"] = None if b.ritz_extremes is None else list(b.ritz_extremes)
             blocks.append(d)
@@ -269,14 +261,14 @@ class Diagnosis:
     def plot(self) -> Figure:
         """Per-block bars of ``|D|`` and ``|D⁺|`` on a log axis (a matplotlib ``Figure``, no pyplot
         state; save it with ``fig.savefig("d.png")``). Drawn by
-        :func:`coupled_curvature.reporting.figures.diagnosis_figure`, which says how negative,
+        :func:`coupled_curvature.numeric.core.plots.diagnosis_figure`, which says how negative,
         missing and unconverged values are shown.
 
         >>> b = BlockDiagnosis("w", ("w",), 2, 4.0, 1.0, 0.5, 8.0, 2.0, 2.0, 1.0, 0.25, 2, 0.0)
         >>> type(Diagnosis([b], {}).plot()).__name__
         'Figure'
         """
-        from coupled_curvature.reporting.figures import diagnosis_figure
+        from coupled_curvature.numeric.core.plots import diagnosis_figure
 
         return diagnosis_figure(self)
 
@@ -369,6 +361,10 @@ def _block_from_row(row: Mapping[str, object]) -> BlockDiagnosis:
     """Only the number fields are decoded: a note or a name that reads "nan" stays a string."""
     values = {k: _number(v) if k in _FLOAT_FIELDS else v for k, v in row.items()}
     values["params"] = tuple(values["params"])
+    if "method" in values:
+        values["method"] = SpectralRoute(values["method"])
+    if "wHw_route" in values:
+        values["wHw_route"] = WHwRoute(values["wHw_route"])
     values["notes"] = tuple(values["notes"])
     if values["ritz_extremes"] is not None:
         values["ritz_extremes"] = tuple(_number(v) for v in values["ritz_extremes"])

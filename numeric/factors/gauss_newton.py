@@ -70,8 +70,10 @@ def gauss_newton(
     names = [b for b, m in blocks.items() if linear_module_of(objective.model, m) is not None]
     values = objective.values if params is None else params
     sizes = {b: sum(values[m].numel() for m in blocks[b]) for b in names}
-    acc = {b: {"diag": torch.zeros(sizes[b], dtype=torch.float64), "grad": torch.zeros(sizes[b], dtype=torch.float64),
-               "prod": torch.zeros(sizes[b], probes[b].shape[1] if b in probes else 0, dtype=torch.float64),
+    dev = next(iter(values.values())).device if values else None
+    acc = {b: {"diag": torch.zeros(sizes[b], dtype=torch.float64, device=dev),
+               "grad": torch.zeros(sizes[b], dtype=torch.float64, device=dev),
+               "prod": torch.zeros(sizes[b], probes[b].shape[1] if b in probes else 0, dtype=torch.float64, device=dev),
                "B": [], "s": []} for b in names}
     for i in range(len(objective.batches)):
         try:
@@ -134,7 +136,7 @@ def linear_block_hessians(
     except ValueError:
         return out
     dense = {b: torch.zeros(sum(objective.values[m].numel() for m in ms), sum(objective.values[m].numel() for m in ms),
-                            dtype=torch.float64) for b, ms in rest.items()}
+                            dtype=torch.float64, device=objective.values[ms[0]].device) for b, ms in rest.items()}
     for samples, rows in block_rows(objective, batch, rest, list(rest), of.A, budget=_BUDGET):
         for b, R in rows.items():
             flat = R.reshape(-1, R.shape[2])

@@ -120,7 +120,7 @@ def second_derivative_ratios(objective: Objective, partition: Mapping[str, Seque
         cot = [offsets[m].reshape((3, *objective.values[m].shape)) for m in live]
         res = torch.autograd.grad([grads[m] for m in live], [leaves[m] for m in members] + [v], cot, retain_graph=True,
                                   allow_unused=True, is_grads_batched=True)
-        hv = torch.cat([torch.zeros(3, objective.values[m].numel(), dtype=w.dtype) if r is None else r.reshape(3, -1)
+        hv = torch.cat([torch.zeros(3, objective.values[m].numel(), dtype=w.dtype, device=w.device) if r is None else r.reshape(3, -1)
                         for m, r in zip(members, res[:-1])], dim=1)
         second = (hv * D).sum(dim=1).abs()
         first = float(v.detach().norm()) * res[-1].reshape(3, -1).norm(dim=1)
@@ -148,6 +148,7 @@ def gram_forms(
     memory_budget: int = MEMORY_BUDGET,
     check_samples: int = CHECK_SAMPLES,
     force: bool = False,
+    collective: object | None = None,
 ) -> dict[str, GramResult]:
     """``wᵀH_bb⁺w = Σ_{λ_i(G) > τ} (q_iᵀu)²/λ_i(G)²`` and ``wᵀH_bbw = ‖u‖²`` (``u = B_bw``,
     ``G = B_bB_bᵀ``, ``τ = rtol·λ_max``) for every block of ``partition`` where the route applies.
@@ -155,7 +156,10 @@ def gram_forms(
     ``wHw`` holds autograd's ``wᵀH_bbw`` per block (the check ``‖u‖² = wᵀHw``); ``force=True`` skips
     both checks (a negative control: on a network that is not piecewise affine the value is wrong).
     A block whose checks fail, or a model the route cannot take, gets a :class:`GramResult` with a
-    ``reason``.
+    ``reason``. ``collective`` (a :class:`~coupled_curvature.numeric.distributed.RankCollective`) runs
+    the route over data-parallel ranks: ``BᵀB`` and ``‖Bw‖²`` are sums over ranks (all-reduce), the rows
+    of ``B`` for ``G = BBᵀ`` are gathered from every rank chunk by chunk within ``memory_budget``, and
+    every verdict (a refusal, the second-derivative check) is the same on every rank.
 
     >>> from coupled_curvature.numeric.core.inputs import prepare_batches
     >>> torch.manual_seed(0); net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)).double()
@@ -171,35 +175,59 @@ def gram_forms(
            if m.training and isinstance(m, (nn.modules.batchnorm._BatchNorm, nn.modules.dropout._DropoutNd))]
     if bad:
         return _refuse(names, f"module {bad[0]!r} is in train mode (samples are coupled through the batch)")
+
+    def agree(reason: str | None) -> str | None:  # one verdict on every rank: the first rank's that has one
+        if collective is None:
+            return reason
+        said = [(r, why) for r, why in enumerate(collective.objects(reason)) if why is not None]
+        return None if not said else said[0][1] if said[0][0] == 0 else f"rank {said[0][0]}: {said[0][1]}"
+
+    factors, why = [], None
     try:
         factors = [output_factors(objective, i) for i in range(len(objective.batches))]
     except ValueError as e:
-        return _refuse(names, str(e))
+        why = str(e)
+    why = agree(why)
+    if why is not None:
+        return _refuse(names, why)
     out: dict[str, GramResult] = {}
     ratios: dict[str, float | None] = {}
     if force:
         ratios = dict.fromkeys(names)
     else:
+        why = None
         try:
             ratios = second_derivative_ratios(objective, partition, names, objective.batches[0].X[:check_samples])
         except (RuntimeError, NotImplementedError) as e:
-            return _refuse(names, f"the second-derivative check failed to run ({str(e).splitlines()[0]})")
+            why = f"the second-derivative check failed to run ({str(e).splitlines()[0]})"
+        why = agree(why)
+        if why is not None:
+            return _refuse(names, why)
+        if collective is not None:  # the largest ratio any rank saw
+            ratios = {b: max(r[b] for r in collective.objects(ratios)) for b in names}
         for block, ratio in ratios.items():
             if not ratio <= SECOND_DERIVATIVE_RTOL:
                 out[block] = GramResult(None, f"the outputs are not affine in the block (|vᵀf''|/‖v‖‖f'‖ = "
                                               f"{ratio:.2e} > {SECOND_DERIVATIVE_RTOL:g} along w or a random direction)")
     todo = [b for b in names if b not in out]
+    why, accs = None, {}
     try:
-        accs = _assemble(objective, partition, todo, factors, memory_budget)
+        accs = _assemble(objective, partition, todo, factors, memory_budget, collective)
     except (RuntimeError, ValueError, NotImplementedError) as e:
+        why = f"the per-sample Jacobians could not be computed ({str(e).splitlines()[0]})"
+    why = agree(why)
+    if why is not None:
         for b in todo:
-            out[b] = GramResult(None, f"the per-sample Jacobians could not be computed ({str(e).splitlines()[0]})")
+            out[b] = GramResult(None, why)
         return {b: out[b] for b in names}
     for block in todo:
         acc = accs[block]
         u = torch.cat(acc.u)
         w = torch.cat([objective.values[m].reshape(-1) for m in partition[block]])
-        u_sq = float(u @ u)
+        u_sq, rows = float(u @ u), u.numel()
+        if collective is not None and acc.side == "factor":  # the rows of u are this rank's only
+            total = collective.sum(torch.tensor([u_sq, float(rows)], dtype=torch.float64))
+            u_sq, rows = float(total[0]), int(round(float(total[1])))
         spectrum = factor_spectrum(acc.side, acc.mat, u, w)
         pf = spectrum.form(rtol)
         if not force and wHw is not None and not reproduces_wHw(u_sq, wHw[block]):
@@ -207,7 +235,7 @@ def gram_forms(
                                           f"{wHw[block]:.10g} (the network is not piecewise affine in the block)")
             continue
         out[block] = GramResult(GramForm(pf.value, u_sq, pf.rank, pf.cutoff, pf.max_abs_eig, pf.min_kept_rel_eig,
-                                         pf.noise_kept, acc.side, u.numel(), ratios[block], spectrum.evals,
+                                         pf.noise_kept, acc.side, rows, ratios[block], spectrum.evals,
                                          spectrum.weights), None)
     return {b: out[b] for b in names}
 
@@ -217,16 +245,25 @@ def _refuse(names: Sequence[str], reason: str) -> dict[str, GramResult]:
 
 
 def _assemble(objective: Objective, partition: Mapping[str, Sequence[str]], blocks: Sequence[str],
-              factors: Sequence[OutputFactors], budget: int) -> dict[str, _Acc]:
-    """``G = BBᵀ`` (or ``BᵀB`` when ``n_b ≤ m``) and ``u = Bw`` of every block, in memory-bounded chunks."""
+              factors: Sequence[OutputFactors], budget: int, collective: object | None = None) -> dict[str, _Acc]:
+    """``G = BBᵀ`` (or ``BᵀB`` when ``n_b ≤ m``) and ``u = Bw`` of every block, in memory-bounded chunks;
+    with ``collective``, ``m`` counts the rows of every rank and ``B`` stacks them (see :func:`gram_forms`)."""
     m = sum(f.A.shape[0] * f.rows for f in factors)
+    if collective is not None:
+        m = sum(collective.objects(m))
     per_col = 8 * m
+    gram_side = [b for b in blocks if factor_side(sum(objective.values[p].numel() for p in partition[b]), m) == "gram"]
+    if gram_side and per_col > budget:
+        raise ValueError(f"one column of B has m = {m:,} rows ({per_col:,} bytes), above the memory budget "
+                         f"gram_memory = {budget:,} bytes; raise gram_memory")
     units: list[tuple[str, int, int]] = []  # (block, first column, stop) on the gram side
     accs: dict[str, _Acc] = {}
     for block in blocks:
         n_b = sum(objective.values[p].numel() for p in partition[block])
         side = factor_side(n_b, m)
-        accs[block] = _Acc(side, torch.zeros((n_b, n_b) if side == "factor" else (m, m), dtype=torch.float64), [])
+        dev = objective.values[partition[block][0]].device
+        accs[block] = _Acc(side, torch.zeros((n_b, n_b) if side == "factor" else (m, m), dtype=torch.float64, device=dev),
+                           [])
         step = n_b if side == "factor" else max(1, budget // per_col)
         units.extend((block, s, min(n_b, s + step)) for s in range(0, n_b, step))
     chunks: list[list[tuple[str, int, int]]] = [[]]
@@ -256,9 +293,15 @@ def _assemble(objective: Objective, partition: Mapping[str, Sequence[str]], bloc
                 acc.mat += columns_gram(B)
                 acc.u.append(B @ w)
             else:
+                if collective is not None:
+                    B = collective.gather_rows(B)
                 acc.mat += B @ B.T
                 acc.u = [B @ w + (acc.u[0] if acc.u else 0.0)]
             del B
+    if collective is not None:
+        for acc in accs.values():
+            if acc.side == "factor":
+                collective.sum(acc.mat)
     return accs
 
 

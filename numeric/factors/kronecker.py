@@ -68,9 +68,9 @@ def per_sample_factors(
     for p, g in zip(usable, grads):
         n, out = shifts[p].shape
         if g is None or not g.requires_grad:  # loss linear in this layer's output
-            G = torch.zeros(n, out, out, dtype=torch.float64)
+            G = torch.zeros(n, out, out, dtype=torch.float64, device=shifts[p].device)
         else:
-            cot = torch.eye(out, dtype=torch.float64).unsqueeze(1).expand(out, n, out)
+            cot = torch.eye(out, dtype=torch.float64, device=shifts[p].device).unsqueeze(1).expand(out, n, out)
             cols = torch.autograd.grad(g, shifts[p], grad_outputs=cot, retain_graph=True, is_grads_batched=True)[0]
             G = cols.permute(1, 2, 0)  # G[n, a, b]
         out_factors[p] = (G, seen[p][0])

@@ -148,7 +148,8 @@ def layer_rows(objective: Objective, batch: int, paths: Iterable[str], cot: Tens
     if not usable:
         return {}
     names = list(usable)
-    Ps = {p: torch.zeros(n, cot.shape[1], usable[p][1][1], usable[p][1][2], dtype=torch.float64) for p in names}
+    Ps = {p: torch.zeros(n, cot.shape[1], usable[p][1][1], usable[p][1][2], dtype=torch.float64,
+                         device=cot.device) for p in names}
     for j, grads in cotangent_rows(fw, names, cot):
         for p, g in grads.items():
             if g is not None:

@@ -95,11 +95,11 @@ def output_factors(objective: Objective, batch: int, params: dict[str, Tensor] |
     with torch.enable_grad():
         loss = b.weight * checked_loss(objective.loss_fn(F.reshape(shape), b.y), batch)
         (grad,) = torch.autograd.grad(loss, F, create_graph=True)
-        eye = torch.eye(k, dtype=F.dtype).unsqueeze(1).expand(k, n, k)
-        signs = torch.randint(0, 2, (n, 1), generator=torch.Generator().manual_seed(0)).to(F.dtype) * 2 - 1
+        eye = torch.eye(k, dtype=F.dtype, device=F.device).unsqueeze(1).expand(k, n, k)
+        signs = torch.randint(0, 2, (n, 1), generator=torch.Generator().manual_seed(0)).to(dtype=F.dtype, device=F.device) * 2 - 1
         dirs = torch.cat([eye, eye * signs.unsqueeze(0)])
         (cols,) = torch.autograd.grad(grad, F, dirs, is_grads_batched=True) if grad.requires_grad else (
-            torch.zeros(2 * k, n, k, dtype=F.dtype),)
+            torch.zeros(2 * k, n, k, dtype=F.dtype, device=F.device),)
     S, S_signed = cols[:k].permute(1, 2, 0), cols[k:].permute(1, 2, 0)  # S[n, :, j] = S_n e_j
     scale = float(S.abs().max()) or 1.0
     if float((S_signed - S * signs.unsqueeze(2)).abs().max()) > 1e-12 * scale:

@@ -3,8 +3,8 @@
 For an ``nn.Sequential`` of Linear and (leaky) ReLU layers the loss is piecewise linear in each
 layer's parameters, so every diagonal Hessian block is its Gauss–Newton block and factors through
 per-sample Jacobians. ``wᵀH⁺w`` then comes from an eigendecomposition of size ``min(n_b, N(C − 1))``
-(:func:`factor_pinv_forms`), and :func:`with_factor_dplus` puts it into a :class:`Diagnosis` after
-checking ``‖Bw‖² = wᵀHw`` against autograd. The factors come from the general engine (the output
+(:func:`factor_pinv_forms`), and :func:`with_factor_dplus` puts the engine's Gram-route ``D⁺`` into a :class:`Diagnosis` after
+checking ``‖Bw‖² = wᵀHw`` against it. The factors come from the general engine (the output
 factors of :mod:`.outputs`, the layer rows of :mod:`.layers`) and the forms go through
 :mod:`.forms`, as the Gram route's do; what is particular here is the Gram matrix of a Linear
 weight, ``K = (PPᵀ) ∘ (aaᵀ)``, formed without forming ``B``.
@@ -162,34 +162,51 @@ _ROUTES = {"factor": "dense", "gram": "gram"}  # the factor side is this module'
 
 
 def with_factor_dplus(d: Diagnosis, model: nn.Module, X: torch.Tensor, rtol: float = 1e-10) -> Diagnosis:
-    """``d`` with ``wᵀH_bb⁺w`` and ``D⁺_b = (wᵀH⁺w/wᵀw)·‖g‖²`` of every block from :func:`factor_pinv_forms`.
+    """``d`` with ``wᵀH_bb⁺w`` and ``D⁺_b = (wᵀH⁺w/wᵀw)·‖g‖²`` of every block from the exact factor ``H = BᵀB``.
 
-    ``d`` must come from :func:`diagnose` on the same ``model`` and inputs ``X`` with mean
-    cross-entropy. A block is filled only when its factor reproduces ``d``'s ``wᵀHw`` (autograd)
-    to ``1e-8`` relative; otherwise it keeps ``D⁺ = None`` and a note says why. ``rank`` and
-    ``min_kept_rel_eig`` follow the relative cutoff ``τ = rtol·max λ``.
+    A thin caller of the curvature engine (:mod:`~coupled_curvature.numeric.core.engine`): the Gram
+    route of ``diagnose`` on ``model`` and ``X`` under mean cross-entropy (its Hessian does not depend
+    on the labels), ``wᵀH⁺_τw = Σ_{λ_i(G)>τ}(q_iᵀBw)²/λ_i(G)²``, ``τ = rtol·λ_max``. ``d`` must come from
+    :func:`diagnose` on the same ``model`` and inputs ``X`` with mean cross-entropy. A block is filled
+    only when the route applies and its ``‖Bw‖²`` reproduces ``d``'s ``wᵀHw`` to ``1e-8`` relative;
+    otherwise it keeps ``D⁺ = None`` and a note says why.
 
     >>> from coupled_curvature.numeric.core.compare import agrees
     >>> from coupled_curvature.numeric.core.diagnostics import diagnose
     >>> torch.manual_seed(0); net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 3)).double()
     <torch._C.Generator object at ...>
     >>> X, y = torch.randn(8, 3, dtype=torch.float64), torch.arange(8) % 3
-    >>> dense = diagnose(net, nn.CrossEntropyLoss(), (X, y))
+    >>> dense = diagnose(net, nn.CrossEntropyLoss(), (X, y), method="dense")
     >>> fac = with_factor_dplus(diagnose(net, nn.CrossEntropyLoss(), (X, y), inverse=False), net, X)
     >>> all(agrees(fac[b.name].inverse_coupled, b.inverse_coupled, rtol=1e-6) for b in dense)
     True
     """
-    forms = factor_pinv_forms(relu_ce_factors(model, X), dict(model.named_parameters()), rtol)
+    from coupled_curvature.numeric.core.execution import execute
+    from coupled_curvature.numeric.core.options import run_options
+    from coupled_curvature.numeric.core.planning import plan
+    from coupled_curvature.numeric.core.routes import SpectralRoute
+
+    if not isinstance(d, Diagnosis):
+        raise InvalidInputError(f"d must be the Diagnosis of diagnose(model, CrossEntropyLoss(), (X, y)), got "
+                                f"{type(d).__name__}")
+    if not isinstance(X, torch.Tensor) or X.dim() < 2 or X.shape[0] == 0:
+        raise InvalidInputError("X must be a tensor of shape (N, features...) with N ≥ 1")
+    labels = torch.zeros(X.shape[0], dtype=torch.long)  # the CE Hessian does not depend on them
+    o = run_options(method="gram", max_dense=0, pinv_rtol=rtol)
+    run = execute(plan(model, nn.CrossEntropyLoss(), (X, labels), o))
     blocks = []
     for b in d:
-        f = forms.get(b.name)
-        if f is None or b.w_sq == 0.0 or not reproduces_wHw(f.wHw, b.wHw):
-            why = ("not a Linear weight or bias" if f is None else "w = 0" if b.w_sq == 0.0
-                   else f"‖Bw‖² = {f.wHw:.6g} does not reproduce wᵀHw = {b.wHw:.6g}")
+        c = run.blocks.get(b.name)
+        ok = c is not None and c.spectral is SpectralRoute.GRAM
+        if not ok or b.w_sq == 0.0 or not reproduces_wHw(c.wHw, b.wHw):
+            why = ("not a block of this model" if c is None else c.spectral_reason if not ok
+                   else "w = 0" if b.w_sq == 0.0 else f"‖Bw‖² = {c.wHw:.6g} does not reproduce wᵀHw = {b.wHw:.6g}")
             blocks.append(b.without_dplus(f"the factor route does not apply: {why}"))
             continue
+        f = c.spectrum.form(rtol)
+        side = "gram" if c.gram.side == "gram" else "dense"
         blocks.append(b.with_dplus(f.value, f.rank, f.min_kept_rel_eig,
-                                   f"D⁺ from the exact per-sample factor H = BᵀB ({f.route} route, rank {f.rank})"))
+                                   f"D⁺ from the exact per-sample factor H = BᵀB ({side} route, rank {f.rank})"))
     return Diagnosis(blocks, {**d.meta, "dplus_route": "factor"}, notes=d.notes, frozen=d.frozen, skipped=d.skipped)
 
 

@@ -26,6 +26,7 @@ import torch  # the examples below
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.numeric.core.options import check_pinv_rtol, run_options
 from coupled_curvature.numeric.core.results import BlockDiagnosis, Diagnosis, derived_quantities
 from coupled_curvature.numeric.highprec.arithmetic import Dyadic, dyadic_matmul, int_matmul, shift_to, to_mpf
 from coupled_curvature.numeric.highprec.mlp import Problem, layer_hessian, layer_terms, prepare_problem, rescale_problem
@@ -152,14 +153,14 @@ def diagnose(
     'mpf'
     """
     _check_dps(dps)
+    run_options(blocks=blocks, inverse=inverse)  # the options it shares with diagnose, checked the same way
+    given_rtol = None if pinv_rtol is None else _checked_rtol(pinv_rtol)
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
     prob = prepare_problem(model, loss_fn, data, blocks)
     seconds["prepare"] = time.perf_counter() - t0
     with mpmath.workdps(dps):
-        rtol = _default_rtol(dps) if pinv_rtol is None else mpmath.mpf(pinv_rtol)
-        if not rtol >= 0:
-            raise InvalidInputError(f"pinv_rtol must be ≥ 0, got {pinv_rtol!r}")
+        rtol = _default_rtol(dps) if given_rtol is None else mpmath.mpf(given_rtol)
         F = working_bits()
         records = _diagnose_problem(prob, F, inverse, rtol, seconds)
         rtol_s = mpmath.nstr(rtol, 5)
@@ -175,6 +176,19 @@ def diagnose(
 def _check_dps(dps: object) -> None:
     if not isinstance(dps, int) or isinstance(dps, bool) or not MIN_DPS <= dps <= MAX_DPS:
         raise InvalidInputError(f"dps must be an int in {MIN_DPS}..{MAX_DPS}, got {dps!r}; pass e.g. dps=50")
+
+
+def _checked_rtol(value: object) -> mpmath.mpf:
+    """``pinv_rtol`` in ``[0, 1)`` as diagnose checks it; a string or mpf may go below float64's range."""
+    if isinstance(value, (bool, int, float)):
+        return mpmath.mpf(check_pinv_rtol(value))
+    try:
+        r = mpmath.mpf(value)
+    except (TypeError, ValueError):
+        r = mpmath.mpf(-1)
+    if not 0 <= r < 1:
+        check_pinv_rtol(value)  # raises diagnose's own message
+    return r
 
 
 def _default_rtol(dps: int) -> mpmath.mpf:

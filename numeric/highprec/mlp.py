@@ -116,7 +116,7 @@ def prepare_problem(model, loss_fn, data, blocks) -> Problem:
     if X.shape[1] != layers[0].W.M.shape[1]:
         raise InvalidInputError(f"data has {X.shape[1]} features but the first Linear expects {layers[0].W.M.shape[1]}")
     ys = torch.cat([bt.y.reshape(bt.y.shape[0], -1) if kind != "ce" else bt.y.reshape(-1) for bt in batches])
-    y = ys.tolist() if kind == "ce" else from_floats(ys.double().numpy())
+    y = ys.tolist() if kind == "ce" else from_floats(ys.double().cpu().numpy())
     names = {}
     for li, layer in enumerate(layers):
         names[f"{layer.name}.weight"] = (li, "weight")
@@ -124,7 +124,7 @@ def prepare_problem(model, loss_fn, data, blocks) -> Problem:
             names[f"{layer.name}.bias"] = (li, "bias")
     partition = resolve_blocks(list(names), blocks)
     mean = getattr(loss_fn, "reduction", "mean") == "mean"
-    return Problem(layers, kind, from_floats(X.numpy()), y, int(X.shape[0]), mean, partition, names)
+    return Problem(layers, kind, from_floats(X.cpu().numpy()), y, int(X.shape[0]), mean, partition, names)
 
 
 # --------------------------------------------------------------------------- derivatives

@@ -61,7 +61,7 @@ class Lanczos:
 
     def __init__(self, start: Tensor, cap: int, scale: float = 0.0):
         self.n, self.cap, self.scale = start.numel(), cap, scale
-        self.V = torch.empty(cap + 1, self.n, dtype=torch.float64)
+        self.V = torch.empty(cap + 1, self.n, dtype=torch.float64, device=start.device)
         self.V[0] = start / start.norm()
         self.alphas: list[float] = []
         self.betas: list[float] = []

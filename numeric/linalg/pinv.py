@@ -94,20 +94,31 @@ def symmetric_spectrum(S: Tensor, v: Tensor) -> tuple[np.ndarray, np.ndarray]:
     >>> sorted(zip(lam.round(12).tolist(), c.round(12).tolist()))
     [(0.0, 9.0), (1.0, 0.5), (3.0, 0.5)]
     """
-    live, v_live, dead = _live_part(S.detach().to(torch.float64), v.detach().to(torch.float64))
+    S, v = S.detach().to(torch.float64).cpu(), v.detach().to(torch.float64).cpu()
+    _check_finite(S)
+    live, v_live, dead = _live_part(S, v)
     lam, c = _spectrum_consuming(live, v_live) if v_live.numel() else (np.zeros(0), np.zeros(0))
-    return np.concatenate([lam, np.zeros(dead.numel())]), np.concatenate([c, (dead * dead).numpy()])
+    return np.concatenate([lam, np.zeros(dead.numel())]), np.concatenate([c, (dead * dead).cpu().numpy()])
 
 
 def _spectrum_consuming(S: Tensor, v: Tensor) -> tuple[np.ndarray, np.ndarray]:
     """``(λ, c)`` of symmetric ``S`` (our own copy: the tridiagonal route uses it as workspace)."""
     if S.shape[0] >= FAST_MIN_SIZE:
         if lapack_binding.ROUTINES is not None:
-            d, e, w_sq = _tridiagonalize(S.numpy().T, v.numpy(), None)
+            d, e, w_sq = _tridiagonalize(S.cpu().numpy().T, v.cpu().numpy(), None)
             del S  # freed before the tridiagonal eigenvectors are allocated
             return _first_components(d, e, w_sq)
         lapack_binding.warn_fallback()
     return eigh_spectrum(S, v)
+
+
+def _check_finite(S: Tensor) -> None:
+    """Refuse a curvature matrix with NaN or inf entries before LAPACK sees it (it would fail to converge)."""
+    if not bool(torch.isfinite(S).all()):
+        raise InvalidInputError(
+            "the curvature matrix holds non-finite values (float64 overflow: the weights' scale is too extreme, "
+            "e.g. a layer rescaled by 1e300); rescale the model towards unit scale, or use a power-of-two factor "
+            "of moderate size, before diagnosing it")
 
 
 def eigh_spectrum(S: Tensor, w: Tensor) -> tuple[np.ndarray, np.ndarray]:
@@ -118,9 +129,16 @@ def eigh_spectrum(S: Tensor, w: Tensor) -> tuple[np.ndarray, np.ndarray]:
     >>> lam.round(12).tolist(), c.round(12).tolist()
     ([1.0, 3.0], [0.5, 0.5])
     """
-    evals, evecs = torch.linalg.eigh(S)
+    try:
+        evals, evecs = torch.linalg.eigh(S)
+    except torch.linalg.LinAlgError as e:
+        scale = float(S.abs().max()) if S.numel() else 0.0
+        raise InvalidInputError(
+            f"the eigendecomposition of a curvature matrix failed to converge ({str(e).splitlines()[0]}; largest "
+            f"entry {scale:.3g}): its entries span more than float64 can resolve, as after a rescaling by 1e300; "
+            "rescale the model towards unit scale before diagnosing it") from None
     coeff = evecs.T @ w
-    return evals.numpy(), (coeff * coeff).numpy()
+    return evals.cpu().numpy(), (coeff * coeff).cpu().numpy()
 
 
 def tridiagonal_spectrum(S: Tensor, w: Tensor, band: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -138,8 +156,8 @@ def tridiagonal_spectrum(S: Tensor, w: Tensor, band: int | None = None) -> tuple
     if lapack_binding.ROUTINES is None:
         raise RuntimeError(f"the two-stage LAPACK route is unavailable ({fast_route_status().reason}); "
                            "use eigh_spectrum")
-    A = np.array(S.detach().to(torch.float64).numpy(), order="F")  # only its lower part is used
-    return _first_components(*_tridiagonalize(A, w.detach().to(torch.float64).numpy(), band))
+    A = np.array(S.detach().to(torch.float64).cpu().numpy(), order="F")  # only its lower part is used
+    return _first_components(*_tridiagonalize(A, w.detach().to(torch.float64).cpu().numpy(), band))
 
 
 def _tridiagonalize(A: np.ndarray, w: np.ndarray, band: int | None) -> tuple[np.ndarray, np.ndarray, float]:
@@ -188,6 +206,23 @@ def cutoff_sum(evals: np.ndarray, weights: np.ndarray, rtol: float, power: int =
     value = float((weights[keep] / kept**power).sum())
     noise = int((np.abs(kept) <= rounding_level(evals.size) * max_abs).sum())
     return PinvForm(value, int(keep.sum()), cutoff, max_abs, float(np.abs(kept).min()) / max_abs, noise)
+
+
+#: the constant ``c`` of the conditioning-aware tolerance ``max(tol, c·ε·κ)`` (:func:`conditioned_rtol`)
+CONDITION_FACTOR = 20.0
+
+
+def conditioned_rtol(tol: float, kappa: float | None) -> float:
+    """``max(tol, c·ε·κ)``, ``c = 20``: the relative agreement two float64 computations of ``wᵀH⁺_τw``
+    (or ``D⁺``) can be held to, with ``κ = max|λ| / min_{kept}|λ|`` the condition number of the kept
+    spectrum (``1/min_kept_rel_eig`` of a ``Diagnosis`` block). A tiny kept eigenvalue makes ``D⁺``
+    large and its float64 value accurate only to about ``ε·κ``; a fixed bound that passes on one
+    CPU's BLAS fails on another's.
+
+    >>> conditioned_rtol(1e-9, 10.0), conditioned_rtol(1e-9, 1e9) > 1e-6
+    (1e-09, True)
+    """
+    return max(float(tol), CONDITION_FACTOR * float(np.finfo(np.float64).eps) * float(kappa or 0.0))
 
 
 def rounding_level(n: int) -> float:
@@ -308,6 +343,7 @@ def _band_to_tridiagonal(ab: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return d, e[: n - 1]
 
 
-__all__ = ["FAST_MIN_SIZE", "FastRouteStatus", "FastRouteUnavailableWarning", "PinvForm", "cutoff_sum",
+__all__ = ["CONDITION_FACTOR", "FAST_MIN_SIZE", "FastRouteStatus", "FastRouteUnavailableWarning", "PinvForm",
+           "conditioned_rtol", "cutoff_sum",
            "eigh_spectrum", "fast_route_status", "pinv_quadratic_form", "symmetric_spectrum",
            "rounding_level", "tridiagonal_spectrum"]

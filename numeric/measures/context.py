@@ -17,7 +17,7 @@ from coupled_curvature.numeric.core.compare import agrees
 from coupled_curvature.numeric.core.results import Diagnosis
 from coupled_curvature.numeric.core.diagnostics import diagnose
 from coupled_curvature.numeric.core.flat import FlatLoss
-from coupled_curvature.numeric.core.hvp import BlockCurvature, block_curvature
+from coupled_curvature.numeric.core.hvp import CurvatureSums, block_curvature
 from coupled_curvature.numeric.factors.gauss_newton import GaussNewton, gauss_newton
 from coupled_curvature.numeric.factors.kronecker import LinearFactors, linear_factors
 from coupled_curvature.numeric.factors.layers import linear_module_of
@@ -32,7 +32,7 @@ class MeasureContext:
         self.model, self.loss_fn, self.data = model, loss_fn, data
         self.allow_train_mode = allow_train_mode
         self.flat = FlatLoss(model, loss_fn, data, allow_train_mode=allow_train_mode)
-        self._dense: dict[frozenset, dict[str, BlockCurvature]] = {}
+        self._dense: dict[frozenset, dict[str, CurvatureSums]] = {}
         self._diag: dict[tuple, Diagnosis] = {}
         self._factors: dict[str, LinearFactors] | None = None
         self._gn: dict[tuple, tuple[dict[str, GaussNewton], dict[str, str]]] = {}
@@ -100,7 +100,7 @@ class MeasureContext:
             self._factors = linear_factors(self.flat)
         return self._factors
 
-    def dense(self, blocks: Iterable[str]) -> dict[str, BlockCurvature]:
+    def dense(self, blocks: Iterable[str]) -> dict[str, CurvatureSums]:
         """``g_b``, ``H_bb w_b`` and dense ``H_bb`` for the named tensor blocks (cached)."""
         want = frozenset(blocks)
         for have, result in self._dense.items():

@@ -13,6 +13,7 @@ from torch import nn
 
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.numeric.core.compare import looks_scale_invariant
+from coupled_curvature.numeric.core.options import check_pinv_rtol
 from coupled_curvature.numeric.factors.gauss_newton import GaussNewton
 from coupled_curvature.numeric.linalg.pinv import pinv_quadratic_form
 from coupled_curvature.numeric.measures.context import measure_context, refuse_unknown_options
@@ -23,7 +24,7 @@ __all__ = ["coupled", "coupled_product", "inverse_coupled", "newton_decrement", 
 def _diag_blocks(model, loss_fn, data, options, name: str, pick: Callable, default_dense: int) -> dict:
     ctx = measure_context(model, loss_fn, data, options)
     max_dense = int(options.pop("max_dense", default_dense))
-    rtol = float(options.pop("pinv_rtol", 1e-10))
+    rtol = check_pinv_rtol(options.pop("pinv_rtol", 1e-10))
     krylov = ("dense", 1000, 1e-7)
     if name not in ("D", "rho"):
         krylov = (options.pop("method", "dense"), options.pop("krylov_max_iter", 1000), options.pop("krylov_tol", 1e-7))
@@ -150,7 +151,7 @@ def newton_decrement(model: nn.Module, loss_fn: Callable, data: object, **option
     """
     ctx = measure_context(model, loss_fn, data, options)
     max_dense = int(options.pop("max_dense", 4096))
-    rtol = float(options.pop("pinv_rtol", 1e-10))
+    rtol = check_pinv_rtol(options.pop("pinv_rtol", 1e-10))
     route = str(options.pop("route", "auto"))
     budget = float(options.pop("factor_flops", 2e10))
     factor_rcond = float(options.pop("factor_rcond", 2.0**-26))

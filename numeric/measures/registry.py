@@ -84,11 +84,7 @@ def sam_sharpness_measure(model: nn.Module, loss_fn: Callable, data: object, **o
     >>> r["value"] > 0
     True
     """
-    ctx = measure_context(model, loss_fn, data, options)
-    kw = {k: options.pop(k) for k in ("rho", "steps", "lr", "restarts", "seed") if k in options}
-    refuse_unknown_options("sam", options)
-    r = sam_sharpness(ctx.flat.loss, ctx.flat.theta0, **kw)
-    return {"value": r.value, "radius": r.radius, "steps": r.steps}
+    return _ascent("sam", sam_sharpness, ("rho", "steps", "lr", "restarts", "seed"), model, loss_fn, data, options)
 
 
 def adaptive_worst_measure(model: nn.Module, loss_fn: Callable, data: object, **options) -> dict:
@@ -104,11 +100,7 @@ def adaptive_worst_measure(model: nn.Module, loss_fn: Callable, data: object, **
     >>> round(r["value"], 12)
     0.84
     """
-    ctx = measure_context(model, loss_fn, data, options)
-    kw = {k: options.pop(k) for k in ("rho", "steps", "lr") if k in options}
-    refuse_unknown_options("adaptive_worst", options)
-    r = adaptive_worst(ctx.flat.loss, ctx.flat.theta0, **kw)
-    return {"value": r.value, "radius": r.radius, "steps": r.steps}
+    return _ascent("adaptive_worst", adaptive_worst, ("rho", "steps", "lr"), model, loss_fn, data, options)
 
 
 def adaptive_average_measure(model: nn.Module, loss_fn: Callable, data: object, **options) -> dict:
@@ -124,8 +116,7 @@ def adaptive_average_measure(model: nn.Module, loss_fn: Callable, data: object, 
     ['radius', 'samples', 'stderr', 'value']
     """
     ctx = measure_context(model, loss_fn, data, options)
-    kw = {k: options.pop(k) for k in ("rho", "samples", "seed") if k in options}
-    refuse_unknown_options("adaptive_avg", options)
+    kw = _options("adaptive_avg", options, ("rho", "samples", "seed"))
     r = adaptive_average(ctx.flat.loss, ctx.flat.theta0, **kw)
     return {"value": r.value, "stderr": r.stderr, "radius": r.radius, "samples": r.steps}
 
@@ -146,10 +137,24 @@ def curvature_rate_measure(model: nn.Module, loss_fn: Callable, data: object, **
     cache = options.pop("cache", None)  # λ needs no parameter-space context
     del cache
     allow = bool(options.pop("allow_train_mode", False))
-    kw = {k: options.pop(k) for k in ("orders", "points", "near_boundary", "seed") if k in options}
-    refuse_unknown_options("lambda", options)
+    kw = _options("lambda", options, ("orders", "points", "near_boundary", "seed"))
     r = curvature_rate(model, loss_fn, data, allow_train_mode=allow, **kw)
     return {"value": r.value, "points": r.points, "orders": r.orders}
+
+
+def _options(name: str, options: dict, keys: tuple[str, ...]) -> dict:
+    """The options ``keys`` of measure ``name``, taken out of ``options``; any other left is refused."""
+    kw = {k: options.pop(k) for k in keys if k in options}
+    refuse_unknown_options(name, options)
+    return kw
+
+
+def _ascent(name: str, ascend: Callable, keys: tuple[str, ...], model: nn.Module, loss_fn: Callable, data: object,
+            options: dict) -> dict:
+    """A worst-case loss increase found by ``ascend`` on the flat loss (with the options ``keys``)."""
+    ctx = measure_context(model, loss_fn, data, options)
+    r = ascend(ctx.flat.loss, ctx.flat.theta0, **_options(name, options, keys))
+    return {"value": r.value, "radius": r.radius, "steps": r.steps}
 
 
 # ---------------------------------------------------------------------------- registry
@@ -185,14 +190,13 @@ REGISTRY: dict[str, Measure] = {
 
 
 def select(names: str | Iterable[str]) -> list[str]:
-    """Resolve ``"all"``, a comma-separated string or a list into registry names, in registry order.
+    """Resolve ``"all"``, one name or a list of names into registry names, in registry order (a
+    comma-separated list is split by the command line, :func:`coupled_curvature.choices.split_list`).
 
-    >>> select("D,trace")
-    ['trace', 'D']
+    >>> select(["D", "trace"]), select("rho")
+    (['trace', 'D'], ['rho'])
     """
-    if isinstance(names, str):
-        names = [n.strip() for n in names.split(",") if n.strip()]
-    names = list(names)
+    names = [names] if isinstance(names, str) else list(names)
     if not names or "all" in names:
         return list(REGISTRY)
     unknown = [n for n in names if n not in REGISTRY]

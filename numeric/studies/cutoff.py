@@ -1,11 +1,10 @@
-"""How much ``D⁺`` depends on the pseudo-inverse cutoff ``pinv_rtol``, on the dense and Krylov paths.
+"""How much ``D⁺`` depends on the pseudo-inverse cutoff ``pinv_rtol``, on every route of the engine.
 
 ``D⁺(rtol) = (wᵀH⁺_τ w / wᵀw)·‖g‖²`` with ``τ = rtol·max|λ|`` is a step function of
 ``rtol``: it jumps whenever ``τ`` crosses an eigenvalue carrying weight of ``w``. The
-curvature is computed once per block; the dense path eigendecomposes each block once and
-re-thresholds the spectrum, the Krylov path runs Lanczos once (at the smallest ``rtol``)
-and re-thresholds the Ritz values (:func:`krylov.rethreshold`), with a convergence verdict
-per ``rtol``.
+curvature is computed once per block by the engine; the Gram and dense routes give the
+spectrum along ``w``, re-thresholded at every cutoff, the Krylov route runs Lanczos once (at the
+smallest ``rtol``) and re-thresholds the Ritz values, with a convergence verdict per ``rtol``.
 """
 
 from __future__ import annotations
@@ -20,12 +19,11 @@ import torch
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.numeric.core.inputs import float64_copy, prepare_batches
-from coupled_curvature.numeric.core.blocks import resolve_blocks
-from coupled_curvature.numeric.core.hvp import block_curvature, block_krylov
-from coupled_curvature.numeric.linalg.krylov_quadrature import rethreshold
-from coupled_curvature.numeric.core.objective import Objective
-from coupled_curvature.numeric.linalg.pinv import cutoff_sum, symmetric_spectrum
+from coupled_curvature.numeric.core.execution import execute
+from coupled_curvature.numeric.core.options import GRAM_MEMORY, run_options
+from coupled_curvature.numeric.core.planning import plan
+from coupled_curvature.numeric.core.progress import AUTO_DELAY, Progress, progress_enabled
+from coupled_curvature.numeric.core.routes import SpectralRoute
 
 DEFAULT_RTOLS = tuple(float(10.0**e) for e in range(-14, -1))
 
@@ -37,19 +35,30 @@ def cutoff_sensitivity(
     *,
     rtols: Sequence[float] = DEFAULT_RTOLS,
     blocks: str | Mapping[str, Sequence[str]] = "tensor",
-    method: str = "dense",
+    method: str | None = None,
     max_dense: int = 4096,
     krylov_max_iter: int = 1000,
     krylov_tol: float = 1e-7,
     allow_train_mode: bool = False,
+    gram_memory: int = GRAM_MEMORY,
+    frozen: str = "skip",
+    reduction: str | None = None,
+    process_group: object | None = None,
+    progress: bool | None = None,
+    device: str | torch.device | None = None,
 ) -> dict:
     """``D⁺`` of every block at every cutoff in ``rtols`` (float64, model copied, never modified).
 
-    ``D⁺(rtol) = (Σ_{|λ_i| > rtol·max|λ|} (u_iᵀw)²/λ_i) / wᵀw · ‖g‖²``. Returns
-    ``{"method", "rtols", "blocks": {name: {"size", "inverse_coupled", "rank", "converged",
-    "error"}}}`` with one list entry per ``rtol`` (``converged``/``error`` are ``None`` on
-    the dense path; ``inverse_coupled`` is ``None`` where undefined: ``w = 0``, ``g = 0``
-    gives 0). With ``method="dense"``, blocks above ``max_dense`` are left out.
+    ``D⁺(rtol) = (Σ_{|λ_i| > rtol·max|λ|} (u_iᵀw)²/λ_i) / wᵀw · ‖g‖²``. The curvature comes from the
+    engine that ``diagnose`` runs, with its options and routes (``method=None`` is ``"gram"``: the exact
+    Gram route wherever the network is piecewise affine in the block, dense up to ``max_dense``
+    elsewhere): the spectrum of each block is computed once and re-thresholded at every cutoff; a
+    Krylov block runs Lanczos once at the smallest ``rtol`` and re-thresholds its Ritz values, with a
+    convergence verdict per ``rtol``. Returns ``{"method", "rtols", "blocks": {name: {"size",
+    "inverse_coupled", "rank", "converged", "error", "route", "reason"}}, "left_out": {name: reason}}``
+    with one list entry per ``rtol`` (``converged``/``error`` are ``None`` on the exact routes;
+    ``inverse_coupled`` is ``None`` where undefined: ``w = 0``; ``g = 0`` gives 0). A block that no
+    allowed route takes is in ``left_out`` with the reason.
 
     >>> import torch
     >>> torch.manual_seed(0) and None
@@ -57,54 +66,35 @@ def cutoff_sensitivity(
     >>> X, y = torch.randn(16, 3), torch.randint(0, 2, (16,))
     >>> r = cutoff_sensitivity(net, torch.nn.CrossEntropyLoss(), (X, y), rtols=[1e-12, 1e-2])
     >>> dp = r["blocks"]["0.weight"]["inverse_coupled"]
-    >>> len(dp), dp[0] >= dp[1] > 0
-    (2, True)
+    >>> len(dp), dp[0] >= dp[1] > 0, r["blocks"]["0.weight"]["route"]
+    (2, True, 'gram')
     """
     rtols = _checked_rtols(rtols)
-    if method not in ("dense", "krylov"):
-        raise InvalidInputError(f"method must be 'dense' or 'krylov', got {method!r}")
-    if isinstance(max_dense, bool) or not isinstance(max_dense, int) or max_dense < 0:
-        raise InvalidInputError(f"max_dense must be a non-negative int, got {max_dense!r}")
-    if not callable(loss_fn):
-        raise InvalidInputError("loss_fn must be callable as loss_fn(outputs, targets)")
-    net = float64_copy(model, allow_train_mode=allow_train_mode)
-    objective = Objective(net, loss_fn, prepare_batches(data, loss_fn))
-    if not objective.names:
-        raise InvalidInputError("the model has no parameters to diagnose")
-    partition = resolve_blocks(objective.names, blocks)
-    sizes = {b: sum(objective.values[m].numel() for m in ms) for b, ms in partition.items()}
-    dense = {b for b, n in sizes.items() if n <= max_dense} if method == "dense" else set()
-    chosen = sorted(dense, key=list(partition).index) if method == "dense" else list(partition)
-    retained: list = []
-    curv = block_curvature(objective, partition, dense, retain=retained if method == "krylov" else None)
-    forms = {}
-    if method == "krylov":
-        forms = block_krylov(objective, partition, curv, chosen, rtol=rtols[0], max_iter=krylov_max_iter,
-                             tol=krylov_tol, graphs=retained)
-    del retained
+    o = run_options(blocks=blocks, method=method, max_dense=max_dense, krylov_max_iter=krylov_max_iter,
+                    krylov_tol=krylov_tol, allow_train_mode=allow_train_mode, gram_memory=gram_memory,
+                    frozen=frozen, reduction=reduction, process_group=process_group, progress=progress,
+                    device=device, pinv_rtol=rtols[0])
+    p = plan(model, loss_fn, data, o)
+    bar = Progress("cutoff_sensitivity", len(p.partition), enabled=progress_enabled(progress),
+                   delay=AUTO_DELAY if progress is None else 0.0)
+    run = execute(p, bar)
+    bar.close()
     out: dict = {}
-    for block in chosen:
-        w = torch.cat([objective.values[m].reshape(-1) for m in partition[block]])
-        w_sq, g_sq = float(w @ w), float(curv[block].grad @ curv[block].grad)
-        if method == "dense":
-            values, ranks = _dense_curve(curv[block].dense, w, rtols)
-            converged = error = None
-        else:
-            cut = [rethreshold(forms[block], r) for r in rtols]
-            values, ranks = [f.value for f in cut], [f.rank for f in cut]
+    left_out: dict = {}
+    for c in run.blocks.values():
+        if c.spectral is SpectralRoute.NONE:
+            left_out[c.name] = c.spectral_reason
+            continue
+        w_sq, g_sq = float(c.w @ c.w), float(c.grad @ c.grad)
+        cut = [c.pinv_form(r) for r in rtols]
+        values, ranks = [f.value for f in cut], [f.rank for f in cut]
+        converged = error = None
+        if c.spectral is SpectralRoute.KRYLOV:
             converged, error = [f.converged for f in cut], [f.error_estimate for f in cut]
         dplus = [None if w_sq == 0.0 else v / w_sq * g_sq for v in values]
-        out[block] = {"size": sizes[block], "inverse_coupled": dplus, "rank": ranks,
-                      "converged": converged, "error": error}
-    return {"method": method, "rtols": list(rtols), "blocks": out}
-
-
-def _dense_curve(H: torch.Tensor, w: torch.Tensor, rtols: Sequence[float]) -> tuple[list[float], list[int]]:
-    """One spectrum (:func:`pinv.symmetric_spectrum`), then ``Σ_{|λ| > rtol·max|λ|} (u·w)²/λ``
-    (:func:`pinv.cutoff_sum`) for every cutoff."""
-    evals, coeff2 = symmetric_spectrum(H, w)
-    forms = [cutoff_sum(evals, coeff2, r) for r in rtols]
-    return [f.value for f in forms], [f.rank for f in forms]
+        out[c.name] = {"size": c.size, "inverse_coupled": dplus, "rank": ranks, "converged": converged,
+                       "error": error, "route": str(c.spectral), "reason": c.spectral_reason}
+    return {"method": o.method, "rtols": list(rtols), "blocks": out, "left_out": left_out}
 
 
 def _checked_rtols(rtols: object) -> list[float]:

@@ -1,8 +1,8 @@
 """What the theorems predict for each cell of the invariance matrix, and how a cell is judged.
 
 :data:`PREDICTIONS` maps measure → symmetry → ``(prediction, reason)``, the reasons citing theorem
-ids (checked against the registry :mod:`coupled_curvature.theorems` at import; numeric/ never
-imports the proofs package). :func:`judge` compares one measured deviation with its prediction.
+ids (tests check them against the registry :mod:`coupled_curvature.theorems`; numeric/ imports
+neither the front door nor the proofs package). :func:`judge` compares one measured deviation with its prediction.
 
 BatchNorm with ``eps > 0`` is a symmetry only in the limit: ``BN(cz) = (z − μ)/√(σ² + eps/c²)``
 differs from ``BN(z)`` by ``O(eps·|1/c² − 1|/σ²)``. A measure that is invariant under the exact
@@ -20,7 +20,6 @@ from dataclasses import asdict, dataclass
 
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.numeric.studies.stats import loglog_slope
-from coupled_curvature.theorems import check_citations
 
 SYMMETRIES = ("layer", "neuron", "perm", "bn", "orthogonal", "gl", "nonlinear", "loss")
 
@@ -88,9 +87,6 @@ PREDICTIONS: dict[str, dict[str, tuple[str, str]]] = {
                "bn": (DG, "T10/T11: scale-invariant block, Hw = −g so gᵀH⁺g = wᵀHw = −wᵀg = 0"),
                "orthogonal": (I, "T11"), "gl": (I, _NEWTON_RANGE), "nonlinear": (MV, "T6"), "loss": (MV, "T12: s·gᵀH⁺g")},
 }
-
-#: a prediction may cite only registered theorems (checked at import)
-check_citations(reason for row in PREDICTIONS.values() for _, reason in row.values())
 
 
 def judge(predicted: str, deviation: float | None, degenerate: bool, *, tol_invariant: float = 1e-9,

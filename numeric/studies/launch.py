@@ -48,6 +48,12 @@ class LaunchOptions:
     pinv_rtol: float = 1e-10
     max_dense: int = 4096
     method: str | None = None
+    krylov_max_iter: int = 1000
+    krylov_tol: float = 1e-7
+    gram_memory: int = 2 * 2**30
+    frozen: str = "skip"
+    device: str | None = None
+    progress: bool | None = None
     backend: str = "auto"
     init_method: str = "env://"
     timeout: float = 1800.0
@@ -111,7 +117,9 @@ def _run(opts: LaunchOptions, group) -> LaunchResult | None:
             broadcast_model(model, group)
         check_replicated(model, group)
     options: dict = {"blocks": opts.blocks, "inverse": opts.inverse, "pinv_rtol": opts.pinv_rtol,
-                     "max_dense": opts.max_dense}
+                     "max_dense": opts.max_dense, "krylov_max_iter": opts.krylov_max_iter,
+                     "krylov_tol": opts.krylov_tol, "gram_memory": opts.gram_memory, "frozen": opts.frozen,
+                     "device": opts.device, "progress": opts.progress if rank == 0 else False}
     if opts.method is not None:
         options["method"] = opts.method
     if group is not None:

@@ -147,18 +147,6 @@ def check_config(cfg: WidthConfig) -> WidthConfig:
     return cfg
 
 
-def parse_list(text: str, what: str, kind: Callable[[str], object] = int) -> tuple:
-    """``"8,32,128"`` -> ``(8, 32, 128)``, with a clear error on anything else.
-
-    >>> parse_list("8, 32", "widths")
-    (8, 32)
-    """
-    try:
-        return tuple(kind(t.strip()) for t in text.split(",") if t.strip())
-    except ValueError:
-        raise InvalidInputError(f"{what}: expected a comma-separated list, got {text!r}") from None
-
-
 # ---------------------------------------------------------------------------- training
 
 
@@ -371,6 +359,6 @@ def strip_timing(runs: Sequence[Mapping]) -> list[dict]:
 __all__ = [
     "AGGREGATION", "GAPS", "MEASURES", "WidthConfig", "WidthResult", "antithetic_adaptive_average", "check_config",
     "default_config", "factor_pinv_forms", "relu_ce_factors", "reported_measures",
-    "kendall_table", "measure_net", "model_key", "parse_list", "quick_config", "relu_ce_trace", "run_width",
+    "kendall_table", "measure_net", "model_key", "quick_config", "relu_ce_trace", "run_width",
     "strip_timing", "train_net", "trained_net",
 ]

@@ -22,8 +22,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
-from coupled_curvature.numeric.core.inputs import float64_copy, forward_checked, prepare_inputs
+from coupled_curvature.errors import InvalidInputError, TrainModeError, UnsupportedModelError
+from coupled_curvature.numeric.core.inputs import check_flag, float64_copy, forward_checked, prepare_inputs
 from coupled_curvature.numeric.symmetries.graph import ChannelPath, Kind, channel_path
 
 Layer = int | tuple[str, str]
@@ -219,8 +219,7 @@ def layer_rescale(model: nn.Module, layer: Layer, c: float) -> nn.Module:
     True
     """
     c = _factor(c, "c")
-    where = _locate(model, layer, "layer")
-    units = _pair(model, where).this.weight.shape[0]
+    where, units = _target(model, layer, "layer")
     return _transform(model, where, torch.full((units,), c, dtype=torch.float64), torch.arange(units))
 
 
@@ -238,11 +237,8 @@ def neuron_rescale(model: nn.Module, layer: Layer, scales: Sequence[float] | Ten
     >>> function_gap(net, neuron_rescale(net, 0, [1.0, 2.0, 0.5]), torch.randn(4, 2)) < 1e-5
     True
     """
-    where = _locate(model, layer, "neuron")
-    units = _pair(model, where).this.weight.shape[0]
-    a = _numbers(scales, "scales", integer=False).reshape(-1)
-    if a.numel() != units:
-        raise InvalidInputError(f"scales has {a.numel()} entries; layer {layer} has {units} units: pass one per unit")
+    where, units = _target(model, layer, "neuron")
+    a = _numbers(scales, "scales", integer=False, units=units, layer=layer)
     if not bool(torch.isfinite(a).all()) or not bool((a > 0).all()):
         raise InvalidInputError("scales must be finite and positive; pass e.g. [1.0, 2.0, 0.5]")
     return _transform(model, where, a, torch.arange(units))
@@ -258,21 +254,28 @@ def permute_neurons(model: nn.Module, layer: Layer, perm: Sequence[int] | Tensor
     the model's dtype.
 
     >>> net = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
-    >>> function_gap(net, permute_neurons(net, 0, [2, 0, 1]), torch.randn(4, 2)) < 1e-6
-    True
+    >>> moved = permute_neurons(net, 0, [2, 0, 1])
+    >>> torch.equal(moved[0].bias, net[0].bias[[2, 0, 1]]), function_gap(net, moved, torch.randn(4, 2)) < 1e-6
+    (True, True)
     """
-    where = _locate(model, layer, "permute")
-    units = _pair(model, where).this.weight.shape[0]
-    p = _numbers(perm, "perm", integer=True).reshape(-1)
-    if p.numel() != units or not torch.equal(torch.sort(p).values, torch.arange(units)):
+    where, units = _target(model, layer, "permute")
+    p = _numbers(perm, "perm", integer=True, units=units, layer=layer)
+    if not torch.equal(torch.sort(p).values, torch.arange(units)):
         raise InvalidInputError(f"perm must be a permutation of 0..{units - 1}: pass each index once, e.g. "
                                 f"{list(range(units))[::-1]}")
     return _transform(model, where, torch.ones(units, dtype=torch.float64), p)
 
 
-def _numbers(values: object, name: str, *, integer: bool) -> Tensor:
-    """``values`` (a sequence, numpy array or tensor of real numbers) as a long or float64 tensor;
-    floats are refused where indices are meant (no silent truncation), bools and strings always."""
+def _target(model: nn.Module, layer: Layer, kind: Kind) -> tuple[int | ChannelPath, int]:
+    """Where the map of ``kind`` acts for ``layer`` (checked), and how many units it acts on."""
+    where = _locate(model, layer, kind)
+    return where, _pair(model, where).this.weight.shape[0]
+
+
+def _numbers(values: object, name: str, *, integer: bool, units: int, layer: Layer) -> Tensor:
+    """``values`` (a sequence, numpy array or tensor of real numbers, one per unit of ``layer``) as a flat
+    long or float64 tensor; floats are refused where indices are meant (no silent truncation), bools
+    and strings always."""
     kind = "integer indices, e.g. [2, 0, 1]" if integer else "real numbers, e.g. [1.0, 2.0, 0.5]"
     try:
         t = values.detach() if isinstance(values, Tensor) else torch.as_tensor(np.asarray(values))
@@ -283,25 +286,44 @@ def _numbers(values: object, name: str, *, integer: bool) -> Tensor:
     if t.dim() > 1:
         raise InvalidInputError(f"{name} must be a flat list (one entry per unit), got shape {tuple(t.shape)}; "
                                 "pass a 1-D sequence")
-    return t.long() if integer else t.double()
+    if t.numel() != units:
+        what = "a permutation of 0..n−1, one per unit" if integer else "one per unit"
+        raise InvalidInputError(f"{name} has {t.numel()} entries; layer {layer} has {units} units: pass {what}")
+    return (t.long() if integer else t.double()).reshape(-1)
 
 
 def _is_int(dtype: torch.dtype) -> bool:
     return dtype in (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
 
 
-def function_gap(a: nn.Module, b: nn.Module, X: Tensor) -> float:
+def function_gap(a: nn.Module, b: nn.Module, X: Tensor, *, allow_train_mode: bool = False) -> float:
     """``max |a(X) − b(X)|`` over all inputs and outputs, evaluated in float64 on copies.
 
-    ``X`` is checked as in ``diagnose`` (finite; a failing forward names the fix), the models'
-    parameters must be finite, and non-finite outputs are refused rather than returned as NaN.
+    ``X`` is checked as in ``diagnose`` (finite, at least one sample; a failing forward names the
+    fix), the models' parameters must be finite, and non-finite outputs are refused rather than
+    returned as NaN. A model with Dropout in train mode is refused (``TrainModeError``): its output is
+    random, so a net would differ from itself; call ``.eval()`` first, or pass ``allow_train_mode=True``
+    if you mean it. BatchNorm in train mode is deterministic given ``X`` (batch statistics of ``X``,
+    the setting of ``bn_rescale``) and is taken as it is.
 
     >>> net = nn.Sequential(nn.Linear(2, 1))
     >>> function_gap(net, net, torch.randn(3, 2))
     0.0
     """
     Xd = prepare_inputs(X, "X")
-    ya, yb = (forward_checked(float64_copy(m, allow_train_mode=True), Xd, f"model {k}") for k, m in (("a", a), ("b", b)))
+    if Xd.dim() == 0 or Xd.shape[0] == 0:
+        raise InvalidInputError(f"X holds no samples (shape {tuple(Xd.shape)}): the gap over no inputs says nothing; "
+                                "pass at least one sample")
+    check_flag(allow_train_mode, "allow_train_mode")
+    for k, m in (("a", a), ("b", b)):
+        random = [n for n, mod in (m.named_modules() if isinstance(m, nn.Module) else [])
+                  if mod.training and isinstance(mod, nn.modules.dropout._DropoutNd) and mod.p > 0]
+        if random and not allow_train_mode:
+            raise TrainModeError(f"model {k}: module {random[0]!r} (Dropout) is in train mode, so its output is random "
+                                 "and a net would differ from itself; call .eval() first, or pass "
+                                 "allow_train_mode=True if you mean it")
+    copies = [(k, float64_copy(m, allow_train_mode=True)) for k, m in (("a", a), ("b", b))]
+    ya, yb = (forward_checked(m, Xd, f"model {k}") for k, m in copies)
     for k, y in (("a", ya), ("b", yb)):
         if not isinstance(y, Tensor):
             raise InvalidInputError(f"model {k} returned {type(y).__name__}, not a tensor; pass models that return tensors")
@@ -310,7 +332,10 @@ def function_gap(a: nn.Module, b: nn.Module, X: Tensor) -> float:
                                     "(a symmetry factor outside the dtype's range?) and X")
     if ya.shape != yb.shape:
         raise InvalidInputError(f"the models' outputs differ in shape: {tuple(ya.shape)} vs {tuple(yb.shape)}")
-    return float((ya - yb).abs().max()) if ya.numel() else 0.0
+    if not ya.numel():
+        raise InvalidInputError(f"the models give empty outputs (shape {tuple(ya.shape)}) on X; there is no gap to "
+                                "measure")
+    return float((ya - yb).abs().max())
 
 
 from coupled_curvature.numeric.symmetries.reparam import (  # noqa: E402,F401  (the symmetries of reparam.py, re-exported)

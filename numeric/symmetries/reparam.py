@@ -151,12 +151,16 @@ def orthogonal_mix(model: nn.Module, layer: int, Q: Tensor, X: Tensor) -> Symmet
     return r
 
 
-class Sinh(nn.Module):
-    """``θ = scale·sinh(φ)``, ``φ = asinh(θ/scale)``."""
+class _Scaled(nn.Module):
+    """A parametrization ``θ = scale·h(φ)`` with a fixed positive ``scale``."""
 
     def __init__(self, scale: float = 1.0):
         super().__init__()
         self.scale = float(scale)
+
+
+class Sinh(_Scaled):
+    """``θ = scale·sinh(φ)``, ``φ = asinh(θ/scale)``."""
 
     def forward(self, phi: Tensor) -> Tensor:
         return self.scale * torch.sinh(phi)
@@ -165,12 +169,8 @@ class Sinh(nn.Module):
         return torch.asinh(theta / self.scale)
 
 
-class Cube(nn.Module):
+class Cube(_Scaled):
     """``θ = scale·φ³``, ``φ = sign(θ)|θ/scale|^{1/3}``."""
-
-    def __init__(self, scale: float = 1.0):
-        super().__init__()
-        self.scale = float(scale)
 
     def forward(self, phi: Tensor) -> Tensor:
         return self.scale * phi * phi * phi

@@ -2,7 +2,7 @@
 
 import functools
 
-from coupled_curvature.reporting.build import collect as _collect  # bound before any monkeypatch
+from coupled_curvature.commands.report import collect as _collect  # bound before any monkeypatch
 
 
 @functools.lru_cache(maxsize=None)

@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from coupled_curvature.reporting import build
+from coupled_curvature.commands import report as build
 from coupled_curvature.reporting.cutoff_section import cutoff_table
 from _report_data import small_collect
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from coupled_curvature.cli import main
-from coupled_curvature.reporting import build
+from coupled_curvature.commands import report as build
 from _report_data import small_collect
 
 FILES = {"report.md", "report.html", "report.tex", "rescaling.svg", "rescaling.png",

@@ -13,7 +13,7 @@ import pytest
 
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.proofs.formal import statement_pins
-from coupled_curvature.reporting import build
+from coupled_curvature.commands import report as build
 from coupled_curvature.reporting.coq_math import coq_math, parse
 from _report_data import small_collect
 

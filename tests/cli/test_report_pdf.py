@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from coupled_curvature.reporting import build
+from coupled_curvature.commands import report as build
 from _report_data import all_theorems_data
 
 PDFLATEX = shutil.which("pdflatex")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from coupled_curvature.reporting import build
+from coupled_curvature.commands import report as build
 from _report_data import all_theorems_data
 
 #: (name, pattern) of what must never reach a page

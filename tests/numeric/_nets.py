@@ -59,7 +59,11 @@ def reference_block(model, loss_fn, X, y, members, rtol=1e-10):
     w = w.numpy()
     Hp = np.linalg.pinv(H, rcond=rtol, hermitian=True)
     wHw, wHpw, gsq, wsq = w @ H @ w, w @ Hp @ w, g @ g, w @ w
-    return {"wHw": wHw, "g_sq": gsq, "coupled": wHw / wsq / gsq, "inverse_coupled": wHpw / wsq * gsq}
+    lam = np.abs(np.linalg.eigvalsh(H))
+    kept = lam[lam > rtol * lam.max()] if lam.size and lam.max() > 0 else lam[:0]
+    kappa = float(lam.max() / kept.min()) if kept.size else 1.0
+    return {"wHw": wHw, "g_sq": gsq, "coupled": wHw / wsq / gsq, "inverse_coupled": wHpw / wsq * gsq,
+            "kappa": kappa}
 
 
 def rel(a, b):

@@ -20,7 +20,7 @@ from torch.nn import functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.checkpoint import CheckpointError, checkpoint
 
-from coupled_curvature.numeric.core import diagnostics, hvp
+from coupled_curvature.numeric.core import execution, hvp
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.numeric.core.diagnostics import diagnose
 from tests.numeric._nets import block_loss, rel
@@ -353,15 +353,15 @@ def test_route_failures_fall_back_but_other_errors_propagate(monkeypatch):
     mlp = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 3)).double()
     X, y = _data((3,))
     clean = diagnose(mlp, CE, (X, y), inverse=False)
-    monkeypatch.setattr(diagnostics, "tangent_forms", _raising(CheckpointError("recomputed differ")))
+    monkeypatch.setattr(execution, "tangent_forms", _raising(CheckpointError("recomputed differ")))
     d = diagnose(mlp, CE, (X, y), inverse=False)
     assert d.meta["wHw_route"] == "hvp" and any("tangent route failed (CheckpointError" in n for n in d.notes)
     assert all(rel(b.wHw, clean[b.name].wHw) <= 1e-12 for b in d)
-    monkeypatch.setattr(diagnostics, "gram_forms", _raising(RuntimeError("derivative for aten::x is not implemented")))
+    monkeypatch.setattr(execution, "gram_forms", _raising(RuntimeError("derivative for aten::x is not implemented")))
     d = diagnose(mlp, CE, (X, y), method="gram")
     _check(mlp, X, y, d)
     assert all(b.method == "dense" and any("Gram route does not apply: it failed" in n for n in b.notes) for b in d)
-    monkeypatch.setattr(diagnostics, "gram_forms", _raising(RuntimeError("an unrelated bug")))
+    monkeypatch.setattr(execution, "gram_forms", _raising(RuntimeError("an unrelated bug")))
     with pytest.raises(RuntimeError, match="an unrelated bug"):
         diagnose(mlp, CE, (X, y), method="gram")
     monkeypatch.setattr(hvp, "linear_block_hessians", _raising(RuntimeError("an unrelated bug")))

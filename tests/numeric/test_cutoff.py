@@ -9,6 +9,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from torch.func import functional_call, grad, hessian
 
 from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.numeric.core.diagnostics import diagnose
 from coupled_curvature.numeric.studies.cutoff import DEFAULT_RTOLS, cutoff_sensitivity
 from coupled_curvature.reporting.figures import cutoff_figure
 from tests.numeric._nets import data, mlp, rel
@@ -21,7 +22,7 @@ EPS = float(np.finfo(np.float64).eps)
 def setting():
     model = mlp([5, 7, 3], seed=3)
     X, y = data(12, (5,), 3, seed=4)
-    dense = cutoff_sensitivity(model, CE, (X, y))
+    dense = cutoff_sensitivity(model, CE, (X, y), method="dense")
     krylov = cutoff_sensitivity(model, CE, (X, y), method="krylov")
     return model, X, y, dense, krylov
 
@@ -84,9 +85,29 @@ def test_last_layer_is_convex_so_dplus_falls_as_the_cutoff_rises(setting):
 def test_dense_path_leaves_out_blocks_above_max_dense():
     model = mlp([4, 6, 2], seed=0)
     X, y = data(10, (4,), 2)
-    r = cutoff_sensitivity(model, CE, (X, y), rtols=[1e-8], max_dense=10)
+    r = cutoff_sensitivity(model, CE, (X, y), rtols=[1e-8], max_dense=10, method="dense")
     assert sorted(r["blocks"]) == ["0.bias", "2.bias"]
+    assert sorted(r["left_out"]) == ["0.weight", "2.weight"] and "max_dense=10" in r["left_out"]["0.weight"]
     assert r["blocks"]["0.bias"]["converged"] is None and r["blocks"]["0.bias"]["size"] == 6
+
+
+def test_the_default_gram_route_takes_blocks_above_max_dense_and_agrees_with_dense():
+    """The finding of issue 23: cutoff_sensitivity knew only dense and Krylov, so a block above
+    max_dense was left out although diagnose had its D⁺ by the exact Gram route."""
+    model = mlp([4, 6, 2], seed=0)
+    X, y = data(10, (4,), 2)
+    rtols = [1e-12, 1e-8, 1e-4]
+    r = cutoff_sensitivity(model, CE, (X, y), rtols=rtols, max_dense=10)
+    assert sorted(r["blocks"]) == ["0.bias", "0.weight", "2.bias", "2.weight"] and not r["left_out"]
+    assert r["blocks"]["0.weight"]["route"] == "gram"
+    ref = cutoff_sensitivity(model, CE, (X, y), rtols=rtols, method="dense")
+    for name, row in ref["blocks"].items():
+        for a, b in zip(row["inverse_coupled"], r["blocks"][name]["inverse_coupled"]):
+            assert rel(a, b) <= 1e-8, (name, a, b)
+    for rtol, k in zip(rtols, range(3)):  # and diagnose gives the same D⁺ at each cutoff
+        d = diagnose(model, CE, (X, y), pinv_rtol=rtol, max_dense=10)
+        for b in d:
+            assert rel(b.inverse_coupled, r["blocks"][b.name]["inverse_coupled"][k]) <= 1e-12, (b.name, rtol)
 
 
 def test_figure_draws_dense_solid_and_krylov_dashed(setting):
@@ -109,7 +130,7 @@ def test_figure_draws_dense_solid_and_krylov_dashed(setting):
 
 @pytest.mark.parametrize("kwargs, match", [
     ({"rtols": []}, "rtols"), ({"rtols": [1.5]}, "rtols"), ({"rtols": "abc"}, "rtols"),
-    ({"rtols": [float("nan")]}, "rtols"), ({"method": "auto"}, "method"), ({"max_dense": -1}, "max_dense"),
+    ({"rtols": [float("nan")]}, "rtols"), ({"method": "newton"}, "method"), ({"max_dense": -1}, "max_dense"),
 ])
 def test_bad_input(kwargs, match):
     model = mlp([3, 2], seed=0)

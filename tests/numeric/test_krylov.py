@@ -400,11 +400,11 @@ def test_diagnose_krylov_matches_dense(small_net):
 
 def test_diagnose_auto_uses_krylov_only_above_max_dense(small_net, monkeypatch):
     """The split that blocks fall back to where the Gram route does not apply (switched off here)."""
-    from coupled_curvature.numeric.core import diagnostics
+    from coupled_curvature.numeric.core.routes import SpectralRoute, WHwRoute
 
-    monkeypatch.setattr(diagnostics, "_gram_route", False)
     model, X, y = small_net
-    d = diagnose(model, CE, (X, y), method="auto", max_dense=100)
+    no_gram = {*WHwRoute, *SpectralRoute} - {SpectralRoute.GRAM}
+    d = diagnose(model, CE, (X, y), method="auto", max_dense=100, routes=no_gram)
     methods = {b.name: b.method for b in d}
     assert methods == {"0.weight": "krylov", "0.bias": "dense", "2.weight": "krylov", "2.bias": "dense",
                        "4.weight": "dense", "4.bias": "dense"}

@@ -187,7 +187,7 @@ def test_invariance_cells(name, sym, invariant):
 
 def test_unknown_names_and_options_are_clear_errors():
     with pytest.raises(InvalidInputError, match="available: all, top_eig"):
-        M.select("top_eig,sharpest")
+        M.select(["top_eig", "sharpest"])
     with pytest.raises(InvalidInputError, match="unknown option"):
         M.top_eigenvalue(NET, CE, (X, Y), radius=3)
     with pytest.raises(InvalidInputError, match="rho"):

@@ -27,7 +27,7 @@ from coupled_curvature.numeric.models.training import fit
 from coupled_curvature.numeric.symmetries.homogeneous import (
     function_gap, layer_rescale, neuron_rescale, permute_neurons,
 )
-from coupled_curvature.reporting.figures import profile_figure
+from coupled_curvature.numeric.core.plots import profile_figure
 from tests.numeric._nets import block_loss, data, mlp
 
 LOSS = nn.CrossEntropyLoss()

@@ -9,10 +9,10 @@ from hypothesis import strategies as st
 from torch import nn
 from torch.nn import functional as F
 
-from coupled_curvature.numeric.core import diagnostics
 from coupled_curvature.numeric.core.diagnostics import diagnose
 from coupled_curvature.numeric.core.inputs import prepare_batches
 from coupled_curvature.numeric.core.objective import Objective
+from coupled_curvature.numeric.core.routes import SpectralRoute, WHwRoute
 from coupled_curvature.numeric.factors import tangent_forms as tf_module
 from coupled_curvature.numeric.factors.affinity import affine_outputs
 from coupled_curvature.numeric.factors.tangent_forms import module_block, tangent_forms
@@ -23,13 +23,9 @@ CE, MSE = nn.CrossEntropyLoss(), nn.MSELoss()
 
 
 @pytest.fixture
-def hvp_route(monkeypatch):
+def hvp_route():
     def run(*args, **kwargs):
-        monkeypatch.setattr(diagnostics, "_tangent_route", False)
-        try:
-            return diagnose(*args, **kwargs)
-        finally:
-            monkeypatch.setattr(diagnostics, "_tangent_route", True)
+        return diagnose(*args, routes={WHwRoute.HVP, *SpectralRoute}, **kwargs)
     return run
 
 

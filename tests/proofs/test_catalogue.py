@@ -7,18 +7,20 @@ import sympy as sp
 
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.proofs import derivation, entry, parse_only
-from coupled_curvature.proofs.catalogue import evaluate, make_entry, trust_label
+from coupled_curvature.proofs.catalogue import build_entry, evaluate, make_entry, trust_label
 from coupled_curvature.proofs.crosschecks import NumericCheck
 from coupled_curvature.symbolic.derivation import Derivation, Step
+from coupled_curvature.symbolic.methods import StepMethod
 
 c, g = sp.symbols("c g", positive=True)
 
 
 def test_trust_labels():
-    assert [trust_label(m) for m in ("exact", "groebner", "certificate", "rewrite:orthogonality", "numeric")] == [
-        "exact", "exact", "certificate", "rewrite", "numeric"]
-    with pytest.raises(InvalidInputError):
-        trust_label("simplify")
+    methods = [StepMethod.of(m) for m in ("exact", "groebner", "certificate")] + [StepMethod.rewrite("orthogonality")]
+    assert [trust_label(m) for m in methods] == ["exact", "exact", "certificate", "rewrite"]
+    for untyped in ("simplify", "rewrite:orthogonality"):
+        with pytest.raises(InvalidInputError):
+            trust_label(untyped)
 
 
 def test_parse_only():
@@ -48,7 +50,7 @@ def test_wrong_exponent_recorded_as_ok_is_caught():
 
 def test_corrupted_real_theorem_fails():
     d = copy.deepcopy(derivation("T12"))
-    k = next(i for i, s in enumerate(d.steps) if s.method == "exact" and isinstance(s.rhs, sp.Basic)
+    k = next(i for i, s in enumerate(d.steps) if s.method.kind == "exact" and isinstance(s.rhs, sp.Basic)
              and s.rhs.has(sp.Pow))
     s = d.steps[k]
     base, exp = next((p.base, p.exp) for p in s.rhs.atoms(sp.Pow) if p.exp.is_number)
@@ -59,9 +61,7 @@ def test_corrupted_real_theorem_fails():
 
 
 def entry_from(d):
-    from coupled_curvature.proofs import t12_loss_scaling
-
-    return t12_loss_scaling.build(d)
+    return build_entry("T12", d)
 
 
 def test_failed_recorded_outcome_fails():
@@ -89,9 +89,7 @@ def test_tampered_witness_is_rejected():
 
 
 def entry_from_t4(d):
-    from coupled_curvature.proofs import t04_invariance_group
-
-    return t04_invariance_group.build(d)
+    return build_entry("T4", d)
 
 
 def test_numeric_disagreement_fails_and_evidence_only():
@@ -109,4 +107,5 @@ def test_entries_name_their_coq_theorems_and_scope():
 
     e4, e9 = entry("T4", symbolic=False), entry("T9", symbolic=False)
     assert list(e4.formal) == formal.formal_theorems()["T4"] and "every n" in e4.formal_scope
-    assert e9.formal == () and e9.formal_scope is None
+    # T9 has pinned Coq theorems (the Euler identities for a homogeneous loss) but no formal step
+    assert list(e9.formal) == formal.formal_theorems()["T9"] and "no derivation step" in e9.formal_scope

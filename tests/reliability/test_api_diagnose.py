@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
-from coupled_curvature.numeric.core import diagnostics as diagnostics
+from coupled_curvature.numeric.core.routes import SpectralRoute, WHwRoute
 from coupled_curvature.numeric.core.diagnostics import diagnose
 from tests.reliability._common import assert_finite, assert_names_fix, assert_unchanged, batch, net, snapshot
 
@@ -222,12 +222,28 @@ def test_frozen_parameters_are_skipped_by_default_with_a_typed_record():
     assert_unchanged(model, snap)
 
 
+NOT_ASKED = "D⁺ was not asked for (inverse=False): its fields are None; wᵀHw by the cheapest exact route"
+
+
+def test_a_run_without_dplus_says_so_in_its_record():
+    """Issue 23: diagnose(inverse=False) said method 'gram' and left D⁺ None with no word on why."""
+    d = diagnose(net((3, 4, 2)), CE, batch(), inverse=False)
+    assert d.meta["method"] is None and d.meta["dplus"] == "not asked for (inverse=False)"
+    assert NOT_ASKED in d.notes
+    for b in d:
+        assert b.inverse_coupled is None and b.method == "none" and b.method_reason == "D⁺ not asked for (inverse=False)"
+        assert b.wHw_route == "tangent" and b.wHw_reason.startswith("tangent:")
+    full = diagnose(net((3, 4, 2)), CE, batch())
+    assert full.meta["method"] == "gram" and all(b.method == "gram" and b.method_reason.startswith("Gram:") for b in full)
+
+
 @pytest.mark.parametrize("inverse", [True, False])
 def test_frozen_include_diagnoses_them_as_before(inverse):
     model = _half_frozen()
     d = diagnose(model, CE, batch(), frozen="include", inverse=inverse)
     ref = diagnose(net((3, 4, 2)), CE, batch(), inverse=inverse)
-    assert d.frozen == ("0.weight",) and d.skipped == () and d.notes == ()
+    assert d.frozen == ("0.weight",) and d.skipped == () and d.notes == ref.notes
+    assert d.notes == (() if inverse else (NOT_ASKED,))
     for b in ref:
         assert math.isclose(d[b.name].coupled, b.coupled, rel_tol=1e-12)
     skipped = diagnose(model, CE, batch(), inverse=inverse)
@@ -285,11 +301,7 @@ def test_pinv_rtol_zero_on_a_rank_deficient_block_is_flagged():
 def test_the_tangent_route_switch_still_gives_the_same_D():
     model = net()
     a = diagnose(model, CE, batch(), inverse=False)
-    diagnostics._tangent_route = False
-    try:
-        b = diagnose(model, CE, batch(), inverse=False)
-    finally:
-        diagnostics._tangent_route = True
+    b = diagnose(model, CE, batch(), inverse=False, routes={WHwRoute.HVP, *SpectralRoute})
     assert a.meta["wHw_route"] == "tangent" and b.meta["wHw_route"] == "hvp"
     for blk in a:
         assert math.isclose(blk.coupled, b[blk.name].coupled, rel_tol=1e-10)

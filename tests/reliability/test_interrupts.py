@@ -26,7 +26,7 @@ CHILD = textwrap.dedent(
     import os, signal, sys, time
     signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal, even if started in background
     sys.path[:0] = [{root!r}]
-    import coupled_curvature.reporting.build as build
+    import coupled_curvature.commands.report as build
     from coupled_curvature.output import write_folder
 
     def build_report(out, **options):  # the real command line and writer, a slow report inside

@@ -156,3 +156,15 @@ def test_pinv_witness_checked_and_tampering_rejected():
     assert not check_pinv_witness(t)
     # conformal map: the value does not change, so it is no witness
     assert not check_pinv_witness(shear_pinv_witness(A=[[0, 2], [-2, 0]]) | {"after": "1/4"})
+
+
+def test_step_method_is_typed_and_carries_its_rule():
+    from coupled_curvature.symbolic.methods import MethodKind, StepMethod
+
+    m = StepMethod.rewrite("penrose")
+    assert (m.kind, m.rule, str(m)) == (MethodKind.REWRITE, "penrose", "rewrite:penrose")
+    assert Step("ok", 1, 1, "groebner", True).method == StepMethod(MethodKind.GROEBNER)
+    for bad in (lambda: StepMethod(MethodKind.EXACT, "penrose"), lambda: StepMethod(MethodKind.REWRITE),
+                lambda: StepMethod.of("rewrite:penrose"), lambda: StepMethod("exact")):
+        with pytest.raises(ValueError):
+            bad()

@@ -28,7 +28,7 @@ def test_homogeneity_rule_with_wrong_degree_is_rejected():
     good.rewrite(homogeneity(k, {c}), "σ(cz) = c^k σ(z)", s1, s2)
     bad.rewrite(homogeneity(k + 1, {c}), "σ(cz) = c^(k+1) σ(z) claimed equal to c^k law", s1, s2)
     assert good.ok and not bad.ok
-    assert bad.steps[0].method == "rewrite:sigma_homogeneity"
+    assert (bad.steps[0].method.kind, bad.steps[0].method.rule) == ("rewrite", "sigma_homogeneity")
 
 
 def test_homogeneity_rule_needs_declared_positive_scale():

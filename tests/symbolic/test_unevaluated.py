@@ -11,9 +11,8 @@ from hypothesis import strategies as st
 from sympy.matrices.expressions.matexpr import MatrixElement
 
 from coupled_curvature.symbolic.derivation import Derivation, Step, exact_equal, is_zero_exact
-from coupled_curvature.symbolic.unevaluated import (
-    At, Form, PseudoInverse, TexSymbol, at, evaluate, frac, matmul, prod, quadratic_scalar,
-)
+from coupled_curvature.symbolic.evaluation import At, at, evaluate
+from coupled_curvature.symbolic.unevaluated import Form, PseudoInverse, TexSymbol, frac, matmul, prod, quadratic_scalar
 
 x, y, c = sp.symbols("x y c")
 n = sp.Symbol("n", integer=True, positive=True)

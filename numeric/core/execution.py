@@ -1,0 +1,184 @@
+"""The engine's second half: :func:`execute` runs a :class:`~.routes.Plan` and returns each block's curvature.
+
+Order of work: one pass over the data for ``g`` and ``H_bb w`` when a Gram block needs them for
+its check; the Gram route; the tangent route (``D`` only); dense blocks and the graphs Lanczos
+reuses; Lanczos. A block the Gram checks refuse takes its planned fallback, with both reasons
+recorded. A fast route that fails to run on the model (:func:`~.hvp.route_failure`: a checkpoint,
+a missing second derivative) gives way to Hessian-vector products with a note; any other error
+propagates.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.numeric.core.hvp import (
+    CurvatureSums, block_curvature, block_krylov, hidden_dependence, math_attention, route_failure,
+)
+from coupled_curvature.numeric.core.progress import Progress
+from coupled_curvature.numeric.core.routes import (
+    BlockCurvature, Execution, Plan, SpectralRoute, WHwRoute, spectrum_of_dense, spectrum_of_gram,
+)
+from coupled_curvature.numeric.factors.gram import GramResult, gram_forms
+from coupled_curvature.numeric.factors.tangent_forms import tangent_forms
+
+__all__ = ["execute"]
+
+#: Krylov keeps the graphs of up to this many batches for its products; more are rebuilt per step
+KRYLOV_RETAIN_BATCHES = 8
+
+
+def execute(p: Plan, bar: Progress | None = None) -> Execution:
+    """Run every block's planned routes and return ``w``, ``g``, ``wᵀHw`` and the spectral data per block.
+
+    >>> import torch
+    >>> from coupled_curvature.numeric.core.options import run_options
+    >>> from coupled_curvature.numeric.core.planning import plan
+    >>> torch.manual_seed(0) and None
+    >>> net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    >>> X, y = torch.randn(16, 3), torch.randint(0, 2, (16,))
+    >>> run = execute(plan(net, torch.nn.CrossEntropyLoss(), (X, y), run_options()))
+    >>> b = run.blocks["0.weight"]
+    >>> b.spectral.value, b.pinv_form(1e-10).rank > 0, abs(b.spectrum.form(1e-10).value) > 0
+    ('gram', True, True)
+    """
+    objective, partition, o = p.objective, p.partition, p.options
+    stage = bar.stage if bar is not None else (lambda _: None)
+    routes = {b: (bp.spectral, bp.spectral_reason) for b, bp in p.blocks.items()}
+    notes = {b: [] for b in partition}
+    values = {b: torch.cat([objective.values[m].reshape(-1) for m in ms]) for b, ms in partition.items()}
+    stage(f"curvature of {len(partition)} block(s) over {len(p.batches)} batch(es)")
+    curv: dict[str, CurvatureSums] | None = None
+    gram, gram_refused = {}, {}
+    on_gram = [b for b, (r, _) in routes.items() if r is SpectralRoute.GRAM]
+    collective = None
+    if p.distributed:
+        from coupled_curvature.numeric import distributed as dist
+
+        collective = dist.RankCollective(o.process_group)
+        dist.check_same_options({**{k: v for k, v in vars(o).items() if k not in ("process_group", "progress", "device")},
+                                 "routes": {b: (str(bp.spectral), str(bp.wHw)) for b, bp in p.blocks.items()}},
+                                o.process_group)
+    if on_gram:
+        curv = block_curvature(objective, partition, set())
+        if collective is not None:
+            dist.reduce_block_curvature(curv, o.process_group)
+        stage("Gram route")
+        wHw_hvp = {b: float(values[b] @ curv[b].Hw) for b in partition}
+        try:
+            with math_attention():
+                found = gram_forms(objective, {b: partition[b] for b in on_gram}, wHw_hvp, rtol=p.rtol,
+                                   memory_budget=o.gram_memory, collective=collective)
+        except RuntimeError as e:  # a checkpointed model, a missing derivative: not any error
+            if route_failure(e) is None:
+                raise
+            found = {b: GramResult(None, f"it failed to run ({route_failure(e)})") for b in on_gram}
+        for b, r in found.items():
+            if r.form is not None:
+                gram[b] = r.form
+                routes[b] = (SpectralRoute.GRAM, f"Gram: the network is piecewise affine in this block (checked), "
+                             f"{'G = BBᵀ' if r.form.side == 'gram' else 'BᵀB'} from {r.form.rows:,} rows of B for "
+                             f"{p.blocks[b].size:,} parameters, rank {r.form.rank}")
+                if o.method_given:
+                    notes[b].append(f"D⁺ by the exact Gram route ({'G = BBᵀ' if r.form.side == 'gram' else 'BᵀB'} "
+                                    f"from {r.form.rows} rows of B, rank {r.form.rank}; piecewise affine in the "
+                                    "block: checked)")
+                continue
+            bp = p.blocks[b]
+            routes[b] = (bp.fallback, f"the Gram route does not apply ({r.reason}); {bp.fallback_reason}")
+            if o.method_given:
+                notes[b].append(f"the Gram route does not apply: {r.reason}")
+            else:
+                gram_refused[b] = r.reason
+    dense = {b for b, (r, _) in routes.items() if r is SpectralRoute.DENSE}
+    krylov = [b for b, (r, _) in routes.items() if r is SpectralRoute.KRYLOV]
+    retained: list | None = [] if krylov and len(p.batches) <= KRYLOV_RETAIN_BATCHES else None
+    wHw: dict[str, float] = {}
+    wHw_routes = {b: (bp.wHw, bp.wHw_reason) for b, bp in p.blocks.items()}
+    tangent_refused: dict[str, str] = {}
+    model_notes = list(p.notes)
+    loss = None
+    if curv is None and all(r is WHwRoute.TANGENT for r, _ in wHw_routes.values()):
+        stage("tangent route")
+        try:
+            with math_attention():
+                tf = tangent_forms(objective, partition)
+        except RuntimeError as e:
+            if route_failure(e) is None:
+                raise
+            tf = None
+            model_notes.append(f"the tangent route failed ({route_failure(e)}): wᵀHw comes from "
+                               "Hessian-vector products")
+        for b in partition:
+            if tf is None or b not in tf.wHw:
+                why = "the tangent route failed to run" if tf is None else tf.reasons.get(b, "not taken")
+                wHw_routes[b] = (WHwRoute.HVP, f"Hessian-vector product: {why}")
+        if tf is not None:
+            tangent_refused = dict(tf.reasons)
+        if tf is not None and tf.wHw:
+            wHw = tf.wHw
+            curv = {b: CurvatureSums(torch.cat([tf.grads[m].reshape(-1) for m in partition[b]]), None, None)
+                    for b in wHw}
+            rest = {b: ms for b, ms in partition.items() if b not in wHw}
+            loss = tf.loss
+            if rest:
+                stage(f"Hessian-vector products of {len(rest)} block(s)")
+                curv.update(block_curvature(objective, rest, set()))
+            curv = {b: curv[b] for b in partition}
+    if curv is not None and not wHw:  # the Gram pre-pass has g and Hw; build the fallback blocks it left
+        if dense or retained is not None:
+            again = block_curvature(objective, partition if retained is not None else
+                                    {b: partition[b] for b in dense}, dense, retain=retained)
+            if collective is not None:
+                dist.reduce_block_curvature(again, o.process_group)
+            for b in dense:
+                again[b].notes[:0] = curv[b].notes
+                curv[b] = again[b]
+        loss = objective.loss()
+    elif curv is None:
+        curv = block_curvature(objective, partition, dense, retain=retained)
+        if collective is not None:
+            dist.reduce_block_curvature(curv, o.process_group)
+        loss = objective.loss()
+    n_samples = sum(b.X.shape[0] for b in p.batches)
+    if collective is not None:
+        total = dist.all_reduce_sum(torch.tensor([loss, float(n_samples)], dtype=torch.float64,
+                                                 device=p.device), o.process_group)
+        loss, n_samples = float(total[0]), int(round(float(total[1])))
+    forms = {}
+    if krylov:
+        reduce = None if collective is None else collective.sum
+        stage(f"Krylov D⁺ of {len(krylov)} block(s)")
+        forms = block_krylov(objective, partition, curv, krylov, rtol=p.rtol, max_iter=o.krylov_max_iter,
+                             tol=o.krylov_tol, graphs=retained, reduce=reduce)
+    del retained
+    _refuse_hidden(objective, partition, curv)
+    blocks = {}
+    for b, members in partition.items():
+        c = curv[b]
+        for t, what in ((c.grad, "gradient"), (c.Hw, "Hessian-vector product")):
+            if t is not None and not bool(torch.isfinite(t).all()):
+                raise InvalidInputError(f"block {b!r}: the {what} holds non-finite values (float64 overflow: the "
+                                        "weights' scale is too extreme, e.g. a rescaling by 1e300); rescale the "
+                                        "model towards unit scale before diagnosing it")
+        route, reason = routes[b]
+        wr, wreason = wHw_routes[b]
+        value = wHw[b] if b in wHw else float(values[b] @ c.Hw)
+        spectrum = (spectrum_of_gram(gram[b]) if b in gram else
+                    spectrum_of_dense(c.dense, values[b]) if c.dense is not None and route is SpectralRoute.DENSE
+                    else None)
+        blocks[b] = BlockCurvature(b, list(members), values[b], c.grad, value, wr, wreason, route, reason,
+                                   spectrum, forms.get(b), gram.get(b), c.Hw, c.dense, [*c.notes, *notes[b]])
+    return Execution(p, blocks, float(loss), n_samples, model_notes, gram_refused, tangent_refused)
+
+
+def _refuse_hidden(objective, partition, curv) -> None:
+    """A parameter with gradient exactly 0 that still moves the loss: autograd reaches it by no path."""
+    zero_grad = [m for b, ms in partition.items() if not bool(curv[b].grad.any()) for m in ms]
+    hidden = hidden_dependence(objective, zero_grad)
+    if hidden:
+        raise InvalidInputError(
+            f"{', '.join(hidden)} change(s) the loss but autograd finds no path to them (a torch.utils.checkpoint "
+            "with use_reentrant=True, a .detach() or torch.no_grad() in forward), so g and H would read as 0; "
+            "pass use_reentrant=False, or set requires_grad=False on them to leave them out")

@@ -1,0 +1,37 @@
+"""Curvature during training: :class:`CurvatureTracker` logs ``D = (wᵀHw/wᵀw)/‖g‖²`` per block on a
+fixed probe every ``every`` steps, to an append-only JSONL log, TensorBoard or any callable.
+
+Modules: :mod:`.tracker` (the tracker), :mod:`.records` (the log's schema and reader, no torch),
+:mod:`.sinks` (where records go), :mod:`.isolation` (random streams and module flags left as found).
+Imported lazily: ``import coupled_curvature.numeric.tracking`` costs nothing until a name is used.
+
+>>> from coupled_curvature.numeric.tracking import CurvatureTracker, read_run
+>>> CurvatureTracker.__module__, read_run.__module__
+('coupled_curvature.numeric.tracking.tracker', 'coupled_curvature.numeric.tracking.records')
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY: dict[str, tuple[str, str]] = {
+    "CurvatureTracker": ("tracker", "CurvatureTracker"),
+    "read_run": ("records", "read_run"),
+    "JsonlSink": ("sinks", "JsonlSink"),
+    "TensorBoardSink": ("sinks", "TensorBoardSink"),
+    "CallableSink": ("sinks", "CallableSink"),
+}
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        module, attr = _LAZY[name]
+        return getattr(importlib.import_module(f"{__name__}.{module}"), attr)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

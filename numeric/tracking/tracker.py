@@ -1,0 +1,299 @@
+"""``CurvatureTracker``: the coupled diagnostic ``D`` per block, logged during training.
+
+Every ``every`` steps the tracker runs :func:`~coupled_curvature.numeric.core.diagnostics.diagnose` on a
+fixed probe batch and writes one flat record (schema: :mod:`~coupled_curvature.numeric.tracking.records`)
+to its sinks. For block ``b`` with value ``w``, gradient ``g`` and Hessian block ``H`` of the probe loss::
+
+    D = (wᵀHw / wᵀw) / ‖g‖²      Dplus = (wᵀH⁺w / wᵀw) · ‖g‖²      RQ = wᵀHw / wᵀw      sqnorm_grad = ‖g‖²
+
+``D`` and ``Dplus`` do not move under a layer rescaling of a ReLU net (T3), so their curve over
+training is a property of the function being learnt; ``RQ`` and ``sqnorm_grad`` move as ``c⁻²``.
+
+>>> import torch
+>>> from coupled_curvature.numeric import make_mlp
+>>> torch.manual_seed(0) and None
+>>> net = make_mlp(4, [8], 3)
+>>> X, y = torch.randn(32, 4, dtype=torch.float64), torch.randint(0, 3, (32,))
+>>> opt = torch.optim.SGD(net.parameters(), lr=0.1)
+>>> with CurvatureTracker(net, torch.nn.CrossEntropyLoss(), (X, y), every=5) as tracker:
+...     for step in range(11):
+...         opt.zero_grad(); torch.nn.functional.cross_entropy(net(X), y).backward(); opt.step()
+...         _ = tracker.step(step)
+>>> [r["step"] for r in tracker.history]
+[0, 5, 10]
+>>> sorted(k for k in tracker.history[-1] if k.startswith("D/"))
+['D/0.bias', 'D/0.weight', 'D/2.bias', 'D/2.weight']
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from torch import nn
+
+from coupled_curvature.errors import InvalidInputError, MissingExtraError
+from coupled_curvature.numeric.tracking.isolation import eval_mode, isolated_rng
+from coupled_curvature.numeric.tracking.records import MEASURES, effective, header, record_keys
+from coupled_curvature.numeric.tracking.sinks import CallableSink, JsonlSink, Sink, TensorBoardSink, check_log_dir
+
+if TYPE_CHECKING:
+    import pandas
+
+__all__ = ["CurvatureTracker"]
+
+_SINK_NAMES = ("jsonl", "tensorboard")
+
+
+class CurvatureTracker:
+    """Log ``D`` (and on request ``Dplus``, ``RQ``, ``sqnorm_grad``) per block on a fixed probe during training.
+
+    ``CurvatureTracker(model, loss_fn, probe, *, every=100, log_dir=None, inverse=False, blocks="tensor",
+    measures=("D",), sinks=None, strict=False, transform=None)``
+
+    * ``probe``: a fixed batch ``(X, y)`` or a list of them, as :func:`diagnose` takes it;
+    * ``every``: :meth:`step` computes when ``step % every == 0``;
+    * ``measures``: names among ``D``, ``Dplus``, ``RQ``, ``sqnorm_grad`` (``D`` is always recorded);
+      ``inverse=True`` adds ``Dplus``, which is computed only when asked for (``wᵀHw`` otherwise takes the
+      engine's cheapest exact route);
+    * ``blocks``: the partition, as :func:`diagnose` takes it;
+    * ``sinks``: ``"jsonl"`` (``log_dir/curvature.jsonl``, append-only, resumed after a restart),
+      ``"tensorboard"`` (event files in ``log_dir``; needs the ``tensorboard`` package) and any callable
+      taking the record dict (``wandb.log``); by default ``("jsonl",)`` when ``log_dir`` is given;
+    * ``strict``: a failed computation (a non-finite loss on the probe, say) or a failed sink raises;
+      by default the record holds ``error`` (why) with ``null`` values, and training goes on;
+    * ``transform``: the tracker diagnoses ``transform(model)`` instead of the model (for instance
+      ``lambda m: layer_rescale(m, 0, 8.0)``, the run's rescaled twin).
+
+    It never changes the model, its gradients, the optimizer or any random stream: ``diagnose``
+    works on a float64 copy (in eval mode, with grad mode on, each module's flag restored after),
+    and every random stream's state is restored around it. Every argument is checked before any work
+    (``InvalidInputError``), the model, loss and probe by one ``diagnose`` of the probe (``inverse=False``).
+    ``history`` is the list of records; it starts with the records of an earlier run resumed from
+    ``log_dir``.
+
+    Per block ``D = (wᵀHw/wᵀw)/‖g‖²``, exactly what ``diagnose(model, loss_fn, probe)`` gives:
+
+    >>> import torch
+    >>> from coupled_curvature.numeric import diagnose, make_mlp
+    >>> net, X, y = make_mlp(3, [4], 2), torch.randn(8, 3, dtype=torch.float64), torch.tensor([0, 1] * 4)
+    >>> rec = CurvatureTracker(net, torch.nn.CrossEntropyLoss(), (X, y), measures=("RQ",)).record(0)
+    >>> d = diagnose(net, torch.nn.CrossEntropyLoss(), (X, y), inverse=False)
+    >>> rec["D/0.weight"] == d["0.weight"].coupled, rec["RQ/0.weight"] == d["0.weight"].rayleigh
+    (True, True)
+    >>> CurvatureTracker(net, torch.nn.CrossEntropyLoss(), (X, y), every=0)
+    Traceback (most recent call last):
+    ...
+    coupled_curvature.errors.InvalidInputError: every must be an int ≥ 1 (compute every that many steps), got 0
+    """
+
+    def __init__(self, model: nn.Module, loss_fn: Callable, probe: object, *, every: int = 100,
+                 log_dir: str | None = None, inverse: bool = False,
+                 blocks: str | Mapping[str, Sequence[str]] = "tensor", measures: Sequence[str] = ("D",),
+                 sinks: Sequence[str | Callable[[dict[str, Any]], object]] | None = None, strict: bool = False,
+                 transform: Callable[[nn.Module], nn.Module] | None = None) -> None:
+        if not isinstance(every, int) or isinstance(every, bool) or every < 1:
+            raise InvalidInputError(f"every must be an int ≥ 1 (compute every that many steps), got {every!r}")
+        for name, flag in (("inverse", inverse), ("strict", strict)):
+            if not isinstance(flag, bool):
+                raise InvalidInputError(f"{name} must be True or False, got {flag!r}")
+        if not isinstance(model, nn.Module):
+            raise InvalidInputError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+        if transform is not None and not callable(transform):
+            raise InvalidInputError(f"transform must be a function model -> model, got {transform!r}")
+        self._measures = _measures(measures, inverse)
+        self._inverse = "Dplus" in self._measures
+        named = _sink_names(sinks, log_dir)
+        self.model, self.loss_fn, self.probe, self.every, self.strict = model, loss_fn, probe, every, strict
+        self.blocks, self.transform = blocks, transform
+        self.block_names = self._check_probe()
+        self.log_dir = None if log_dir is None else check_log_dir(log_dir)
+        log_dir = self.log_dir
+        self.header = header(self.block_names, self._measures, every=every, inverse=self._inverse)
+        self._keys = record_keys(self.header)
+        self.history: list[dict[str, Any]] = []
+        self.sink_errors: list[str] = []
+        self.notes: list[str] = []
+        self._sinks: list[Sink] = []
+        self._closed = False
+        try:
+            for s in named:
+                if s == "jsonl":
+                    jsonl = JsonlSink(log_dir, self.header)  # type: ignore[arg-type]
+                    self._sinks.append(jsonl)
+                    self.history = [dict(r) for r in jsonl.previous]
+                    if jsonl.dropped_partial:
+                        self.notes.append(f"{jsonl.path}: dropped an incomplete last line left by a crash")
+                elif s == "tensorboard":
+                    self._sinks.append(TensorBoardSink(log_dir))  # type: ignore[arg-type]
+                else:
+                    self._sinks.append(CallableSink(s))
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def measures(self) -> tuple[str, ...]:
+        """The per-block measures every record holds (``D`` first)."""
+        return tuple(self._measures)
+
+    def _model(self) -> nn.Module:
+        net = self.model if self.transform is None else self.transform(self.model)
+        if not isinstance(net, nn.Module):
+            raise InvalidInputError(f"transform(model) must return a torch.nn.Module, got {type(net).__name__}")
+        return net
+
+    def _check_probe(self) -> list[str]:
+        """The block names; the model, loss, probe and partition checked by one ``diagnose`` on the
+        probe (``inverse=False``: the cheapest exact route), so that a bad argument fails here, before
+        training, and not at the first record."""
+        from coupled_curvature.numeric.core.diagnostics import diagnose
+
+        with isolated_rng(), eval_mode(self.model):
+            d = diagnose(self._model(), self.loss_fn, self.probe, inverse=False, blocks=self.blocks, progress=False)
+        return d.names()
+
+    def step(self, step: int) -> dict[str, Any] | None:
+        """Compute and log a record when ``step % every == 0`` (returns it), else do nothing (``None``)."""
+        _check_step(step)
+        if self._closed:
+            raise InvalidInputError("the tracker is closed; make a new CurvatureTracker to log more")
+        return self.record(step) if step % self.every == 0 else None
+
+    def record(self, step: int) -> dict[str, Any]:
+        """Compute and log a record at ``step`` now, whatever ``every`` says (e.g. after the last step).
+
+        A record at a step not after the previous one (a run restarted from a checkpoint) supersedes
+        the records at that step and after, in ``history`` as in the log.
+        """
+        _check_step(step)
+        if self._closed:
+            raise InvalidInputError("the tracker is closed; make a new CurvatureTracker to log more")
+        rec = self._compute(step)
+        self.history = effective([*self.history, rec])
+        for sink in self._sinks:
+            try:
+                with isolated_rng():
+                    sink.write(rec)
+            except Exception as err:
+                if self.strict:
+                    raise
+                self.sink_errors.append(f"step {step}: {type(sink).__name__}: {type(err).__name__}: {err}")
+        return dict(rec)
+
+    def _compute(self, step: int) -> dict[str, Any]:
+        from coupled_curvature.numeric.core.diagnostics import diagnose
+
+        rec: dict[str, Any] = dict.fromkeys(self._keys)
+        rec["step"], rec["wall_time"] = step, time.time()
+        start = time.perf_counter()
+        try:
+            with isolated_rng(), eval_mode(self.model):
+                d = diagnose(self._model(), self.loss_fn, self.probe, inverse=self._inverse, blocks=self.blocks,
+                             progress=False)
+            if d.names() != self.block_names:
+                raise InvalidInputError(f"the model's blocks changed to {d.names()} (the log has {self.block_names});"
+                                        " start a new tracker for a new model")
+            values = {"loss": d.meta["loss"]}
+            for m in self._measures:
+                for b in d:
+                    values[f"{m}/{b.name}"] = getattr(b, MEASURES[m])
+        except Exception as err:
+            if self.strict:
+                raise
+            rec["error"] = f"{type(err).__name__}: {err}"
+        else:
+            bad = [k for k, v in values.items() if v is not None and not math.isfinite(float(v))]
+            rec.update({k: None if k in bad or v is None else float(v) for k, v in values.items()})
+            if bad:
+                if self.strict:
+                    raise InvalidInputError(f"step {step}: non-finite values: {', '.join(bad)}")
+                rec["error"] = f"non-finite values (recorded as null): {', '.join(bad)}"
+        rec["seconds"] = time.perf_counter() - start
+        return rec
+
+    def to_dataframe(self) -> pandas.DataFrame:
+        """``history`` as a table: one row per record (index ``step``), one column per key; values are
+        nullable (``Float64``; ``error`` a ``string``), so a missing value is ``pd.NA``, never ``nan``.
+
+        Needs pandas, an optional extra (``pip install 'coupled-curvature[pandas]'``); without it,
+        :class:`~coupled_curvature.errors.MissingExtraError`. The SKIP lines need pandas.
+
+        >>> issubclass(MissingExtraError, ImportError)
+        True
+        >>> tracker.to_dataframe().loc[0, "D/0.weight"] > 0  # doctest: +SKIP
+        True
+        """
+        pd = _pandas()
+        cols: dict[str, Any] = {}
+        for k in self._keys[1:]:
+            values = [r[k] for r in self.history]
+            cols[k] = pd.array(values, dtype="string") if k == "error" else pd.array(
+                [None if v is None else float(v) for v in values], dtype="Float64")
+        return pd.DataFrame(cols, index=pd.Index([r["step"] for r in self.history], name="step", dtype="int64"))
+
+    def close(self) -> None:
+        """End the run: close every sink (idempotent)."""
+        self._closed = True
+        for sink in self._sinks:
+            sink.close()
+
+    def __enter__(self) -> CurvatureTracker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"CurvatureTracker(every={self.every}, blocks={len(self.block_names)}, measures={self._measures}, "
+                f"records={len(self.history)}{', closed' if self._closed else ''})")
+
+
+def _pandas() -> Any:
+    import importlib
+
+    try:
+        return importlib.import_module("pandas")
+    except ImportError:
+        raise MissingExtraError(
+            "CurvatureTracker.to_dataframe needs pandas, an optional extra: pip install 'coupled-curvature[pandas]' "
+            "(or pip install pandas); tracker.history is the same data as plain dicts") from None
+
+
+def _check_step(step: object) -> None:
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        raise InvalidInputError(f"step must be an int ≥ 0 (the training step), got {step!r}")
+
+
+def _measures(measures: object, inverse: bool) -> list[str]:
+    if isinstance(measures, str) or not isinstance(measures, Iterable):
+        raise InvalidInputError(f"measures must be a sequence of names such as ('D', 'RQ'), got {measures!r}")
+    names = list(measures)
+    unknown = [m for m in names if m not in MEASURES]
+    if unknown:
+        raise InvalidInputError(f"unknown measure(s) {unknown}; choose among {', '.join(MEASURES)}")
+    asked = {"D", *names, *(("Dplus",) if inverse else ())}
+    return [m for m in MEASURES if m in asked]
+
+
+def _sink_names(sinks: object, log_dir: object) -> list[Any]:
+    if sinks is None:
+        return ["jsonl"] if log_dir is not None else []
+    if isinstance(sinks, str) or callable(sinks) or not isinstance(sinks, Iterable):
+        raise InvalidInputError(f"sinks must be a sequence such as ('jsonl', 'tensorboard', wandb.log), got {sinks!r}")
+    out = list(sinks)
+    for s in out:
+        if isinstance(s, str):
+            if s not in _SINK_NAMES:
+                raise InvalidInputError(f"unknown sink {s!r}; name one of {', '.join(_SINK_NAMES)} or pass a callable")
+            if log_dir is None:
+                raise InvalidInputError(f"the {s!r} sink writes into log_dir: pass log_dir=... or leave it out")
+        elif not callable(s):
+            raise InvalidInputError(f"a sink must be 'jsonl', 'tensorboard' or a callable taking the record dict, "
+                                    f"got {s!r}")
+    if out.count("jsonl") > 1 or out.count("tensorboard") > 1:
+        raise InvalidInputError("each named sink may appear once in sinks")
+    return out
+
