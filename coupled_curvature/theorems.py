@@ -214,21 +214,29 @@ def formal_names(theorem_id: str) -> tuple[str, ...]:
 FORMAL_SCOPE: dict[str, str] = {
     "T1": "the block action keeps wᵀHw and wᵀg for every invertible A and every block-diagonal T; "
           "the gradient and Hessian laws of L∘T (directional derivatives, mathcomp-analysis; vectors of "
-          "dimension ≥ 1)",
+          "dimension ≥ 1) with L differentiable near Tθ and its partials differentiable at Tθ",
     "T2": "layer-wise, positive neuron-wise and permutation maps preserve the output of a network of any "
           "depth and widths with a positively homogeneous activation (induction over the layers)",
-    "T3": "the algebra: for a block map αI, ‖g‖² and RQ scale by α⁻², wᵀHw, wᵀg, D and D⁺ are unchanged "
-          "(the network side is T2)",
+    "T3": "end to end for the network's own loss (any depth, widths, data, per-sample loss, c > 0), blocks "
+          "W_l and b_l: g' = c⁻¹g, H' = c⁻²H, ‖g‖² and RQ by c⁻², wᵀHw, wᵀg, D, D⁺ unchanged, with no "
+          "differentiability hypothesis (equalities of the limits that define the derivatives), and "
+          "W_{l+1} (factor c⁻ᵏ, hidden or output layer); the block-map algebra αI; not yet a "
+          "permutation of hidden units end to end",
     "T4": "(i) ⇔ (ii) ⇔ (iii) for every n over a real closed field, and the basis-vector witness with a "
           "factor in (0, 1); not the κ(A)⁻² form, which needs a spectral theorem",
     "T5": "the vec action of a positive neuron-wise scaling is conformal iff the scales are uniform; "
           "permutations are orthogonal; the layer partition's diag(c⁻ᵏI, I) is not conformal for cᵏ ≠ 1",
     "T6": "the pointwise core for every n (conformal Jacobian, Jw′ ∥ φ(w′), w′ᵀ∇²φ_k w′ = 0) and the "
-          "n = 1 classification (exactly the affine maps); not the global statement for C² diffeomorphisms",
+          "n = 1 pointwise law (D kept for all g, H iff φ'' = 0 at the point); not the global statements "
+          "(n = 1 affine classification, C² diffeomorphisms), which assume derivatives everywhere",
     "T7": "the Moore–Penrose inverse constructed and unique, (A⁻ᵀHA⁻¹)⁺ = AH⁺Aᵀ for A ∈ CO(n), D⁺ "
           "invariant, the converse, and an exact singular witness; not the relative-cutoff H⁺_τ",
     "T8": "D → tD and D⁺ → D⁺/t under H → tH, with strict monotonicity; not the Laplace reading",
-    "T10": "L(sw) = L(w) gives wᵀg = 0, Hw = −g, wᵀHw = 0 and D = 0",
+    "T9": "for a loss positively homogeneous of degree k in a block: wᵀg = k·L (L differentiable at w) and "
+          "Hw = (k−1)·g (L differentiable near w, partials derivable at w); not the network closed forms in "
+          "P and Q, so no derivation step is formal",
+    "T10": "L(sw) = L(w) gives wᵀg = 0 (L differentiable at w), Hw = −g, wᵀHw = 0 and D = 0 (L "
+           "differentiable near w, its partials derivable at w); instance L(x) = (first coordinate of x)²/‖x‖² at x = (1, 1)",
     "T11": "ρ invariant under every invertible block action; the Newton decrement gᵀH⁻¹g invariant under "
            "every invertible linear map (also with H⁺)",
     "T12": "D → D/s, D⁺ → sD⁺, ρ → ρ/s and D·D⁺ unchanged under L → sL",
@@ -241,6 +249,9 @@ FORMAL_SCOPE: dict[str, str] = {
 #: library prefix ``CoupledCurvature.`` left out). A step listed here gets the trust label
 #: ``formal``; steps about one explicit instance or one certificate's arithmetic, the relative
 #: cutoff, derivatives in t and the Laplace reading are not listed (no pinned statement says them).
+#: A listed theorem's hypotheses are local and a pinned instance shows they can hold
+#: (``coupled_curvature.proofs.formal_evidence.FORMAL_INSTANCES``, checked by the tests); a
+#: permutation end to end and T6's n = 1 classification (derivatives everywhere) are not listed.
 FORMAL_STEPS: dict[str, dict[str, tuple[str, ...]]] = {
     "T1": {
         "n=2: chain rule ∇(L∘T)(θ) = Tᵀ(∇L)(Tθ) (SymPy diff)": ("T01_analytic.grad_comp_linear",),
@@ -263,22 +274,21 @@ FORMAL_STEPS: dict[str, dict[str, tuple[str, ...]]] = {
             ("T02_homogeneous_rescaling.permutation_preserves_output",),
     },
     "T3": {
-        **{f"{b}: {q}": names for b in ("W_l, b_l",) for q, names in (
-            ("‖g'‖²/‖g‖² = c**(-2)", ("T03_c_minus_two_law.T3_layer_l",)),
-            ("RQ'/RQ = c**(-2)", ("T03_c_minus_two_law.T3_layer_l",)))},
-        **{f"{b}: {q}": names for b in ("W_{l+1}",) for q, names in (
-            ("‖g'‖²/‖g‖² = c**(2*k)", ("T03_c_minus_two_law.T3_layer_next",)),
-            ("RQ'/RQ = c**(2*k)", ("T03_c_minus_two_law.T3_layer_next",)))},
-        **{f"{b}: {q}": names for b in ("W_l, b_l", "W_{l+1}") for q, names in (
-            ("w'ᵀH'w' = wᵀHw", ("T03_c_minus_two_law.T3_scalar_block",)),
-            ("w'ᵀg' = wᵀg", ("T03_c_minus_two_law.T3_scalar_block",)),
-            ("D' = D", ("T03_c_minus_two_law.T3_scalar_block_D",)),
-            ("Penrose 1 for (H/α²)⁺ = α²H⁺", ("T08_monotonicity.pinv_scale",)),
-            ("Penrose 2 for (H/α²)⁺ = α²H⁺ (3, 4: symmetric since scalar multiples)",
-             ("T08_monotonicity.pinv_scale",)),
-            ("D⁺' = D⁺", ("T03_c_minus_two_law.T3_scalar_block_D",)))},
+        **{f"W_l, b_l: {q}": ("T03_network_law.T3_network_W", "T03_network_law.T3_network_b") for q in (
+            "‖g'‖²/‖g‖² = c**(-2)", "RQ'/RQ = c**(-2)", "w'ᵀH'w' = wᵀHw", "w'ᵀg' = wᵀg", "D' = D",
+            "D⁺' = D⁺")},
+        **{f"W_{{l+1}}: {q}": ("T03_network_law.T3_network_next", "T03_network_law.T3_network_next_out")
+           for q in ("‖g'‖²/‖g‖² = c**(2*k)", "RQ'/RQ = c**(2*k)", "w'ᵀH'w' = wᵀHw", "w'ᵀg' = wᵀg", "D' = D",
+                     "D⁺' = D⁺")},
+        **{f"{b}: {q}": ("T08_monotonicity.pinv_scale",) for b in ("W_l, b_l", "W_{l+1}") for q in (
+            "Penrose 1 for (H/α²)⁺ = α²H⁺",
+            "Penrose 2 for (H/α²)⁺ = α²H⁺ (3, 4: symmetric since scalar multiples)")},
         "2-3-2-1: output unchanged": ("T02_homogeneous_rescaling.layer_rescaling_preserves_output",),
         "3-2-2-2: output unchanged": ("T02_homogeneous_rescaling.layer_rescaling_preserves_output",),
+        "2-2-1 generic σ, block W1: g' = g/α (α = c)": ("T03_network_law.T3_network_W",),
+        "2-2-1 generic σ, block W1: H' = H/α²": ("T03_network_law.T3_network_W",),
+        "2-2-1 generic σ, block W2: g' = g/α (α = c**(-k))": ("T03_network_law.T3_network_next_out",),
+        "2-2-1 generic σ, block W2: H' = H/α²": ("T03_network_law.T3_network_next_out",),
     },
     "T4": {
         "numerator wᵀHw is invariant (T1)": ("T01_transformation_law.quad_act",),
@@ -309,7 +319,6 @@ FORMAL_STEPS: dict[str, dict[str, tuple[str, ...]]] = {
             ("T06_no_nonlinear_extension.pointwise_core",),
         "affine φ = Bw' + a, D' = D for all (g, H, w'): B11*B12 + B21*B22 lies in the ideal":
             ("T06_no_nonlinear_extension.pointwise_core",),
-        "n=1 cubic φ: φ'' ≡ 0 forces s2 = s3 = 0 (affine)": ("T06_n1_classification.n1_affine_iff",),
         "n=1: every affine φ = s w' + a is admissible: D' = H'/g'² = (φ'²H + gφ'')/(φ'g)² = H/g² = D":
             ("T06_n1_classification.n1_pointwise",),
     },

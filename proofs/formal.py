@@ -1,5 +1,9 @@
 """The Coq development in ``proofs/coq``: build it, and check the pinned theorem statements.
 
+This module is the build/check machinery; what the sources and pins must satisfy besides
+(no ``Admitted``, local hypotheses, a pinned instance per formal theorem) lives in
+:mod:`coupled_curvature.proofs.formal_evidence`, whose public names are re-exported here.
+
 The statements are the contract.  ``proofs/coq/statements/<ID>.txt`` (``T04.txt`` for catalogue
 id ``T4``) pins, for each headline Coq theorem of that id, the statement exactly as ``coqc``
 prints it for ``Check <qualified name>.``, in this format::
@@ -43,12 +47,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from coupled_curvature.errors import CoupledCurvatureError
+from coupled_curvature.proofs.formal_evidence import (
+    FORMAL_INSTANCES, forbidden_vernacular, global_differentiability, proof_extent, unsupported_steps)
 
 __all__ = [
-    "ALLOWED_AXIOMS", "INSTALL_HINT", "PREAMBLE", "BuildResult", "CoqUnavailableError",
-    "CoqBuildError", "StatementCheck", "build", "check_statements", "coq_available", "coq_dir",
-    "formal_theorems", "forbidden_vernacular", "parse_statements", "proof_extent",
-    "statement_pins",
+    "ALLOWED_AXIOMS", "FORMAL_INSTANCES", "INSTALL_HINT", "PREAMBLE", "BuildResult",
+    "CoqUnavailableError", "CoqBuildError", "StatementCheck", "build", "check_statements",
+    "coq_available", "coq_dir", "formal_theorems", "forbidden_vernacular",
+    "global_differentiability", "parse_statements", "proof_extent", "statement_pins",
+    "unsupported_steps",
 ]
 
 #: Debian packages that provide Coq 8.16 and the libraries the development uses.
@@ -368,75 +375,3 @@ def check_statements(only: Iterable[str] | None = None,
             matches=printed is not None and _norm(printed) == _norm(s),
             axioms=axioms, axioms_allowed=all(_axiom_allowed(a) for a in axioms)))
     return out
-
-
-_FORBIDDEN = re.compile(r"(?<![\w'.])(Admitted|Axiom|Axioms|Parameter|Parameters|Conjecture)(?![\w'])"
-                        r"|(?<![\w'.])admit(?![\w'])")
-
-
-def _strip_comments(src: str) -> str:
-    """Coq source without (nested) comments and string literals."""
-    out: list[str] = []
-    depth = 0
-    i = 0
-    in_str = False
-    while i < len(src):
-        if in_str:
-            if src[i] == '"':
-                in_str = False
-            i += 1
-        elif src.startswith("(*", i):
-            depth += 1
-            i += 2
-        elif depth and src.startswith("*)", i):
-            depth -= 1
-            i += 2
-        elif depth:
-            out.append("\n" if src[i] == "\n" else " ")
-            i += 1
-        elif src[i] == '"':
-            in_str = True
-            i += 1
-        else:
-            out.append(src[i])
-            i += 1
-    return "".join(out)
-
-
-def forbidden_vernacular(d: Path | None = None) -> list[tuple[Path, int, str]]:
-    """``(file, line, word)`` for each ``Admitted``/``admit``/``Axiom``/``Parameter``/``Conjecture``
-    outside comments in the ``.v`` files of ``proofs/coq`` (an empty list is the goal)."""
-    d = d or coq_dir()
-    hits: list[tuple[Path, int, str]] = []
-    if d is None:
-        return hits
-    for f in sorted(d.rglob("*.v")):
-        code = _strip_comments(f.read_text())
-        for m in _FORBIDDEN.finditer(code):
-            word = m.group(1) or "admit"
-            hits.append((f, code.count("\n", 0, m.start()) + 1, word))
-    return hits
-
-
-def proof_extent(name: str, d: Path | None = None) -> tuple[Path, int, int] | None:
-    """``(file, first line, last line)`` of a theorem's statement and proof, for line counts.
-
-    >>> proof_extent("CoupledCurvature.Nope.nope") is None
-    True
-    """
-    d = d or coq_dir()
-    if d is None:
-        return None
-    parts = name.split(".")
-    f = d / (parts[1] + ".v") if len(parts) >= 3 else None
-    if f is None or not f.is_file():
-        return None
-    lines = f.read_text().splitlines()
-    start = re.compile(rf"^\s*(Theorem|Lemma|Corollary|Proposition|Fact|Remark)\s+{re.escape(parts[-1])}\b")
-    for i, line in enumerate(lines):
-        if start.match(line):
-            for j in range(i, len(lines)):
-                if re.search(r"\b(Qed|Defined)\.", lines[j]):
-                    return f, i + 1, j + 1
-            return f, i + 1, len(lines)
-    return None

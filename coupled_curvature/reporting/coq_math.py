@@ -28,7 +28,8 @@ from coupled_curvature.reporting.coq_pieces import (INV_T, Piece, call, identifi
 
 __all__ = ["Piece", "coq_math", "parse"]
 
-_WRAPPERS = {"NormedModule.sort", "numFieldType", "Real.sort", "Filtered.sort", "filteredType", "topologicalType"}
+_WRAPPERS = {"NormedModule.sort", "numFieldType", "Real.sort", "Filtered.sort", "filteredType", "topologicalType",
+             "rcfType"}
 _FUNCS = {"RQ": ("RQ", r"\mathrm{RQ}"), "coupledD": ("D", "D"), "coupledDplus": ("D⁺", "D^{+}"),
           "radial_ratio": ("ρ", r"\rho"), "penrose": ("Penrose", r"\mathrm{Penrose}"),
           "diag_mx": ("diag", r"\mathrm{diag}"), "mxvec": ("vec", r"\mathrm{vec}")}
@@ -190,6 +191,16 @@ class _Printer:
             return join(self.wrap(args[0]), parenthesized(self.arg(args[1])))
         if name == "perm_mx" and len(args) == 1:
             return subscript(identifier("P"), e(args[0]))
+        if name == "prop_near1" and len(args) == 2:  # \forall y \near x, P y
+            inner = _strip(args[1])
+            inner = inner[2][-1] if inner[0] == "app" and inner[1] == ("id", "inPhantom") else inner
+            inner = _strip(inner)
+            if inner[0] == "forall":
+                names = [identifier(n) for group, _ in inner[1] for n in group]
+                bound = join(*[q for i, n in enumerate(names) for q in ([operator(",", False)] if i else []) + [n]])
+                return join(operator("∀", False), bound, words(" near "), self.arg(args[0]),
+                            operator(":", False), Piece(" ", r"\;", ""), e(inner[2]))
+            return join(words("near "), self.arg(args[0]), operator(":", False), e(inner))
         if name == "Phantom" or name == "filter_of":
             return e(args[-1])
         if args == [("id", "R")] and name is not None:  # a constant of the development, e.g. Ashear R
@@ -273,7 +284,15 @@ class _Printer:
         if k == "neg":
             return join(operator("−", False), e(node[1]))
         if k == "sum":
-            return join(subscript(Piece("Σ", r"\sum", "<mo>∑</mo>"), identifier(node[1])), e(node[2]))
+            idx = identifier(node[1]) if len(node) == 3 else join(identifier(node[1]), operator("<", False),
+                                                                  self.arg(node[3]))
+            return join(subscript(Piece("Σ", r"\sum", "<mo>∑</mo>"), idx), e(node[2]))
+        if k == "fun":
+            names = [identifier(n) for n in node[1]] or [identifier("x")]
+            bound = join(*[q for i, n in enumerate(names) for q in ([operator(",", False)] if i else []) + [n]])
+            return parenthesized(join(bound, operator("↦"), e(node[2])))
+        if k == "row":
+            return join(words("row"), parenthesized(join(identifier(node[1]), operator("↦"), e(node[2]))))
         if k in ("forall", "exists"):
             return join(self.binders("∀" if k == "forall" else "∃", node[1]), Piece(" ", r"\;", ""), e(node[2]))
         if k == "let":

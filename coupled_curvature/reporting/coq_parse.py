@@ -19,8 +19,8 @@ __all__ = ["parse"]
 
 _TOKEN = re.compile(r"""\s*(?:
     (?P<ty>'(?:M|cV|rV|I)_)
-  | (?P<op><->|->|\[/\\|/\\|\\/|!=|<=|:=|\*m|\*:|\^\+|\^-1(?![0-9])|\^-|\^T|\^o|%:M|%N|\.\+1|\\in|\\notin|\\o
-          |\\sum_|\[eta|[(),:<=+\-*/~&\[\]])
+  | (?P<op><->|->|=>|\[/\\|/\\|\\/|!=|<=|:=|\*m|\*:|\^\+|\^-1(?![0-9])|\^-|\^T|\^o|%:M|%:R|%N|\.\+1|\\in|\\notin
+          |\\o|\\sum_|\\row_|\[eta|[(),:<=+\-*/~&\[\]])
   | (?P<id>[A-Za-z_][\w']*(?:\.[A-Za-z_][\w']*)*)
   | (?P<num>\d+))""", re.X)
 _KEYWORDS = {"forall", "exists", "let", "in", "fun"}
@@ -29,7 +29,7 @@ _INFIX = {"^+": (29, False), "^-": (29, False), "*": (40, False), "/": (40, Fals
           "*:": (40, True), "+": (50, False), "-": (50, False), "\\o": (50, False), "=": (70, False),
           "!=": (70, False), "<": (70, False), "<=": (70, False), "\\in": (70, False), "\\notin": (70, False),
           "/\\": (80, True), "\\/": (85, True), "<->": (95, False), "->": (99, True)}
-_POSTFIX = {"^T", "%:M", "^-1", "^o", "%N", ".+1"}
+_POSTFIX = {"^T", "%:M", "%:R", "^-1", "^o", "%N", ".+1"}
 
 
 def _tokens(s: str) -> list[tuple[str, str]]:
@@ -101,6 +101,13 @@ class _Parser:
                 node: Any = ("type", v[1:-1], dims[0] if len(dims) == 1 else ("dims", dims))
             else:
                 node = ("type", v[1:-1], self.atom())
+        elif v == "(" and self.peek(1)[0] == "id" and self.peek(2)[1] == ":=":  # (R:=R), an explicit argument
+            self.take("(")
+            name = self.take()
+            self.take(":=")
+            node = ("named", name, self.term(200))
+            self.take(")")
+            return node
         elif v == "(":
             self.take("(")
             node = ("paren", self.term(200))
@@ -138,8 +145,30 @@ class _Parser:
             left = ("neg", self.term(35))
         elif v == "\\sum_":
             self.take()
+            if self.peek()[1] == "(":  # \sum_(s < m) body
+                self.take("(")
+                idx = self.take()
+                self.take("<")
+                bound = self.term(60)
+                self.take(")")
+                left = ("sum", idx, self.term(40), bound)
+            else:
+                idx = self.take()
+                left = ("sum", idx, self.term(40))
+        elif v == "\\row_":  # \row_j e: the row vector of the e(j)
+            self.take()
             idx = self.take()
-            left = ("sum", idx, self.term(40))
+            left = ("row", idx, self.atom())
+        elif v == "fun":  # fun v : T => body, fun y => body
+            self.take()
+            names = []
+            while self.peek()[0] == "id" and self.peek()[1] not in _KEYWORDS:
+                names.append(self.take())
+            if self.peek()[1] == ":":
+                self.take(":")
+                self.term(200)  # the binder's type: the function's domain, not printed
+            self.take("=>")
+            left = ("fun", names, self.term(200))
         elif v == "[/\\":
             self.take()
             parts = [self.term(200)]
@@ -152,7 +181,9 @@ class _Parser:
             left = self.atom()
             args = []
             while self.atom_start():
-                args.append(self.atom())
+                arg = self.atom()
+                if arg[0] != "named":  # an explicit implicit argument, (R:=R): not part of the mathematics
+                    args.append(arg)
             if args:
                 left = ("app", left, args)
         while True:

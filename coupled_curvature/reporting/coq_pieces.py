@@ -38,7 +38,7 @@ _GREEK = {"sigma": ("σ", r"\sigma"), "lam": ("λ", r"\lambda"), "phi": ("φ", r
 _OPS = {"∀": r"\forall", "∃": r"\exists", "⇒": r"\Rightarrow", "⇔": r"\Leftrightarrow", "∧": r"\wedge",
         "∨": r"\vee", "¬": r"\neg", "≠": r"\neq", "≤": r"\le", "∈": r"\in", "∉": r"\notin", "∘": r"\circ",
         "·": r"\cdot", "−": "-", "×": r"\times", "→": r"\to", "<": "<", "=": "=", "+": "+", "/": "/", ",": ",",
-        ":": ":", ":=": ":=", "(": "(", ")": ")", "‖": r"\|", "∇": r"\nabla", "∂": r"\partial", "⁺": "^{+}"}
+        ":": ":", ":=": ":=", "↦": r"\mapsto", "(": "(", ")": ")", "‖": r"\|", "∇": r"\nabla", "∂": r"\partial", "⁺": "^{+}"}
 _SUP = str.maketrans("0123456789+-−Tkn()", "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁻ᵀᵏⁿ⁽⁾")
 _SUB = str.maketrans("0123456789ijkqrs", "₀₁₂₃₄₅₆₇₈₉ᵢⱼₖqᵣₛ")
 

@@ -9,7 +9,6 @@ quantities ``RQ = wᵀHw/wᵀw``, ``D = RQ/‖g‖²`` and ``D⁺ = (wᵀH⁺w/w
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -372,9 +371,5 @@ def _block_from_row(row: Mapping[str, object]) -> BlockDiagnosis:
 
 
 def _pandas() -> ModuleType:
-    try:
-        return importlib.import_module("pandas")
-    except ImportError:
-        raise MissingExtraError(
-            "Diagnosis.to_dataframe needs pandas, an optional extra: pip install 'coupled-curvature[pandas]' "
-            "(or pip install pandas); to_dict(), flat() and to_json() need nothing extra") from None
+    return MissingExtraError.require("pandas", "Diagnosis.to_dataframe", "pandas",
+                                     "to_dict(), flat() and to_json() need nothing extra")

@@ -12,8 +12,7 @@ Imported lazily: ``import coupled_curvature.numeric.tracking`` costs nothing unt
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from coupled_curvature.numeric.lazy import lazy_exports
 
 _LAZY: dict[str, tuple[str, str]] = {
     "CurvatureTracker": ("tracker", "CurvatureTracker"),
@@ -26,12 +25,4 @@ _LAZY: dict[str, tuple[str, str]] = {
 __all__ = list(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        module, attr = _LAZY[name]
-        return getattr(importlib.import_module(f"{__name__}.{module}"), attr)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

@@ -252,14 +252,8 @@ class CurvatureTracker:
 
 
 def _pandas() -> Any:
-    import importlib
-
-    try:
-        return importlib.import_module("pandas")
-    except ImportError:
-        raise MissingExtraError(
-            "CurvatureTracker.to_dataframe needs pandas, an optional extra: pip install 'coupled-curvature[pandas]' "
-            "(or pip install pandas); tracker.history is the same data as plain dicts") from None
+    return MissingExtraError.require("pandas", "CurvatureTracker.to_dataframe", "pandas",
+                                     "tracker.history is the same data as plain dicts")
 
 
 def _check_step(step: object) -> None:

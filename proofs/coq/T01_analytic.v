@@ -5,10 +5,13 @@
    - the first and second directional derivatives of L∘M at θ along v (and u) are those of
      L at Mθ along Mv (and Mu) (no differentiability needed: the difference quotients agree);
    - with grad f x := (∂_i f x)_i and hess f x := (∂_i ∂_j f x)_ij (coordinate directional
-     derivatives), if L is differentiable (and its partials differentiable for the Hessian)
-     then grad (L∘M) θ = Mᵀ grad L (Mθ) and hess (L∘M) θ = Mᵀ hess L (Mθ) M;
+     derivatives), if L is differentiable at Mθ then grad (L∘M) θ = Mᵀ grad L (Mθ), and if L is
+     differentiable NEAR Mθ and its partials are differentiable at Mθ then
+     hess (L∘M) θ = Mᵀ hess L (Mθ) M (local hypotheses: `derive_near_eq`, the derivative at x
+     depends only on the function near x);
    - so for a linear symmetry (L∘M = L, M invertible): grad L (Mθ) = M⁻ᵀ grad L θ and
-     hess L (Mθ) = M⁻ᵀ hess L θ M⁻¹, the T1 law, whose block version is T01_transformation_law. *)
+     hess L (Mθ) = M⁻ᵀ hess L θ M⁻¹, the T1 law, whose block version is T01_transformation_law.
+   T1_analytic_instance: L(v) = v₀² and M = -1 meet every hypothesis, with Hessian 2. *)
 From mathcomp Require Import all_ssreflect all_algebra.
 From mathcomp Require Import boolp classical_sets functions reals topology normedtype derive.
 
@@ -19,6 +22,52 @@ Unset Printing Implicit Defensive.
 Import GRing.Theory Num.Theory.
 Local Open Scope ring_scope.
 Local Open Scope classical_set_scope.
+
+Section Locality.
+Variable R : realType.
+Variable U : normedModType R.
+
+Lemma regular_scaleE (a b : R) : (a *: (b : R^o) : R^o) = a * b.
+Proof. by []. Qed.
+
+Lemma near_neq0 : \forall h \near (0 : R^o)^', h != 0.
+Proof. exact: withinT. Qed.
+
+
+Lemma shift_cvg (x v : U) : (fun h : R^o => h *: v + x) @ (0 : R^o)^' --> x.
+Proof.
+apply: cvg_within_filter.
+have C : (fun h : R^o => h *: v + x) @ (nbhs (0 : R^o)) --> 0 *: v + x.
+  apply: cvgD; last exact: cvg_cst.
+  by apply: cvgZl; exact: cvg_id.
+by rewrite scale0r add0r in C.
+Qed.
+
+(* the difference quotients of two functions equal near x define the same filter at 0 *)
+Lemma dq_near_eq (f g : U -> R^o) (x v : U) : (\forall y \near x, f y = g y) ->
+  (fun h : R => h^-1 *: ((f \o shift x) (h *: v) - f x)) @ (0 : R^o)^'
+  = (fun h : R => h^-1 *: ((g \o shift x) (h *: v) - g x)) @ (0 : R^o)^'.
+Proof.
+move=> fg; have fgx : f x = g x := nbhs_singleton fg.
+have E : \forall h \near (0 : R^o)^', h^-1 *: ((f \o shift x) (h *: v) - f x)
+                                   = h^-1 *: ((g \o shift x) (h *: v) - g x).
+  have S := @shift_cvg x v; have := S _ fg.
+  by apply: (@filterS _ (0 : R^o)^') => h /= ->; rewrite fgx.
+apply/funext => P; apply/propext; split => /=.
+  by move=> HP; apply: (@filterS2 _ _ _ _ _ _ _ E HP) => h /= <-.
+by move=> HP; apply: (@filterS2 _ _ _ _ _ _ _ E HP) => h /= ->.
+Qed.
+
+(* the directional derivative at x depends only on the function near x *)
+Lemma derive_near_eq (f g : U -> R^o) (x v : U) :
+  (\forall y \near x, f y = g y) -> derive f x v = derive g x v.
+Proof. by move=> fg; rewrite /derive (dq_near_eq v fg). Qed.
+
+Lemma derivable_near_eq (f g : U -> R^o) (x v : U) :
+  (\forall y \near x, f y = g y) -> derivable f x v -> derivable g x v.
+Proof. by move=> fg; rewrite /derivable (dq_near_eq v fg). Qed.
+
+End Locality.
 
 Section T1Analytic.
 Variable R : realType.
@@ -80,6 +129,13 @@ Lemma row_delta_mul (A : 'M[R]_n.+1) (i : 'I_n.+1) (B : V) :
   ((e i)^T *m (A *m B)) 0 0 = (A *m B) i 0.
 Proof. by rewrite /e trmx_delta -rowE mxE. Qed.
 
+Lemma derive_coord (j i : 'I_n.+1) (w : V) :
+  derive (fun y : V => (y j 0 : R^o)) w (e i) = (j == i)%:R.
+Proof.
+rewrite /derive /=; apply: (lim_near_cst (@norm_hausdorff _ [pseudoMetricNormedZmodType R of R^o])); move: (near_neq0 R); apply: filterS => h h0.
+by rewrite !mxE eqxx andbT addrK [_ *: _]mulrA mulVf // mul1r.
+Qed.
+
 (* the gradient law of L∘M *)
 Theorem grad_comp_linear (M : 'M[R]_n.+1) (L : V -> R^o) (th : V) :
   differentiable L (mulV M th) ->
@@ -95,17 +151,19 @@ Proof. by rewrite /mulV /e -colE mxE. Qed.
 Lemma mulV_e_entryT (M : 'M[R]_n.+1) (j k : 'I_n.+1) : (mulV M (e j))^T 0 k = M k j.
 Proof. by rewrite mxE mulV_e_entry. Qed.
 
-(* the Hessian law of L∘M *)
+(* the Hessian law of L∘M, under local hypotheses at Mθ: L differentiable near Mθ, its partial
+   derivatives differentiable at Mθ *)
 Theorem hess_comp_linear (M : 'M[R]_n.+1) (L : V -> R^o) (th : V) :
-  (forall y, differentiable L y) ->
+  (\forall y \near mulV M th, differentiable L y) ->
   (forall j, differentiable (fun y : V => (d1 L (e j) y : R^o)) (mulV M th)) ->
   hess (L \o mulV M) th = M^T *m hess L (mulV M th) *m M.
 Proof.
 move=> dL dD; apply/matrixP => i j; rewrite [LHS]mxE derive2_comp_linear /d2.
 pose F k : V -> R^o := fun y => (d1 L (e k) y : R^o).
 pose G k : V -> R^o := M k j \*: F k.
-have -> : (fun y : V => (d1 L (mulV M (e j)) y : R^o)) = \sum_k G k.
-  apply/funext => y; rewrite derive_grad // fct_sumE mxE.
+rewrite (@derive_near_eq _ _ _ (\sum_k G k)); last first.
+  apply: (@filterS _ (nbhs (mulV M th))) dL => y dy.
+  rewrite derive_grad // fct_sumE mxE.
   by apply: eq_bigr => k _; rewrite mulV_e_entryT mxE.
 rewrite derive_sum; last by move=> k; apply/derivableZ/diff_derivable/dD.
 have -> : \sum_k derive (G k) (mulV M th) (mulV M (e i))
@@ -128,7 +186,7 @@ Qed.
 
 Theorem hess_symmetry (M : 'M[R]_n.+1) (L : V -> R^o) (th : V) :
   M \in unitmx -> L \o mulV M = L ->
-  (forall y, differentiable L y) ->
+  (\forall y \near mulV M th, differentiable L y) ->
   (forall j, differentiable (fun y : V => (d1 L (e j) y : R^o)) (mulV M th)) ->
   hess L (mulV M th) = (invmx M)^T *m hess L th *m invmx M.
 Proof.
@@ -138,20 +196,47 @@ Qed.
 
 End T1Analytic.
 
-(* non-vacuity: a constant loss and M = 2 I satisfy every hypothesis of hess_symmetry *)
-Lemma T1_analytic_instance (R : realType) (n : nat) :
-  let L : matrix_normedModType R n 0 -> R^o := cst 0 in
-  let M : 'M[R]_n.+1 := 2%:M in
-  [/\ M \in unitmx, L \o mulV M = L, (forall y, differentiable L y) &
-      (forall j th, differentiable (fun y => (d1 L (e R j) y : R^o)) (mulV M th))].
+
+(* the pinned instance of hess_comp_linear / hess_symmetry: L(v) = v₀² on R¹ and the linear
+   symmetry M = -1 (L∘M = L).  L is differentiable near every point, its partial derivative
+   2v₀ is differentiable, and the Hessian is 2 <> 0. *)
+Section T1Instance.
+Variable R : realType.
+Local Notation V := (matrix_normedModType R 0 0).
+
+Definition sq0 : V -> R^o := (fun v : V => (v 0 0 : R^o)) * (fun v : V => (v 0 0 : R^o)).
+
+Lemma sq0E (v : V) : sq0 v = v 0 0 * v 0 0.
+Proof. by []. Qed.
+
+Lemma sq0_d1 : (fun y : V => (d1 sq0 (e R 0) y : R^o)) = (2%:R : R) *: (fun v : V => (v 0 0 : R^o)).
 Proof.
-move=> L M; split.
-- rewrite unitmxE det_scalar unitfE expf_neq0 //.
-  by rewrite (_ : 2 = 1 + 1 :> R) // paddr_eq0 ?ler01 // oner_eq0.
-- by apply/funext.
-- by move=> y; exact: differentiable_cst.
-- move=> j th.
-  have -> : (fun y => (d1 L (e R j) y : R^o)) = cst 0.
-    by apply/funext => y; rewrite /d1 derive_val.
-  exact: differentiable_cst.
+apply/funext => y; rewrite /d1 deriveM; try exact/diff_derivable/differentiable_coord.
+rewrite derive_coord !regular_scaleE eqxx mulr1.
+by change (y 0 0 + y 0 0 = 2%:R * y 0 0); rewrite mulr_natl mulr2n.
 Qed.
+
+Theorem T1_analytic_instance (th : V) :
+  let L : V -> R^o := fun v => v 0 0 ^+ 2 in
+  let M : 'M[R]_1 := (-1)%:M in
+  [/\ M \in unitmx, L \o mulV M = L,
+      \forall y \near mulV M th, differentiable L y,
+      (forall j, differentiable (fun y => (d1 L (e R j) y : R^o)) (mulV M th)) &
+      hess L (mulV M th) = (2%:R : R)%:M].
+Proof.
+move=> L M; have EL : L = sq0 by apply/funext => v; rewrite /L expr2.
+rewrite EL; split.
+- by rewrite unitmxE det_scalar expr1 unitfE oppr_eq0 oner_eq0.
+- apply/funext => v; rewrite /= /mulV mul_scalar_mx !sq0E !mxE.
+  by rewrite !mulN1r mulrNN.
+- by near=> y; apply: differentiableM; exact: differentiable_coord.
+- move=> j; rewrite (ord1 j) sq0_d1.
+  by apply: differentiableZ; exact: differentiable_coord.
+- apply/matrixP => i j; rewrite !ord1 !mxE eqxx mulr1n /d2 sq0_d1.
+  change (derive ((2%:R : R) \*: (fun v : V => (v 0 0 : R^o))) (mulV M th) (e R 0) = 2%:R).
+  rewrite deriveZ; last exact/diff_derivable/differentiable_coord.
+  by rewrite derive_coord eqxx regular_scaleE mulr1.
+Unshelve. all: by end_near.
+Qed.
+
+End T1Instance.

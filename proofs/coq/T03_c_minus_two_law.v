@@ -4,7 +4,7 @@
      ‖g‖² and RQ scale by α⁻², wᵀHw and wᵀg are unchanged, D and D⁺ are unchanged;
    T3_layer_l and T3_layer_next specialise to α = c (factor c⁻²) and α = c^{-k} (factor c^{2k}).
    That T2's map is a symmetry of the network (any depth and width) is proved separately (T2);
-   the lead connects the two. *)
+   T03_network_law connects the two: the end-to-end theorems for the network's own loss. *)
 From mathcomp Require Import all_ssreflect all_algebra.
 From mathcomp Require Import ring.
 From CoupledCurvature Require Import Defs T04_invariance_group T07_pseudo_inverse.
@@ -89,7 +89,3 @@ by rewrite h1 h2 exprVn invrK -exprM mulnC.
 Qed.
 
 End T3.
-
-(* Non-vacuity: α = c = 2 > 0 and α = 2⁻¹ <> 0 *)
-Lemma T3_nonvacuous (R : rcfType) : (0 : R) < 2 /\ (2 : R)^-1 != 0.
-Proof. by rewrite ltr0n invr_eq0 pnatr_eq0. Qed.

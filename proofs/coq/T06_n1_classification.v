@@ -77,3 +77,12 @@ split => [x|x|]; last exact: oner_neq0.
 - exact: is_derive_id.
 - exact: is_derive_cst.
 Qed.
+
+(* instance of n1_pointwise: the affine reparameterization φ(w') = 2w' + a (J = 2, K = φ'' = 0)
+   keeps D = H/g² for every g <> 0 and H *)
+Lemma n1_pointwise_instance (R : realType) (g H : R) : g != 0 ->
+  ((2 : R) ^+ 2 * H + 0 * g) / (2 * g) ^+ 2 = H / g ^+ 2.
+Proof.
+have t0 : (2 : R) != 0 by rewrite pnatr_eq0.
+by move: g H; apply/(@n1_pointwise R 2 0 t0).
+Qed.

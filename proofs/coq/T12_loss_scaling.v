@@ -52,6 +52,16 @@ Qed.
 
 End T12.
 
-(* Non-vacuity: s = 2 <> 0 (in particular every positive s, e.g. a batch size N). *)
-Lemma T12_nonvacuous (R : rcfType) : (2 : R) != 0.
-Proof. by rewrite pnatr_eq0. Qed.
+(* Instance: w = g = e₀, H = I (any n >= 1) has D = 1; under L -> 2L (g -> 2g, H -> 2H) D moves
+   to 1/2 and D⁺ from 1 to 2, while D·D⁺ stays 1. *)
+Lemma T12_instance (R : rcfType) (n : nat) :
+  let w := e (0 : 'I_n.+1) in let H : 'M[R]_n.+1 := 1%:M in
+  [/\ coupledD w w H = 1, coupledD w ((2 : R) *: w) (2 *: H) = 2^-1,
+      coupledDplus w w H = 1 & coupledDplus w ((2 : R) *: w) (2 *: H) = 2].
+Proof.
+move=> w H; have t0 : (2 : R) != 0 by rewrite pnatr_eq0.
+have D1 : coupledD w w H = 1 by rewrite coupledD_e1.
+have P1 : coupledDplus w w H = 1.
+  by rewrite /coupledDplus pinv_unit ?unitmx1 // invmx1 quad1 !sqnorm_e divr1 mulr1.
+by split; rewrite ?T12_D ?T12_Dplus // ?D1 ?P1 ?div1r ?mulr1.
+Qed.

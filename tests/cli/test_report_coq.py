@@ -50,6 +50,9 @@ def test_every_pinned_statement_reads_as_mathematics(name, statement):
     ("coupledD w g (t *: H) = t * coupledD w g H", "D(w, g, tH) = t · D(w, g, H)"),
     ("T07_pseudo_inverse.coupledDplus w g H = RQ (pinv H) w * sqnorm g", "D⁺(w, g, H) = RQ(H⁺, w) · ‖g‖²"),
     ("quad (act_H A H) (act_w A w) = quad H w", "(Aw)ᵀ(A⁻ᵀHA⁻¹)(Aw) = wᵀHw"),
+    ("derive (fun y : T => k * f y) x v = k * derive f x v", "derive((y ↦ k · f(y)), x, v) = k · derive(f, x, v)"),
+    ("prop_near1 x (inPhantom (forall y : T, f y = g y))", "∀y near x: f(y) = g(y)"),
+    ("\\sum_(s < m) ell s", "Σ_(s<m)ell(s)"),
 ])
 def test_translation_of_the_notation(coq, maths):
     assert _text(coq) == maths
@@ -68,7 +71,7 @@ def test_precedence_of_the_connectives():
     assert parse("a + b * c")[1] == "+" and parse("p /\\ q -> r")[1] == "->"
 
 
-@pytest.mark.parametrize("bad", ["fun x => x", "a %% b", "forall x, (x"])
+@pytest.mark.parametrize("bad", ["{x | p x}", "a %% b", "forall x, (x", "fun x x"])
 def test_unknown_notation_is_refused(bad):
     with pytest.raises(InvalidInputError):
         coq_math(bad)

@@ -79,8 +79,10 @@ def test_every_pinned_statement_matches(checks: list[formal.StatementCheck]) -> 
 def test_assumptions_only_real_number_library(checks: list[formal.StatementCheck]) -> None:
     bad = [(c.name, c.axioms) for c in checks if not c.axioms_allowed]
     assert bad == []
-    # this helper's theorems are pure MathComp algebra: no axioms at all
-    mine = [c for c in checks if c.theorem_id in ("T3", "T4", "T7", "T8", "T11", "T12")]
+    # the algebraic modules are pure MathComp algebra: no axioms at all
+    algebraic = ("T03_c_minus_two_law", "T04_invariance_group", "T07_pseudo_inverse", "T08_monotonicity",
+                 "T11_larger_groups", "T12_loss_scaling")
+    mine = [c for c in checks if c.name.split(".")[1] in algebraic]
     assert mine and all(c.axioms == () for c in mine)
 
 
@@ -118,3 +120,59 @@ def test_missing_coqc_is_a_clear_error(monkeypatch) -> None:
         with pytest.raises(formal.CoqUnavailableError, match="apt-get install coq libcoq-mathcomp"):
             call()
     assert issubclass(formal.CoqUnavailableError, formal.CoupledCurvatureError)
+
+
+# ---- honest labels: local hypotheses, and a pinned instance that shows they can hold ----
+
+_GLOBAL = ("forall (L : V -> R), (forall y : V, derive.differentiable_def L (Phantom (set (set V)) "
+           "(topology.filter_of (Phantom V y)))) -> P L")
+_NEAR = ("forall (L : V -> R) (w : V), topology.prop_near1 w (inPhantom (forall y : V, "
+         "derive.differentiable_def L (Phantom (set (set V)) (topology.filter_of (Phantom V y))))) -> "
+         "(forall j : I, derive.differentiable_def [eta d1 L (e R j)] (Phantom (set (set V)) "
+         "(topology.filter_of (Phantom V w)))) -> P L")
+
+
+def test_global_differentiability_is_recognised() -> None:
+    assert formal.global_differentiability(_GLOBAL) == ["y"]
+    assert formal.global_differentiability(_NEAR) == []
+    everywhere = "(forall x : R, derive.is_derive x 1 phi (dphi x)) -> (forall x : R, dphi x = 0)"
+    assert formal.global_differentiability(everywhere) == ["x"]
+    at_w = "(forall i j : I, derivable [eta d1 L (e R j)] w (e R i)) -> Q"
+    assert formal.global_differentiability(at_w) == []
+
+
+def test_no_pinned_statement_assumes_differentiability_everywhere() -> None:
+    bad = [n for ps in formal.statement_pins().values() for n, s in ps if formal.global_differentiability(s)]
+    assert bad == []
+
+
+def test_formal_steps_have_local_hypotheses_and_pinned_instances() -> None:
+    """A step is formal only if its pinned theorem has local hypotheses and a pinned instance shows
+    they can hold (FORMAL_INSTANCES); the rule fails on a global hypothesis or a missing instance."""
+    from coupled_curvature.theorems import FORMAL_STEPS
+
+    assert formal.unsupported_steps() == []
+    pinned = {n.removeprefix("CoupledCurvature.") for ps in formal.statement_pins().values() for n, _ in ps}
+    for thm, instances in formal.FORMAL_INSTANCES.items():
+        assert thm in pinned and instances and all(i in pinned for i in instances), thm
+    named = {n for steps in FORMAL_STEPS.values() for ns in steps.values() for n in ns}
+    assert "T03_network_law.T3_network_W" in named
+    # negative controls: a global-differentiability statement, a theorem with hypotheses and no instance
+    pins = {"TX": [("CoupledCurvature.X.glob", _GLOBAL), ("CoupledCurvature.X.noinst", "forall a : R, a != 0 -> a = a"),
+                   ("CoupledCurvature.X.nohyp", "forall a : R, a = a")]}
+    steps = {"TX": {"s1": ("X.glob",), "s2": ("X.noinst",), "s3": ("X.nohyp",), "s4": ("X.missing",)}}
+    why = {(s, w) for _, s, _, w in formal.unsupported_steps(steps, pins)}
+    assert why == {("s1", "differentiability at every point"), ("s2", "no pinned instance of its hypotheses"),
+                   ("s4", "not pinned")}
+
+
+def test_t3_headline_states_the_network_loss() -> None:
+    """The pinned T3 headline mentions the forward pass, a derivative of its loss and D."""
+    pins = dict(formal.statement_pins()["T3"])
+    s = pins["CoupledCurvature.T03_network_law.T3_network_W"]
+    for word in ("eval sigma", "plug C", "T01_analytic.grad L", "T01_analytic.hess L'", "coupledD (c *: w)",
+                 "coupledDplus"):
+        assert word in s, word
+    assert "differentiable" not in s   # no differentiability hypothesis at all
+    inst = pins["CoupledCurvature.T03_network_instance.T3_deep_linear_instance"]
+    assert "differentiable" in inst and "grad L w = 60%:M" in inst
