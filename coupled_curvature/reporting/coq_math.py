@@ -137,6 +137,8 @@ class _Printer:
             rows = e(("bin", "+", m, ("num", "1")))
             return superscript(identifier("R"), rows if p == ("num", "0") else join(rows, operator("×", False),
                                                                           e(("bin", "+", p, ("num", "1")))))
+        if name == "differentiable_near" and len(args) == 2:
+            return join(self.arg(args[0]), words(" differentiable near "), self.arg(args[1]))
         if name == "differentiable_def" and len(args) == 2:
             return join(self.arg(args[0]), words(" differentiable at "), self.arg(_point(args[1])))
         if name == "is_derive" and len(args) == 4:

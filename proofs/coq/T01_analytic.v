@@ -27,6 +27,10 @@ Section Locality.
 Variable R : realType.
 Variable U : normedModType R.
 
+(* f is differentiable at every point of some neighbourhood of x: a local hypothesis, named so
+   that no statement reads as a claim about every point of the space *)
+Definition differentiable_near (f : U -> R^o) (x : U) := \forall y \near x, differentiable f y.
+
 Lemma regular_scaleE (a b : R) : (a *: (b : R^o) : R^o) = a * b.
 Proof. by []. Qed.
 
@@ -154,7 +158,7 @@ Proof. by rewrite mxE mulV_e_entry. Qed.
 (* the Hessian law of L∘M, under local hypotheses at Mθ: L differentiable near Mθ, its partial
    derivatives differentiable at Mθ *)
 Theorem hess_comp_linear (M : 'M[R]_n.+1) (L : V -> R^o) (th : V) :
-  (\forall y \near mulV M th, differentiable L y) ->
+  differentiable_near L (mulV M th) ->
   (forall j, differentiable (fun y : V => (d1 L (e j) y : R^o)) (mulV M th)) ->
   hess (L \o mulV M) th = M^T *m hess L (mulV M th) *m M.
 Proof.
@@ -186,7 +190,7 @@ Qed.
 
 Theorem hess_symmetry (M : 'M[R]_n.+1) (L : V -> R^o) (th : V) :
   M \in unitmx -> L \o mulV M = L ->
-  (\forall y \near mulV M th, differentiable L y) ->
+  differentiable_near L (mulV M th) ->
   (forall j, differentiable (fun y : V => (d1 L (e j) y : R^o)) (mulV M th)) ->
   hess L (mulV M th) = (invmx M)^T *m hess L th *m invmx M.
 Proof.
@@ -220,7 +224,7 @@ Theorem T1_analytic_instance (th : V) :
   let L : V -> R^o := fun v => v 0 0 ^+ 2 in
   let M : 'M[R]_1 := (-1)%:M in
   [/\ M \in unitmx, L \o mulV M = L,
-      \forall y \near mulV M th, differentiable L y,
+      differentiable_near L (mulV M th),
       (forall j, differentiable (fun y => (d1 L (e R j) y : R^o)) (mulV M th)) &
       hess L (mulV M th) = (2%:R : R)%:M].
 Proof.
@@ -229,7 +233,7 @@ rewrite EL; split.
 - by rewrite unitmxE det_scalar expr1 unitfE oppr_eq0 oner_eq0.
 - apply/funext => v; rewrite /= /mulV mul_scalar_mx !sq0E !mxE.
   by rewrite !mulN1r mulrNN.
-- by near=> y; apply: differentiableM; exact: differentiable_coord.
+- by rewrite /differentiable_near; near=> y; apply: differentiableM; exact: differentiable_coord.
 - move=> j; rewrite (ord1 j) sq0_d1.
   by apply: differentiableZ; exact: differentiable_coord.
 - apply/matrixP => i j; rewrite !ord1 !mxE eqxx mulr1n /d2 sq0_d1.

@@ -84,7 +84,7 @@ Theorem T3_deep_linear_instance :
                       (1%:M : 'cV[R]_1) 0 0 - 1) ^+ 2 : R^o) in
   let w := vec (1%:M : 'M[R]_1) in
   [/\ (forall c z : R, 0 < c -> id (c * z) = c ^+ 1 * id z),
-      \forall y \near w, differentiable L y,
+      differentiable_near L w,
       (forall j, differentiable (fun y => (d1 L (e R j) y : R^o)) w),
       grad L w = (60%:R : R)%:M &
       hess L w = (72%:R : R)%:M].
@@ -92,7 +92,7 @@ Proof.
 move=> L w; have EL : L = dl_loss by [].
 rewrite EL; split.
 - by move=> c z _; rewrite expr1.
-- by near=> y; rewrite dl_lossE; apply: differentiableM; exact: diff_P.
+- by rewrite /differentiable_near; near=> y; rewrite dl_lossE; apply: differentiableM; exact: diff_P.
 - move=> j; rewrite (ord1 j) d1_dl_loss.
   by apply: differentiableZ; exact: diff_P.
 - apply/matrixP => i b; rewrite !ord1 !mxE eqxx mulr1n.

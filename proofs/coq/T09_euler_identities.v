@@ -87,7 +87,7 @@ Proof. by move=> HL dL; rewrite /dot -derive_grad // (euler_radial _ HL). Qed.
 (* H w = (k − 1) g *)
 Theorem euler_Hw (k : nat) (L : V -> R^o) (w : V) :
   homogeneous k L ->
-  (\forall y \near w, differentiable L y) ->
+  differentiable_near L w ->
   (forall i j, derivable (fun y : V => (d1 L (e R j) y : R^o)) w (e R i)) ->
   hess L w *m w = (k%:R - 1) *: grad L w.
 Proof.
@@ -127,14 +127,14 @@ End T9.
 Theorem T9_instance (R : realType) :
   let L : matrix_normedModType R 0 0 -> R^o := fun v => v 0 0 ^+ 2 in
   let w : matrix_normedModType R 0 0 := const_mx 1 in
-  [/\ homogeneous 2 L, \forall y \near w, differentiable L y,
+  [/\ homogeneous 2 L, differentiable_near L w,
       (forall i j, derivable (fun y => (d1 L (e R j) y : R^o)) w (e R i)) &
       grad L w = (2%:R : R)%:M].
 Proof.
 move=> L w; have EL : L = @sq0 R by apply/funext => v; rewrite /L expr2.
 split.
 - by move=> s x _; rewrite /L mxE exprMn.
-- by near=> y; rewrite EL; apply: differentiableM; exact: differentiable_coord.
+- by rewrite /differentiable_near; near=> y; rewrite EL; apply: differentiableM; exact: differentiable_coord.
 - move=> i j; rewrite EL (ord1 j) sq0_d1; apply/diff_derivable.
   by apply: differentiableZ; exact: differentiable_coord.
 - apply/matrixP => i b; rewrite !ord1 !mxE eqxx mulr1n EL.

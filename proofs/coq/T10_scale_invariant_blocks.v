@@ -56,7 +56,7 @@ Qed.
 (* H w = -g, with H = hess L w (H_ij = ∂_i ∂_j L), g = grad L w *)
 Theorem scale_invariant_Hw (L : V -> R^o) (w : V) :
   scale_invariant L ->
-  (\forall y \near w, differentiable L y) ->
+  differentiable_near L w ->
   (forall i j, derivable (fun y : V => (d1 L (e R j) y : R^o)) w (e R i)) ->
   hess L w *m w = - grad L w.
 Proof.
@@ -89,7 +89,7 @@ Qed.
 (* hence wᵀHw = 0 and D = 0 *)
 Corollary scale_invariant_quad (L : V -> R^o) (w : V) :
   scale_invariant L ->
-  (\forall y \near w, differentiable L y) ->
+  differentiable_near L w ->
   (forall i j, derivable (fun y : V => (d1 L (e R j) y : R^o)) w (e R i)) ->
   quad (hess L w) w = 0 /\ coupledD w (grad L w) (hess L w) = 0.
 Proof.
@@ -223,7 +223,7 @@ Theorem T10_instance :
   let L := fun y : matrix_normedModType R 1 0 =>
     (y 0 0 ^+ 2 / (y 0 0 ^+ 2 + y 1 0 ^+ 2) : R^o) in
   let w : matrix_normedModType R 1 0 := const_mx 1 in
-  [/\ scale_invariant L, \forall y \near w, differentiable L y,
+  [/\ scale_invariant L, differentiable_near L w,
       (forall i j, derivable (fun y => (d1 L (e R j) y : R^o)) w (e R i)) &
       grad L w 0 0 = 2%:R^-1].
 Proof.
@@ -231,7 +231,7 @@ move=> L w; have -> : L = si_L by apply/funext => y; rewrite /L si_LE !expr2.
 have -> : w = si_w by [].
 split.
 - exact: si_scale.
-- apply: (@filterS _ (nbhs si_w)) si_S_near => y Sy.
+- rewrite /differentiable_near; apply: (@filterS _ (nbhs si_w)) si_S_near => y Sy.
   apply: differentiableM; first exact: si_N_diff.
   exact: si_Sinv_diff.
 - move=> i j; apply: (derivable_near_eq (f := si_F j)).

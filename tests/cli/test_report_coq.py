@@ -52,6 +52,7 @@ def test_every_pinned_statement_reads_as_mathematics(name, statement):
     ("quad (act_H A H) (act_w A w) = quad H w", "(Aw)ᵀ(A⁻ᵀHA⁻¹)(Aw) = wᵀHw"),
     ("derive (fun y : T => k * f y) x v = k * derive f x v", "derive((y ↦ k · f(y)), x, v) = k · derive(f, x, v)"),
     ("prop_near1 x (inPhantom (forall y : T, f y = g y))", "∀y near x: f(y) = g(y)"),
+    ("T01_analytic.differentiable_near L w -> grad L w = g", "L differentiable near w ⇒ ∇L(w) = g"),
     ("\\sum_(s < m) ell s", "Σ_(s<m)ell(s)"),
 ])
 def test_translation_of_the_notation(coq, maths):
