@@ -168,10 +168,6 @@ def diagnose(
     return Diagnosis(records, meta, notes=notes, frozen=p.frozen, skipped=p.skipped)
 
 
-METHODS = ("dense", "krylov", "auto", "gram")
-FROZEN = ("skip", "include")
-
-
 def _overall(routes) -> str:
     """``"tangent"``, ``"hvp"`` or ``"mixed"`` over the blocks' ``wᵀHw`` routes."""
     seen = {str(r.value if isinstance(r, WHwRoute) else r) for r in routes}
