@@ -327,7 +327,13 @@ FORMAL_STEPS: dict[str, dict[str, tuple[str, ...]]] = {
         "Penrose 1: H'XH' = H' for X = AH⁺Aᵀ": ("T07_pseudo_inverse.T7_pinv_congruence",),
         "Penrose 3: (H'X)ᵀ = Q H H⁺ Qᵀ = H'X": ("T07_pseudo_inverse.T7_pinv_congruence",),
         "Penrose 4: (XH')ᵀ = XH'": ("T07_pseudo_inverse.T7_pinv_congruence",),
-        "D⁺'/D⁺ = 1": ("T07_pseudo_inverse.T7_Dplus_invariant",),
+        "D⁺'/D⁺ = 1": ("T07_pseudo_inverse.T7_Dplus_invariant", "T07_relative_cutoff.T7_cut_Dplus_invariant"),
+        "H u = λu  =>  H'(Qu) = c⁻² Q H u (eigenvectors map to eigenvectors)":
+            ("T07_relative_cutoff.T7_cut_decomposition",),
+        "kept-set test: c⁻²|λ_i| - rtol·c⁻²max|λ| = c⁻²(|λ_i| - rtol·max|λ|)": ("T07_relative_cutoff.cut_invZ",),
+        "c⁻² > 0, so the relative cutoff keeps the same eigen-indices": ("T07_relative_cutoff.cut_invZ",),
+        "each kept term: (c⁻²λ)⁻¹(Qu)(Qu)ᵀ = c² Q (λ⁻¹uuᵀ) Qᵀ, so H'⁺_τ' = A H⁺_τ Aᵀ":
+            ("T07_relative_cutoff.T7_cut_congruence",),
         "T4 (ii) => AᵀA = c²I (certificate n=2)": ("T04_invariance_group.T4_ii_iii",),
         "T4 (ii) => AᵀA = c²I (certificate n=3)": ("T04_invariance_group.T4_ii_iii",),
         "shear: wᵀHw unchanged (T1): (Aw)ᵀ(A⁻ᵀHA⁻¹)(Aw) = wᵀHw": ("T07_pseudo_inverse.T7_witness_quad",),

@@ -17,7 +17,7 @@ i.e. a line ``== <fully qualified name>`` followed by the printed type (the text
 ``:`` of Coq's ``name\\n     : type`` answer).  Statements are compared after collapsing runs of
 whitespace, so only Coq's line breaking is ignored.  The printing context (``PREAMBLE``) is fixed:
 MathComp's notations, ``Defs`` and the theorem's own module imported; names of other modules
-print qualified (``T04_invariance_group.e``), so the pins do not depend on which other files the
+print qualified (``DefsAnalytic.grad``), so the pins do not depend on which other files the
 development contains.
 
 ``Print Assumptions`` must answer "Closed under the global context" or list only the axioms of

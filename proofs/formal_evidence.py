@@ -22,7 +22,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-__all__ = ["FORMAL_INSTANCES", "forbidden_vernacular", "global_differentiability", "proof_extent",
+__all__ = ["FORMAL_INSTANCES", "differentiability_point", "forbidden_vernacular", "global_differentiability",
+           "proof_extent",
            "unsupported_steps"]
 
 #: per Coq theorem that FORMAL_STEPS names and that has hypotheses (``<Module>.<name>``), the pinned
@@ -47,6 +48,8 @@ FORMAL_INSTANCES: dict[str, tuple[str, ...]] = {
     "T06_n1_classification.n1_pointwise": ("T06_n1_classification.n1_pointwise_instance",),
     **{f"T07_pseudo_inverse.{n}": ("T07_pseudo_inverse.T7_nonvacuous",)
        for n in ("T7_Dplus_invariant", "T7_pinv_congruence")},
+    **{f"T07_relative_cutoff.{n}": ("T07_relative_cutoff.T7_cut_instance",)
+       for n in ("cut_invZ", "T7_cut_decomposition", "T7_cut_congruence", "T7_cut_Dplus_invariant")},
     **{f"T08_monotonicity.{n}": ("T08_monotonicity.T8_nonvacuous",) for n in ("T8_D_scale", "T8_Dplus_scale")},
     **{f"T10_scale_invariant_blocks.{n}": ("T10_scale_invariant_blocks.T10_instance",)
        for n in ("scale_invariant_radial", "scale_invariant_wg", "scale_invariant_Hw", "scale_invariant_quad")},
@@ -87,7 +90,7 @@ def _read_arg(s: str, i: int) -> tuple[str, int]:
     return s[i:j], j
 
 
-def _point(body: str) -> str | None:
+def differentiability_point(body: str) -> str | None:
     """The point at which ``body`` (a differentiability predicate applied) claims something."""
     m = _DIFF_PRED.match(body)
     if m is None:
@@ -132,7 +135,7 @@ def global_differentiability(statement: str) -> list[str]:
         comma = s.find(",", i)
         if comma < 0:
             continue
-        point = _point(s[comma + 1:].lstrip())
+        point = differentiability_point(s[comma + 1:].lstrip())
         if point is not None and point.strip("()") in names:
             found.append(point.strip("()"))
     return found

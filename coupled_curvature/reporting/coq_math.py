@@ -261,7 +261,7 @@ class _Printer:
         if k == "app":
             return self.app(node[1], node[2])
         if k == "rel":
-            sym = {"=": "=", "!=": "≠", "<": "<", "<=": "≤", "\\in": "∈", "\\notin": "∉"}
+            sym = {"=": "=", "!=": "≠", "<>": "≠", "<": "<", "<=": "≤", "\\in": "∈", "\\notin": "∉"}
             parts = [e(node[2][0])]
             for op, x in zip(node[1], node[2][1:]):
                 parts += [operator(sym[op]), e(x)]

@@ -1,10 +1,9 @@
 """The package's definitions next to the Coq development's: the rows of the report's
 "Definitions" section, and each pinned Coq statement as mathematics.
 
-The Coq side is read from the sources in ``proofs/coq`` (``Defs.v``, the pseudo-inverse's
-``coupledDplus`` in ``T07_pseudo_inverse.v`` and the forward pass ``eval`` in
-``T02_homogeneous_rescaling.v``) and translated by :func:`.coq_math.coq_math`; without the
-sources the Coq column says so.
+The Coq side is read from the sources in ``proofs/coq`` (``Defs.v``, which holds RQ, D, D⁺ and
+the pseudo-inverse, and the forward pass ``eval`` in ``T02_homogeneous_rescaling.v``) and
+translated by :func:`.coq_math.coq_math`; without the sources the Coq column says so.
 
 >>> rows = definition_rows()
 >>> [r.quantity for r in rows][:3]
@@ -39,7 +38,7 @@ DEFINITIONS = (
     Definition("Rayleigh quotient RQ", "RQ = wᵀHw / wᵀw", (("Defs.v", "RQ"), ("Defs.v", "quad"))),
     Definition("coupled diagnostic D", "D = RQ / ‖g‖² = (wᵀHw / wᵀw) / ‖g‖²", (("Defs.v", "coupledD"),)),
     Definition("inverse-coupled D⁺", "D⁺ = (wᵀH⁺w / wᵀw)·‖g‖², H⁺ the Moore–Penrose pseudo-inverse "
-               "(numerically with a relative cutoff)", (("T07_pseudo_inverse.v", "coupledDplus"),)),
+               "(numerically with a relative cutoff)", (("Defs.v", "coupledDplus"),)),
     Definition("block action of an invertible A (T1)", "w → Aw, g → A⁻ᵀg, H → A⁻ᵀHA⁻¹",
                (("Defs.v", "act_w"), ("Defs.v", "act_g"), ("Defs.v", "act_H"))),
     Definition("conformal group CO(n)", "CO(n) = {cQ : c > 0, QᵀQ = I}, i.e. AᵀA = c²I",

@@ -1,17 +1,25 @@
-(* The package's quantities, one for one with numeric/ and symbolic/:
+(* The package's quantities, one for one with numeric/ and symbolic/, defined once here:
    for a block with value w, gradient g and Hessian block H (column vectors of size n),
-     RQ  = wᵀHw / wᵀw,    D = RQ / ‖g‖²,
+     RQ  = wᵀHw / wᵀw,    D = RQ / ‖g‖²,    D⁺ = (wᵀH⁺w / wᵀw) · ‖g‖²,
+   with H⁺ the Moore–Penrose pseudo-inverse (`pinv`, built from MathComp's full-rank
+   factorisation; T07_pseudo_inverse.v proves that it satisfies the Penrose equations and is
+   the only matrix that does), the standard basis vector e_i,
    the block action of an invertible A (T1):  w -> A w,  g -> A⁻ᵀ g,  H -> A⁻ᵀ H A⁻¹,
    and the conformal group CO(n) = { A : AᵀA = c² I, c > 0 }.
-   D⁺ needs the pseudo-inverse, which is constructed in T07_pseudo_inverse.v. *)
+   The derivative notions (d1, d2, grad, hess, differentiable_near) need mathcomp-analysis and
+   are in DefsAnalytic.v, so that the algebraic files do not depend on it.
+
+   Every file of the development imports this one, which also sets the shared context: implicit
+   arguments, GRing.Theory and Num.Theory, and ring_scope (exported, so the files do not repeat
+   them). *)
 From mathcomp Require Import all_ssreflect all_algebra.
 
-Set Implicit Arguments.
-Unset Strict Implicit.
-Unset Printing Implicit Defensive.
+#[export] Set Implicit Arguments.
+#[export] Unset Strict Implicit.
+#[export] Unset Printing Implicit Defensive.
 
-Import GRing.Theory Num.Theory.
-Local Open Scope ring_scope.
+Export GRing.Theory Num.Theory.
+Open Scope ring_scope.
 
 Section Defs.
 Variable R : rcfType.
@@ -28,6 +36,17 @@ Definition RQ (H : 'M[R]_n) (w : 'cV[R]_n) : R := quad H w / sqnorm w.
 (* D = RQ / ‖g‖² *)
 Definition coupledD (w g : 'cV[R]_n) (H : 'M[R]_n) : R := RQ H w / sqnorm g.
 
+(* the Moore–Penrose pseudo-inverse H⁺ = Gᵀ(GGᵀ)⁻¹(FᵀF)⁻¹Fᵀ of H = F G
+   (F = col_base H, n×r; G = row_base H, r×n; r = rank H) *)
+Definition pinv (H : 'M[R]_n) : 'M[R]_n :=
+  (row_base H)^T *m invmx (row_base H *m (row_base H)^T)
+  *m invmx ((col_base H)^T *m col_base H) *m (col_base H)^T.
+(* D⁺ = (wᵀH⁺w / wᵀw) · ‖g‖², mirroring the package's definition *)
+Definition coupledDplus (w g : 'cV[R]_n) (H : 'M[R]_n) : R := quad (pinv H) w / sqnorm w * sqnorm g.
+
+(* the standard basis vector e_i *)
+Definition e (i : 'I_n) : 'cV[R]_n := delta_mx i 0.
+
 (* the block action of A (T1) *)
 Definition act_w (A : 'M[R]_n) (w : 'cV[R]_n) : 'cV[R]_n := A *m w.
 Definition act_g (A : 'M[R]_n) (g : 'cV[R]_n) : 'cV[R]_n := (invmx A)^T *m g.
@@ -38,3 +57,13 @@ Definition conformal (A : 'M[R]_n) : Prop :=
   exists c : R, 0 < c /\ A^T *m A = (c ^+ 2)%:M.
 
 End Defs.
+
+Arguments e {R n} i.
+
+(* "f (D or D⁺) is invariant under A for every w ≠ 0, g ≠ 0 and symmetric H", the hypothesis of
+   T4 and T7; only parsing, so that the statements print it in full.  f is given with its
+   implicit arguments as holes, e.g. invariant_under (@coupledD _ _) A. *)
+Notation invariant_under f A :=
+  (forall (w g : 'cV[_]_ _) (H : 'M[_]_ _), w != 0 -> g != 0 -> H^T = H ->
+     f (act_w A w) (act_g A g) (act_H A H) = f w g H)
+  (only parsing).

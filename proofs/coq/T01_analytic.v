@@ -14,22 +14,11 @@
    T1_analytic_instance: L(v) = v₀² and M = -1 meet every hypothesis, with Hessian 2. *)
 From mathcomp Require Import all_ssreflect all_algebra.
 From mathcomp Require Import boolp classical_sets functions reals topology normedtype derive.
-
-Set Implicit Arguments.
-Unset Strict Implicit.
-Unset Printing Implicit Defensive.
-
-Import GRing.Theory Num.Theory.
-Local Open Scope ring_scope.
-Local Open Scope classical_set_scope.
+From CoupledCurvature Require Import DefsAnalytic.
 
 Section Locality.
 Variable R : realType.
 Variable U : normedModType R.
-
-(* f is differentiable at every point of some neighbourhood of x: a local hypothesis, named so
-   that no statement reads as a claim about every point of the space *)
-Definition differentiable_near (f : U -> R^o) (x : U) := \forall y \near x, differentiable f y.
 
 Lemma regular_scaleE (a b : R) : (a *: (b : R^o) : R^o) = a * b.
 Proof. by []. Qed.
@@ -37,6 +26,12 @@ Proof. by []. Qed.
 Lemma near_neq0 : \forall h \near (0 : R^o)^', h != 0.
 Proof. exact: withinT. Qed.
 
+Lemma near0_gt1 : \forall h \near (0 : R^o)^', 0 < h + 1.
+Proof.
+move: (@dnbhs0_lt _ [pseudoMetricNormedZmodType R of R^o] 1 ltr01); apply: filterS => h.
+rewrite ltr_norml => /andP [h1 _].
+by rewrite -ltr_subl_addr sub0r.
+Qed.
 
 Lemma shift_cvg (x v : U) : (fun h : R^o => h *: v + x) @ (0 : R^o)^' --> x.
 Proof.
@@ -79,17 +74,8 @@ Variable n : nat.
 (* column vectors of size n.+1 with mathcomp-analysis' normed-module structure *)
 Local Notation V := (matrix_normedModType R n 0).
 
-(* the first and second directional derivatives as real numbers (wrapping them in
-   definitions of type R keeps elaboration fast in mathcomp-analysis 0.6.0) *)
-Definition d1 (f : V -> R^o) (v x : V) : R := derive f x v.
-Definition d2 (f : V -> R^o) (u v x : V) : R := derive (fun y : V => (d1 f v y : R^o)) x u.
-
 (* the linear map θ |-> M θ, typed as a map of V *)
 Definition mulV (M : 'M[R]_n.+1) (x : V) : V := M *m x.
-
-Definition e (i : 'I_n.+1) : V := delta_mx i 0.
-Definition grad (f : V -> R^o) (x : V) : 'cV[R]_n.+1 := \col_i d1 f (e i) x.
-Definition hess (f : V -> R^o) (x : V) : 'M[R]_n.+1 := \matrix_(i, j) d2 f (e i) (e j) x.
 
 (* first directional derivative of L∘M *)
 Theorem derive_comp_linear (M : 'M[R]_n.+1) (L : V -> R^o) (th v : V) :
@@ -179,6 +165,33 @@ rewrite /mulV trmx_mul -mulmxA row_delta_mul !mxE; apply: eq_bigr => l _.
 by rewrite !mxE.
 Qed.
 
+(* the derivative along e_i, at w, of the radial derivative y |-> d1 L y y = Σ_j y_j ∂_jL(y) is
+   (H w)_i + g_i, under local hypotheses at w (used by T9 and T10) *)
+Lemma derive_radial (L : V -> R^o) (w : V) (i : 'I_n.+1) :
+  differentiable_near L w -> partials_derivable L w ->
+  derive (fun y : V => (d1 L y y : R^o)) w (e i) = (hess L w *m w) i 0 + grad L w i 0.
+Proof.
+move=> dL dD.
+pose C j : V -> R^o := fun y => y j 0.
+pose G j : V -> R^o := fun y => d1 L (e j) y.
+pose P j : V -> R^o := C j * G j.
+have E : \forall y \near w, (d1 L y y : R^o) = (\sum_j P j) y.
+  apply: (@filterS _ (nbhs w)) dL => y dy; rewrite derive_grad // fct_sumE mxE.
+  by apply: eq_bigr => j _; rewrite !mxE.
+have dC j : derivable (C j) w (e i) by apply/diff_derivable/differentiable_coord.
+have dG j : derivable (G j) w (e i) by exact: dD.
+rewrite (derive_near_eq _ E) derive_sum => [|j]; last exact: derivableM.
+have -> : \sum_j derive (P j) w (e i)
+        = \sum_j (w j 0 * hess L w i j + G j w * (j == i)%:R).
+  apply: eq_bigr => j _; rewrite deriveM // derive_coord.
+  by rewrite /hess mxE /d2.
+have S2 : \sum_j G j w * (j == i)%:R = G i w.
+  rewrite (bigD1 i) //= eqxx mulr1 big1 ?addr0 // => j /negbTE ->.
+  by rewrite mulr0.
+rewrite big_split /= S2 [grad _ _ _ _]mxE -/(G i w) mxE; congr (_ + _).
+by apply: eq_bigr => j _; rewrite mulrC.
+Qed.
+
 (* T1 for a linear symmetry L∘M = L with M invertible *)
 Theorem grad_symmetry (M : 'M[R]_n.+1) (L : V -> R^o) (th : V) :
   M \in unitmx -> L \o mulV M = L -> differentiable L (mulV M th) ->
@@ -200,7 +213,6 @@ Qed.
 
 End T1Analytic.
 
-
 (* the pinned instance of hess_comp_linear / hess_symmetry: L(v) = v₀² on R¹ and the linear
    symmetry M = -1 (L∘M = L).  L is differentiable near every point, its partial derivative
    2v₀ is differentiable, and the Hessian is 2 <> 0. *)
@@ -213,7 +225,7 @@ Definition sq0 : V -> R^o := (fun v : V => (v 0 0 : R^o)) * (fun v : V => (v 0 0
 Lemma sq0E (v : V) : sq0 v = v 0 0 * v 0 0.
 Proof. by []. Qed.
 
-Lemma sq0_d1 : (fun y : V => (d1 sq0 (e R 0) y : R^o)) = (2%:R : R) *: (fun v : V => (v 0 0 : R^o)).
+Lemma sq0_d1 : (fun y : V => (d1 sq0 (e 0) y : R^o)) = (2%:R : R) *: (fun v : V => (v 0 0 : R^o)).
 Proof.
 apply/funext => y; rewrite /d1 deriveM; try exact/diff_derivable/differentiable_coord.
 rewrite derive_coord !regular_scaleE eqxx mulr1.
@@ -225,7 +237,7 @@ Theorem T1_analytic_instance (th : V) :
   let M : 'M[R]_1 := (-1)%:M in
   [/\ M \in unitmx, L \o mulV M = L,
       differentiable_near L (mulV M th),
-      (forall j, differentiable (fun y => (d1 L (e R j) y : R^o)) (mulV M th)) &
+      (forall j, differentiable (fun y => (d1 L (e j) y : R^o)) (mulV M th)) &
       hess L (mulV M th) = (2%:R : R)%:M].
 Proof.
 move=> L M; have EL : L = sq0 by apply/funext => v; rewrite /L expr2.
@@ -237,7 +249,7 @@ rewrite EL; split.
 - move=> j; rewrite (ord1 j) sq0_d1.
   by apply: differentiableZ; exact: differentiable_coord.
 - apply/matrixP => i j; rewrite !ord1 !mxE eqxx mulr1n /d2 sq0_d1.
-  change (derive ((2%:R : R) \*: (fun v : V => (v 0 0 : R^o))) (mulV M th) (e R 0) = 2%:R).
+  change (derive ((2%:R : R) \*: (fun v : V => (v 0 0 : R^o))) (mulV M th) (e 0) = 2%:R).
   rewrite deriveZ; last exact/diff_derivable/differentiable_coord.
   by rewrite derive_coord eqxx regular_scaleE mulr1.
 Unshelve. all: by end_near.

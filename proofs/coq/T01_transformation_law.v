@@ -8,13 +8,6 @@
 From mathcomp Require Import all_ssreflect all_algebra.
 From CoupledCurvature Require Import Defs.
 
-Set Implicit Arguments.
-Unset Strict Implicit.
-Unset Printing Implicit Defensive.
-
-Import GRing.Theory Num.Theory.
-Local Open Scope ring_scope.
-
 Section Algebraic.
 Variable R : rcfType.
 

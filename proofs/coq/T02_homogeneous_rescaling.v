@@ -10,13 +10,9 @@
    at every depth, for every width, at every hidden layer.  The proof is an induction over
    the layers of C and one step at layer l; no composition hypothesis is used. *)
 From mathcomp Require Import all_ssreflect fingroup perm all_algebra.
-
-Set Implicit Arguments.
-Unset Strict Implicit.
-Unset Printing Implicit Defensive.
+From CoupledCurvature Require Import Defs.
 
 Import Order.POrderTheory GRing.Theory Num.Theory.
-Local Open Scope ring_scope.
 
 Section Net.
 Variable R : rcfType.

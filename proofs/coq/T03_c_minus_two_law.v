@@ -9,13 +9,6 @@ From mathcomp Require Import all_ssreflect all_algebra.
 From mathcomp Require Import ring.
 From CoupledCurvature Require Import Defs T04_invariance_group T07_pseudo_inverse.
 
-Set Implicit Arguments.
-Unset Strict Implicit.
-Unset Printing Implicit Defensive.
-
-Import GRing.Theory Num.Theory.
-Local Open Scope ring_scope.
-
 Section T3.
 Variable R : rcfType.
 Variable n : nat.

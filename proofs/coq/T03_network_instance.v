@@ -6,15 +6,7 @@
 From mathcomp Require Import all_ssreflect all_algebra.
 From mathcomp Require Import boolp classical_sets functions reals topology normedtype derive.
 From mathcomp Require Import ring.
-From CoupledCurvature Require Import Defs T01_analytic T02_homogeneous_rescaling T03_network_law.
-
-Set Implicit Arguments.
-Unset Strict Implicit.
-Unset Printing Implicit Defensive.
-
-Import GRing.Theory Num.Theory.
-Local Open Scope ring_scope.
-Local Open Scope classical_set_scope.
+From CoupledCurvature Require Import DefsAnalytic T01_analytic T02_homogeneous_rescaling T03_network_law.
 
 Section DeepLinear.
 Variable R : realType.
@@ -42,7 +34,7 @@ have E0 : mxvec_index (0 : 'I_1) (0 : 'I_1) = 0 :> 'I_(1 * 1) by rewrite [LHS]or
 by rewrite E0.
 Qed.
 
-Lemma derive_P (x : V) : derive P x (e R 0) = 6%:R.
+Lemma derive_P (x : V) : derive P x (e 0) = 6%:R.
 Proof.
 rewrite /derive /=.
 apply: (lim_near_cst (@norm_hausdorff _ [pseudoMetricNormedZmodType R of R^o])).
@@ -59,7 +51,7 @@ apply: differentiableB; last exact: differentiable_cst.
 by apply: differentiableZ; exact: differentiable_coord.
 Qed.
 
-Lemma d1_dl_loss : (fun y : V => (d1 dl_loss (e R 0) y : R^o)) = (12%:R : R) *: P.
+Lemma d1_dl_loss : (fun y : V => (d1 dl_loss (e 0) y : R^o)) = (12%:R : R) *: P.
 Proof.
 apply/funext => y; rewrite /d1 dl_lossE deriveM ?derive_P; try exact/diff_derivable/diff_P.
 rewrite !regular_scaleE.
@@ -85,7 +77,7 @@ Theorem T3_deep_linear_instance :
   let w := vec (1%:M : 'M[R]_1) in
   [/\ (forall c z : R, 0 < c -> id (c * z) = c ^+ 1 * id z),
       differentiable_near L w,
-      (forall j, differentiable (fun y => (d1 L (e R j) y : R^o)) w),
+      (forall j, differentiable (fun y => (d1 L (e j) y : R^o)) w),
       grad L w = (60%:R : R)%:M &
       hess L w = (72%:R : R)%:M].
 Proof.
@@ -99,7 +91,7 @@ rewrite EL; split.
   have := congr1 (fun f => f w) d1_dl_loss; rewrite /= => ->.
   by change ((12%:R : R) * P w = 60%:R); rewrite P_w -natrM.
 - apply/matrixP => i b; rewrite !ord1 !mxE eqxx mulr1n /d2 d1_dl_loss.
-  change (derive (fun y => (12%:R * P y : R^o)) w (e R 0) = 72%:R).
+  change (derive (fun y => (12%:R * P y : R^o)) w (e 0) = 72%:R).
   by rewrite derive_scale_fun ?pnatr_eq0 // derive_P -natrM.
 Unshelve. all: by end_near.
 Qed.

@@ -17,16 +17,23 @@
    pinned deep-linear instance (T03_network_instance.v) shows such a point with g <> 0. *)
 From mathcomp Require Import all_ssreflect all_algebra.
 From mathcomp Require Import boolp classical_sets functions reals topology normedtype derive.
-From CoupledCurvature Require Import Defs T01_analytic T02_homogeneous_rescaling.
+From CoupledCurvature Require Import DefsAnalytic T01_analytic T02_homogeneous_rescaling.
 From CoupledCurvature Require Import T03_c_minus_two_law T07_pseudo_inverse.
 
-Set Implicit Arguments.
-Unset Strict Implicit.
-Unset Printing Implicit Defensive.
-
-Import GRing.Theory Num.Theory.
-Local Open Scope ring_scope.
-Local Open Scope classical_set_scope.
+(* T3's conclusions for a block w of L moved to a *: w (L' the loss after the move): with
+   g, H the gradient and Hessian of L at w and g', H' those of L' at a *: w,
+     g' = a⁻¹ g,  H' = a⁻² H,  ‖g'‖² = a⁻² ‖g‖²,  RQ' = a⁻² RQ,  w'ᵀH'w' = wᵀHw,  w'ᵀg' = wᵀg,
+     D' = D,  D⁺' = D⁺;
+   only parsing, so that the pinned statements print them in full (w%R: w is read in ring_scope
+   at every use) *)
+Local Notation T3_law L L' w a :=
+  (let g := grad L w%R in let H := hess L w%R in
+   let g' := grad L' (a *: w) in let H' := hess L' (a *: w) in
+   [/\ g' = a^-1 *: g, H' = a ^- 2 *: H,
+       sqnorm g' = a ^- 2 * sqnorm g, RQ H' (a *: w) = a ^- 2 * RQ H w &
+       [/\ quad H' (a *: w) = quad H w, dot (a *: w) g' = dot w g,
+           coupledD (a *: w) g' H' = coupledD w g H &
+           coupledDplus (a *: w) g' H' = coupledDplus w g H]]) (only parsing).
 
 Section Limits.
 Variable R : realType.
@@ -130,35 +137,34 @@ rewrite derive_scale_fun // derive_scale_dir // => E2.
 by rewrite -mulrA E2 mulrA mulVf // mul1r.
 Qed.
 
-Lemma grad_rescale (F F' : V -> R^o) (c : R) : c != 0 ->
-  (forall v, F' (c *: v) = F v) -> forall w, grad F' (c *: w) = c^-1 *: grad F w.
+(* the gradient and Hessian of F' at c v, for F'(c v) = F(v) and c <> 0 *)
+Section Rescaled.
+Variables (F F' : V -> R^o) (c : R).
+Hypotheses (c0 : c != 0) (FF : forall v, F' (c *: v) = F v).
+
+Lemma grad_rescale w : grad F' (c *: w) = c^-1 *: grad F w.
 Proof.
-move=> c0 FF w; apply/matrixP => i j; rewrite !mxE.
+apply/matrixP => i j; rewrite !mxE.
 by rewrite (@d1_rescale F F' c 1) ?oner_neq0 ?mulr1 // => v; rewrite mul1r.
 Qed.
 
-Lemma hess_rescale (F F' : V -> R^o) (c : R) : c != 0 ->
-  (forall v, F' (c *: v) = F v) -> forall w, hess F' (c *: w) = c ^- 2 *: hess F w.
+Lemma hess_rescale w : hess F' (c *: w) = c ^- 2 *: hess F w.
 Proof.
-move=> c0 FF w; apply/matrixP => i j; rewrite !mxE /d2.
-have G : forall v, d1 F' (e R j) (c *: v) = c^-1 * d1 F (e R j) v.
-  by move=> v; rewrite (@d1_rescale F F' c 1) ?oner_neq0 ?mulr1 // => x; rewrite mul1r.
+apply/matrixP => i j; rewrite !mxE /d2.
+have G v : d1 F' (e j) (c *: v) = c^-1 * d1 F (e j) v.
+  by have := congr1 (fun M : 'cV[R]_n.+1 => M j 0) (grad_rescale v); rewrite !mxE.
 have ci0 : c^-1 != 0 by rewrite invr_eq0.
-have := @d1_rescale (fun y => d1 F (e R j) y) (fun y => d1 F' (e R j) y) c c^-1 c0 ci0 G (e R i) w.
+have := @d1_rescale (fun y => d1 F (e j) y) (fun y => d1 F' (e j) y) c c^-1 c0 ci0 G (e i) w.
 by rewrite /d1 => ->; rewrite -exprVn expr2.
 Qed.
+
+End Rescaled.
 
 (* the rescaled block, for any F, F' with F'(c v) = F v (c > 0): T3's conclusions for the true
    derivatives grad and hess, no differentiability needed *)
 Theorem T3_rescaled_block (F F' : V -> R^o) (c : R) (w : V) : 0 < c ->
   (forall v, F' (c *: v) = F v) ->
-  let g := grad F w in let H := hess F w in
-  let g' := grad F' (c *: w) in let H' := hess F' (c *: w) in
-  [/\ g' = c^-1 *: g, H' = c ^- 2 *: H,
-      sqnorm g' = c ^- 2 * sqnorm g, RQ H' (c *: w) = c ^- 2 * RQ H w &
-      [/\ quad H' (c *: w) = quad H w, dot (c *: w) g' = dot w g,
-          coupledD (c *: w) g' H' = coupledD w g H &
-          coupledDplus (c *: w) g' H' = coupledDplus w g H]].
+  T3_law F F' w c.
 Proof.
 move=> c0 FF g H g' H'; have cn0 := lt0r_neq0 c0.
 have Eg : g' = act_g c%:M g by rewrite act_g_scalar /g' (grad_rescale cn0 FF).
@@ -210,13 +216,7 @@ Theorem T3_network_W j i h o (C : ctx R j i.+1) (W : 'M[R]_(h.+1, i.+1)) (b : 'c
     (\sum_(s < m) ell s (eval sigma (plug C (Layer (unvec v) (c *: b)
                                        (rmul_first ((c ^+ k)^-1)%:M N))) (X s)) : R^o) in
   let w := vec W in
-  let g := grad L w in let H := hess L w in
-  let g' := grad L' (c *: w) in let H' := hess L' (c *: w) in
-  [/\ g' = c^-1 *: g, H' = c ^- 2 *: H,
-      sqnorm g' = c ^- 2 * sqnorm g, RQ H' (c *: w) = c ^- 2 * RQ H w &
-      [/\ quad H' (c *: w) = quad H w, dot (c *: w) g' = dot w g,
-          coupledD (c *: w) g' H' = coupledD w g H &
-          coupledDplus (c *: w) g' H' = coupledDplus w g H]].
+  T3_law L L' w c.
 Proof.
 move=> c0 L L' w; apply: T3_rescaled_block => // v.
 rewrite /L /L' unvecZ; apply: eq_bigr => s _.
@@ -232,16 +232,26 @@ Theorem T3_network_b j i h o (C : ctx R j i) (W : 'M[R]_(h.+1, i)) (b : 'cV[R]_h
   let L' := fun v : matrix_normedModType R h 0 =>
     (\sum_(s < m) ell s (eval sigma (plug C (Layer (c *: W) v
                                        (rmul_first ((c ^+ k)^-1)%:M N))) (X s)) : R^o) in
-  let g := grad L b in let H := hess L b in
-  let g' := grad L' (c *: b) in let H' := hess L' (c *: b) in
-  [/\ g' = c^-1 *: g, H' = c ^- 2 *: H,
-      sqnorm g' = c ^- 2 * sqnorm g, RQ H' (c *: b) = c ^- 2 * RQ H b &
-      [/\ quad H' (c *: b) = quad H b, dot (c *: b) g' = dot b g,
-          coupledD (c *: b) g' H' = coupledD b g H &
-          coupledDplus (c *: b) g' H' = coupledDplus b g H]].
+  T3_law L L' b c.
 Proof.
 move=> c0 L L'; apply: T3_rescaled_block => // v.
 rewrite /L /L'; apply: eq_bigr => s _.
+by rewrite (layer_rescaling_preserves_output sigma_hom).
+Qed.
+
+(* the step shared by T3_network_next and T3_network_next_out: the block W_{l+1}, as a column v,
+   enters the rest of the network through mk v (a hidden layer or the output layer), and moving it
+   by a is rmul_first by a%:M; under T2's layer map (a = c^{-k}) the losses agree *)
+Lemma T3_next_block j i h h2 o (C : ctx R j i) (W : 'M[R]_(h.+1, i)) (b : 'cV[R]_h.+1)
+  (mk : wvec h2 h -> net R h.+1 o) (w : wvec h2 h)
+  (m : nat) (X : 'I_m -> 'cV[R]_j) (ell : 'I_m -> 'cV[R]_o -> R) (c : R) :
+  0 < c -> (forall (a : R) v, mk (a *: v) = rmul_first a%:M (mk v)) ->
+  let L := fun v => (\sum_(s < m) ell s (eval sigma (plug C (Layer W b (mk v))) (X s)) : R^o) in
+  let L' := fun v => (\sum_(s < m) ell s (eval sigma (plug C (Layer (c *: W) (c *: b) (mk v))) (X s)) : R^o) in
+  T3_law L L' w (c ^- k).
+Proof.
+move=> c0 mkZ L L'; apply: T3_rescaled_block => [|v]; first by rewrite invr_gt0 exprn_gt0.
+rewrite /L /L' mkZ; apply: eq_bigr => s _.
 by rewrite (layer_rescaling_preserves_output sigma_hom).
 Qed.
 
@@ -259,20 +269,11 @@ Theorem T3_network_next j i h h2 o (C : ctx R j i) (W : 'M[R]_(h.+1, i)) (b : 'c
                                                (Layer (unvec v) b2 N2))) (X s)) : R^o) in
   let a := c ^- k in
   let w := vec W2 in
-  let g := grad L w in let H := hess L w in
-  let g' := grad L' (a *: w) in let H' := hess L' (a *: w) in
-  [/\ g' = a^-1 *: g, H' = a ^- 2 *: H,
-      sqnorm g' = a ^- 2 * sqnorm g, RQ H' (a *: w) = a ^- 2 * RQ H w &
-      [/\ quad H' (a *: w) = quad H w, dot (a *: w) g' = dot w g,
-          coupledD (a *: w) g' H' = coupledD w g H &
-          coupledDplus (a *: w) g' H' = coupledDplus w g H]].
+  T3_law L L' w a.
 Proof.
-move=> c0 L L' a w; have a0 : 0 < a by rewrite invr_gt0 exprn_gt0.
-apply: T3_rescaled_block => // v.
-rewrite /L /L' unvecZ; apply: eq_bigr => s _.
-have -> : Layer (a *: unvec v) b2 N2 = rmul_first ((c ^+ k)^-1)%:M (Layer (unvec v) b2 N2).
-  by rewrite /= mul_mx_scalar.
-by rewrite (layer_rescaling_preserves_output sigma_hom).
+move=> c0; pose mk (v : wvec h2 h) := Layer (unvec v) b2 N2.
+have mkZ (a : R) v : mk (a *: v) = rmul_first a%:M (mk v) by rewrite /mk /= unvecZ mul_mx_scalar.
+exact: (@T3_next_block _ _ _ _ _ C W b mk (vec W2) _ X ell c c0 mkZ).
 Qed.
 
 (* ... and when layer l+1 is the output layer *)
@@ -286,20 +287,11 @@ Theorem T3_network_next_out j i h o (C : ctx R j i) (W : 'M[R]_(h.+1, i)) (b : '
     (\sum_(s < m) ell s (eval sigma (plug C (Layer (c *: W) (c *: b) (Out (unvec v) b2))) (X s)) : R^o) in
   let a := c ^- k in
   let w := vec W2 in
-  let g := grad L w in let H := hess L w in
-  let g' := grad L' (a *: w) in let H' := hess L' (a *: w) in
-  [/\ g' = a^-1 *: g, H' = a ^- 2 *: H,
-      sqnorm g' = a ^- 2 * sqnorm g, RQ H' (a *: w) = a ^- 2 * RQ H w &
-      [/\ quad H' (a *: w) = quad H w, dot (a *: w) g' = dot w g,
-          coupledD (a *: w) g' H' = coupledD w g H &
-          coupledDplus (a *: w) g' H' = coupledDplus w g H]].
+  T3_law L L' w a.
 Proof.
-move=> c0 L L' a w; have a0 : 0 < a by rewrite invr_gt0 exprn_gt0.
-apply: T3_rescaled_block => // v.
-rewrite /L /L' unvecZ; apply: eq_bigr => s _.
-have -> : Out (a *: unvec v) b2 = rmul_first ((c ^+ k)^-1)%:M (Out (unvec v) b2).
-  by rewrite /= mul_mx_scalar.
-by rewrite (layer_rescaling_preserves_output sigma_hom).
+move=> c0; pose mk (v : wvec o h) := Out (unvec v) b2.
+have mkZ (a : R) v : mk (a *: v) = rmul_first a%:M (mk v) by rewrite /mk /= unvecZ mul_mx_scalar.
+exact: (@T3_next_block _ _ _ _ _ C W b mk (vec W2) _ X ell c c0 mkZ).
 Qed.
 
 End NetworkLoss.

@@ -23,17 +23,11 @@ From mathcomp Require Import all_ssreflect all_algebra.
 From mathcomp Require Import ring.
 From CoupledCurvature Require Import Defs.
 
-Set Implicit Arguments.
-Unset Strict Implicit.
-Unset Printing Implicit Defensive.
-
-Import GRing.Theory Num.Theory.
-Local Open Scope ring_scope.
-
 Section DotFacts.
 Variable R : rcfType.
 Variable n : nat.
-Implicit Types (u v w g : 'cV[R]_n) (A B H : 'M[R]_n).
+Implicit Types (u v w g : 'cV[R]_n) (A B H : 'M[R]_n) (i j : 'I_n).
+Local Notation e := (@e R n).
 
 Lemma dotE u v : dot u v = \sum_i u i 0 * v i 0.
 Proof. by rewrite /dot mxE; apply: eq_bigr => i _; rewrite mxE. Qed.
@@ -121,9 +115,6 @@ Proof.
 move=> Bu u0; apply: sqnorm_gt0; apply: contraNneq u0 => Bu0.
 by rewrite -(mulKmx Bu u) Bu0 mulmx0.
 Qed.
-
-(* the standard basis vectors e_i *)
-Definition e (i : 'I_n) : 'cV[R]_n := delta_mx i 0.
 
 Lemma dot_e i j : dot (e i) (e j) = (i == j)%:R.
 Proof.
@@ -234,12 +225,12 @@ by rewrite mulrC ab1.
 Qed.
 
 End DotFacts.
-Arguments e {R n} i.
 
 Section T4.
 Variable R : rcfType.
 Variable n : nat.
-Implicit Types (w g : 'cV[R]_n) (A H : 'M[R]_n).
+Implicit Types (w g : 'cV[R]_n) (A H : 'M[R]_n) (i j : 'I_n).
+Local Notation e := (@e R n).
 
 (* The contrapositive of the witness: if no pair of basis vectors (e_i, e_j) has
    ‖A e_i‖² ‖A⁻ᵀ e_j‖² > 1, then A ∈ CO(n). *)
@@ -291,8 +282,7 @@ Qed.
 
 (* T4 (i) ⇔ (ii) *)
 Theorem T4_i_ii A : A \in unitmx ->
-  (forall w g H, w != 0 -> g != 0 -> H^T = H ->
-     coupledD (act_w A w) (act_g A g) (act_H A H) = coupledD w g H)
+  invariant_under (@coupledD _ _) A
   <-> (forall w g, sqnorm (act_w A w) * sqnorm (act_g A g) = sqnorm w * sqnorm g).
 Proof.
 move=> Au; split=> h; last by move=> w g H _ _ _; rewrite coupledD_act // h -coupledDE.
@@ -303,10 +293,7 @@ by move/(mulfI (lt0r_neq0 (sqnorm_gt0 w0)))/invr_inj.
 Qed.
 
 (* T4 (i) ⇔ (iii) *)
-Theorem T4_i_iii A : A \in unitmx ->
-  (forall w g H, w != 0 -> g != 0 -> H^T = H ->
-     coupledD (act_w A w) (act_g A g) (act_H A H) = coupledD w g H)
-  <-> conformal A.
+Theorem T4_i_iii A : A \in unitmx -> invariant_under (@coupledD _ _) A <-> conformal A.
 Proof. by move=> Au; rewrite T4_i_ii // T4_ii_iii. Qed.
 
 (* T4 witness: for A ∉ CO(n), basis vectors e_i, e_j and a factor 0 < f < 1 with

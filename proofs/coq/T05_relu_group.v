@@ -13,12 +13,7 @@
 From mathcomp Require Import all_ssreflect fingroup perm all_algebra.
 From CoupledCurvature Require Import Defs T02_homogeneous_rescaling.
 
-Set Implicit Arguments.
-Unset Strict Implicit.
-Unset Printing Implicit Defensive.
-
 Import Order.POrderTheory GRing.Theory Num.Theory.
-Local Open Scope ring_scope.
 
 Section T5.
 Variable R : rcfType.

@@ -4,15 +4,7 @@
    (n1_affine_iff; s != 0 when φ is a diffeomorphism). *)
 From mathcomp Require Import all_ssreflect all_algebra.
 From mathcomp Require Import boolp classical_sets functions reals topology normedtype derive realfun.
-From CoupledCurvature Require Import Defs.
-
-Set Implicit Arguments.
-Unset Strict Implicit.
-Unset Printing Implicit Defensive.
-
-Import GRing.Theory Num.Theory.
-Local Open Scope ring_scope.
-Local Open Scope classical_set_scope.
+From CoupledCurvature Require Import DefsAnalytic.
 
 Section N1.
 Variable R : realType.

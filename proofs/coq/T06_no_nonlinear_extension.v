@@ -12,19 +12,13 @@ From mathcomp Require Import all_ssreflect all_algebra.
 From mathcomp Require Import ring.
 From CoupledCurvature Require Import Defs.
 
-Set Implicit Arguments.
-Unset Strict Implicit.
-Unset Printing Implicit Defensive.
-
 Import Order.POrderTheory GRing.Theory Num.Theory.
-Local Open Scope ring_scope.
 
 Section Core.
 Variable R : rcfType.
 Variable n : nat.
 Local Notation V := 'cV[R]_n.
-
-Definition ev (i : 'I_n) : V := delta_mx i 0.
+Local Notation e := (@e R n).
 
 Lemma addmx_entry m p (A B : 'M[R]_(m, p)) i j : (A + B) i j = A i j + B i j.
 Proof. by rewrite mxE. Qed.
@@ -45,22 +39,22 @@ Proof. by rewrite !dotE -big_split; apply: eq_bigr => i _; rewrite addmx_entry m
 Lemma dotDr (u v x : V) : dot x (u + v) = dot x u + dot x v.
 Proof. by rewrite dotC dotDl !(dotC x). Qed.
 
-Lemma dot_ev_l i (v : V) : dot (ev i) v = v i 0.
+Lemma dot_e_l i (v : V) : dot (e i) v = v i 0.
 Proof.
 rewrite dotE (bigD1 i) //= big1 => [|j ji]; first by rewrite mxE !eqxx mul1r addr0.
 by rewrite mxE (negbTE ji) mul0r.
 Qed.
 
-Lemma dot_ev_r i (v : V) : dot v (ev i) = v i 0.
-Proof. by rewrite dotC dot_ev_l. Qed.
+Lemma dot_e_r i (v : V) : dot v (e i) = v i 0.
+Proof. by rewrite dotC dot_e_l. Qed.
 
-Lemma ev_entry i j : ev i j 0 = (j == i)%:R.
+Lemma e_entry i j : e i j 0 = (j == i)%:R.
 Proof. by rewrite mxE eqxx andbT. Qed.
 
 Lemma col_entry (M : 'M[R]_n) i j : col j M i 0 = M i j.
 Proof. by rewrite mxE. Qed.
 
-Lemma mul_ev (M : 'M[R]_n) j : (M *m ev j) = col j M.
+Lemma mul_e (M : 'M[R]_n) j : (M *m e j) = col j M.
 Proof. by rewrite colE. Qed.
 
 Lemma sqnorm_ge0 (v : V) : 0 <= sqnorm v.
@@ -95,22 +89,22 @@ Proof. by rewrite /quad mul1mx. Qed.
 
 Lemma quad_delta i j (x : V) : quad (delta_mx i j) x = x i 0 * x j 0.
 Proof.
-rewrite /quad; have -> : delta_mx i j *m x = x j 0 *: ev i.
+rewrite /quad; have -> : delta_mx i j *m x = x j 0 *: e i.
   apply/matrixP => a b; rewrite ord1 mxE scalemx_entry (bigD1 j) //= big1 => [|l lj].
     by rewrite !mxE !eqxx andbT addr0; case: (a == i); rewrite ?mulr1 ?mulr0 ?mul1r ?mul0r.
   by rewrite mxE (negbTE lj) andbF mul0r.
-rewrite /dot -scalemxAr scalemx_entry -/(dot x (ev i)) dot_ev_r.
+rewrite /dot -scalemxAr scalemx_entry -/(dot x (e i)) dot_e_r.
 by rewrite mulrC.
 Qed.
 
-Lemma sum_ev (K : 'I_n -> 'M[R]_n) k :
-  \sum_j ev k j 0 *: K j = K k.
+Lemma sum_e (K : 'I_n -> 'M[R]_n) k :
+  \sum_j e k j 0 *: K j = K k.
 Proof.
 rewrite (bigD1 k) //= big1 => [|j jk]; first by rewrite mxE !eqxx scale1r addr0.
 by rewrite mxE (negbTE jk) scale0r.
 Qed.
 
-Lemma trmx_mul_ev_neq0 (J : 'M[R]_n) (g : V) : J \in unitmx -> g != 0 -> J^T *m g != 0.
+Lemma trmx_mul_e_neq0 (J : 'M[R]_n) (g : V) : J \in unitmx -> g != 0 -> J^T *m g != 0.
 Proof.
 move=> Ju g0; apply: contraNneq g0 => Jg0.
 by rewrite -(mulKmx (_ : J^T \in unitmx) g) ?unitmx_tr // Jg0 mulmx0.
@@ -130,17 +124,17 @@ Theorem pointwise_core (J : 'M[R]_n) (K : 'I_n -> 'M[R]_n) (w' p : V) :
 Proof.
 move=> Ju w0 p0 DI.
 have sw := sqnorm_gt0 w0; have sp := sqnorm_gt0 p0.
-have sJg g : g != 0 -> 0 < sqnorm (J^T *m g) by move=> g0; apply/sqnorm_gt0/trmx_mul_ev_neq0.
-have ev0 k : ev k != 0.
+have sJg g : g != 0 -> 0 < sqnorm (J^T *m g) by move=> g0; apply/sqnorm_gt0/trmx_mul_e_neq0.
+have e0 k : e k != 0.
   by apply/eqP => /matrixP /(_ k 0); rewrite !mxE !eqxx => /eqP; rewrite oner_eq0.
 (* (1) H = 0 *)
 have K0 k : quad (K k) w' = 0.
-  have := DI (ev k) (0 : 'M[R]_n) (ev0 k) (trmx0 R n n).
-  rewrite mulmx0 mul0mx add0r sum_ev /coupledD /RQ /quad.
+  have := DI (e k) (0 : 'M[R]_n) (e0 k) (trmx0 R n n).
+  rewrite mulmx0 mul0mx add0r sum_e /coupledD /RQ /quad.
   have -> : dot p (0 *m p) = 0.
     rewrite dotE big1 // => i _; rewrite mxE big1 ?mulr0 // => j _.
     by rewrite mxE mul0r.
-  rewrite !mul0r => /eqP; rewrite !mulf_eq0 !invr_eq0 (gt_eqF sw) (gt_eqF (sJg _ (ev0 k))).
+  rewrite !mul0r => /eqP; rewrite !mulf_eq0 !invr_eq0 (gt_eqF sw) (gt_eqF (sJg _ (e0 k))).
   by rewrite !orbF => /eqP.
 have Ksum (g : V) : quad (\sum_k g k 0 *: K k) w' = 0.
   by rewrite quad_sum big1 // => k _; rewrite K0 mulr0.
@@ -167,11 +161,11 @@ have MQ g : quad M g = c * sqnorm g.
   by rewrite /quad /M -N /sqnorm /dot trmx_mul trmxK !mulmxA.
 have MT : M^T = M by rewrite /M trmx_mul trmxK.
 have Mii i : M i i = c.
-  have := MQ (ev i); rewrite /quad mul_ev /sqnorm dot_ev_l dot_ev_l.
-  by rewrite [col _ _ _ _]mxE [ev i i 0]mxE !eqxx mulr1.
+  have := MQ (e i); rewrite /quad mul_e /sqnorm dot_e_l dot_e_l.
+  by rewrite [col _ _ _ _]mxE [e i i 0]mxE !eqxx mulr1.
 have Mij i j : i != j -> M i j = 0.
-  move=> ij; have := MQ (ev i + ev j).
-  rewrite /quad mulmxDr !mul_ev /sqnorm !dotDl !dotDr !dot_ev_l !col_entry !ev_entry.
+  move=> ij; have := MQ (e i + e j).
+  rewrite /quad mulmxDr !mul_e /sqnorm !dotDl !dotDr !dot_e_l !col_entry !e_entry.
   rewrite !eqxx (negbTE ij) eq_sym (negbTE ij) !Mii.
   have -> : M j i = M i j by rewrite -{1}MT trmx_entry.
   rewrite /= !addr0 !add0r mulrDr mulr1 [M i j + c]addrC addrACA.
@@ -187,12 +181,12 @@ have [m pm] : exists m, p m 0 != 0.
   apply/existsP; apply: contraNT p0 => /existsPn P; apply/eqP/matrixP => i j.
   by rewrite ord1 mxE; apply/eqP; have := P i; rewrite negbK.
 have Q H : H^T = H -> quad H u * sqnorm p = sqnorm u * quad H p.
-  move=> HH; have := E (ev m) H (ev0 m) HH; rewrite -/u N.
-  have se := sqnorm_gt0 (ev0 m).
+  move=> HH; have := E (e m) H (e0 m) HH; rewrite -/u N.
+  have se := sqnorm_gt0 (e0 m).
   have n1 := lt0r_neq0 su; have n2 := lt0r_neq0 sp; have n3 := lt0r_neq0 se;
     have n4 := lt0r_neq0 sw; have n5 := lt0r_neq0 c0.
   rewrite -!mulrA -!invfM => /eqP; rewrite eqr_div ?mulf_neq0 // => /eqP.
-  have -> : sqnorm w' * (c * sqnorm (ev m)) = sqnorm u * sqnorm (ev m).
+  have -> : sqnorm w' * (c * sqnorm (e m)) = sqnorm u * sqnorm (e m).
     by rewrite mulrA [sqnorm w' * c]mulrC cdef divfK.
   by rewrite !mulrA => /(mulIf n3) ->; rewrite mulrC.
 have Qd i j : u i 0 * u j 0 * sqnorm p = sqnorm u * (p i 0 * p j 0).
@@ -213,7 +207,6 @@ split => //.
   rewrite [LHS](_ : _ = u i 0 * u m 0 * sqnorm p); last by ring.
   by rewrite Qd; ring.
 Qed.
-
 
 End Core.
 

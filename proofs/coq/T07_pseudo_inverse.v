@@ -11,19 +11,11 @@
    - `T7_witness_*`: an exact witness: H = e₀e₀ᵀ (singular) and the shear A = I + E₀₁ (not
      conformal): (A⁻ᵀHA⁻¹)⁺ <> A H⁺ Aᵀ, wᵀH⁺w goes from 1 to 1/4 for w = e₀ while wᵀHw is kept
      (T1), gᵀH⁺g goes from 0 to 1/4 for g = e₁, and D⁺(e₀, e₀, H) goes from 1 to 1/2.
-   The relative-cutoff pseudo-inverse H⁺_τ (spectral, τ = rtol·max|λ|) is NOT formalised here:
-   MathComp 1.15 has no real spectral theorem; that version stays numeric and symbolic in the
-   package. *)
+   The relative-cutoff pseudo-inverse H⁺_τ (spectral, τ = rtol·max|λ|), the form diagnose computes, is
+   in T07_relative_cutoff.v, for a block Hessian given with an orthogonal eigendecomposition. *)
 From mathcomp Require Import all_ssreflect all_algebra.
 From mathcomp Require Import ring.
 From CoupledCurvature Require Import Defs T04_invariance_group.
-
-Set Implicit Arguments.
-Unset Strict Implicit.
-Unset Printing Implicit Defensive.
-
-Import GRing.Theory Num.Theory.
-Local Open Scope ring_scope.
 
 Section Gram.
 Variable R : rcfType.
@@ -64,11 +56,6 @@ have eY : Y = X *m H *m Y.
   by rewrite -(mulmxA (X *m H)) hY2.
 by rewrite eX -eY.
 Qed.
-
-(* the construction *)
-Definition pinv H : 'M[R]_n :=
-  (row_base H)^T *m invmx (row_base H *m (row_base H)^T)
-  *m invmx ((col_base H)^T *m col_base H) *m (col_base H)^T.
 
 (* the Penrose equations for a full-rank factorisation F G *)
 Lemma penrose_factor r (F : 'M[R]_(n, r)) (G : 'M[R]_(r, n)) :
@@ -148,23 +135,17 @@ Variable R : rcfType.
 Variable n : nat.
 Implicit Types (w g v : 'cV[R]_n) (A B H X : 'M[R]_n).
 
-(* D⁺ = (wᵀH⁺w / wᵀw) · ‖g‖², mirroring the package's definition *)
-Definition coupledDplus w g H : R := quad (pinv H) w / sqnorm w * sqnorm g.
-
 Lemma conformal_n0 A : n = 0%N -> conformal A.
 Proof.
 move=> n0; exists 1; split; first exact: ltr01.
 by apply/matrixP => i; have := ltn_ord i; rewrite [X in (_ < X)%N]n0.
 Qed.
 
-Lemma dot_e_mx (M : 'M[R]_n) (i j : 'I_n) : dot (e i) (M *m e j) = M i j.
-Proof. by rewrite /dot /e trmx_delta -colE -rowE !mxE. Qed.
-
 (* polarization: a map scaling every squared norm by k has BᵀB = k I *)
 Lemma isometry_gram B k : (forall g, sqnorm (B *m g) = k * sqnorm g) -> B^T *m B = k%:M.
 Proof.
 move=> h; apply/matrixP => i j.
-rewrite -dot_e_mx -mulmxA -dot_mulmx mxE.
+rewrite -dot_e_mxE -mulmxA -dot_mulmx mxE.
 have := h (e i + e j); rewrite mulmxDr /sqnorm !dotDl !dotDr -!/(sqnorm _) !h.
 rewrite (dotC (B *m e j)) !dot_e !sqnorm_e (eq_sym j i).
 set x := dot _ _; set b := (i == j)%:R => hyp.
@@ -208,10 +189,7 @@ set q := quad _ w; set t := (sqnorm w)^-1; field; exact: c0'.
 Qed.
 
 (* T7 converse: invariance of D⁺ for all w <> 0, g <> 0 and symmetric H forces A ∈ CO(n) *)
-Theorem T7_converse A : A \in unitmx ->
-  (forall w g H, w != 0 -> g != 0 -> H^T = H ->
-     coupledDplus (act_w A w) (act_g A g) (act_H A H) = coupledDplus w g H) ->
-  conformal A.
+Theorem T7_converse A : A \in unitmx -> invariant_under (@coupledDplus _ _) A -> conformal A.
 Proof.
 move=> Au h; set M := A^T *m A.
 have Mu : M \in unitmx by rewrite unitmx_mul unitmx_tr Au.
@@ -243,10 +221,7 @@ exists (Num.sqrt k^-1); split; first by rewrite sqrtr_gt0 invr_gt0.
 by rewrite sqr_sqrtr ?invr_ge0 ?Order.POrderTheory.ltW.
 Qed.
 
-Theorem T7_iff A : A \in unitmx ->
-  (forall w g H, w != 0 -> g != 0 -> H^T = H ->
-     coupledDplus (act_w A w) (act_g A g) (act_H A H) = coupledDplus w g H)
-  <-> conformal A.
+Theorem T7_iff A : A \in unitmx -> invariant_under (@coupledDplus _ _) A <-> conformal A.
 Proof.
 move=> Au; split; first exact: T7_converse.
 by move=> cA w g H _ _ _; apply: T7_Dplus_invariant.

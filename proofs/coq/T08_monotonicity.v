@@ -7,13 +7,6 @@ From mathcomp Require Import all_ssreflect all_algebra.
 From mathcomp Require Import ring.
 From CoupledCurvature Require Import Defs T04_invariance_group T07_pseudo_inverse.
 
-Set Implicit Arguments.
-Unset Strict Implicit.
-Unset Printing Implicit Defensive.
-
-Import GRing.Theory Num.Theory.
-Local Open Scope ring_scope.
-
 Section T8.
 Variable R : rcfType.
 Variable n : nat.
@@ -48,10 +41,7 @@ Qed.
 (* the monotonicity facts: D strictly increasing, D⁺ strictly decreasing in t when positive *)
 Theorem T8_D_mono (s t : R) w g H : 0 < coupledD w g H -> 0 < s -> s < t ->
   coupledD w g (s *: H) < coupledD w g (t *: H).
-Proof.
-move=> D0 s0 st; have t0 : 0 < t by apply: Order.POrderTheory.lt_trans st.
-by rewrite !T8_D_scale // ltr_pmul2r.
-Qed.
+Proof. by move=> D0 s0 st; rewrite !T8_D_scale ?(Order.POrderTheory.lt_trans s0 st) // ltr_pmul2r. Qed.
 
 Theorem T8_Dplus_mono (s t : R) w g H : 0 < coupledDplus w g H -> 0 < s -> s < t ->
   coupledDplus w g (t *: H) < coupledDplus w g (s *: H).

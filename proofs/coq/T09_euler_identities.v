@@ -11,15 +11,7 @@
    Instance: L(v) = v₀² (k = 2) at w = 1, where g = 2 <> 0. *)
 From mathcomp Require Import all_ssreflect all_algebra.
 From mathcomp Require Import boolp classical_sets functions reals topology normedtype derive.
-From CoupledCurvature Require Import Defs T01_analytic T03_network_law.
-
-Set Implicit Arguments.
-Unset Strict Implicit.
-Unset Printing Implicit Defensive.
-
-Import GRing.Theory Num.Theory.
-Local Open Scope ring_scope.
-Local Open Scope classical_set_scope.
+From CoupledCurvature Require Import DefsAnalytic T01_analytic T03_network_law.
 
 Section T9.
 Variable R : realType.
@@ -28,13 +20,6 @@ Local Notation V := (matrix_normedModType R n 0).
 
 Definition homogeneous (k : nat) (L : V -> R^o) :=
   forall (s : R) (x : V), 0 < s -> L (s *: x) = s ^+ k * L x.
-
-Lemma near0_gt1 : \forall h \near (0 : R^o)^', 0 < h + 1.
-Proof.
-move: (@dnbhs0_lt _ [pseudoMetricNormedZmodType R of R^o] 1 ltr01); apply: filterS => h.
-rewrite ltr_norml => /andP [h1 _].
-by rewrite -ltr_subl_addr sub0r.
-Qed.
 
 Lemma fmap_near_eq (f g : R^o -> R^o) :
   (\forall h \near (0 : R^o)^', f h = g h) -> f @ (0 : R^o)^' = g @ (0 : R^o)^'.
@@ -68,7 +53,7 @@ move=> HL; rewrite /d1 /derive.
 set q := fun h : R => h^-1 *: (((fun s : R^o => (s ^+ k : R^o)) \o shift 1) (h *: 1) - 1 ^+ k).
 have E : \forall h \near (0 : R^o)^',
     h^-1 *: ((L \o shift w) (h *: w) - L w) = (fun y : R^o => (L w * y : R^o)) (q h).
-  move: near0_gt1; apply: filterS => h h1 /=.
+  move: (near0_gt1 R); apply: filterS => h h1 /=.
   have -> : h *: w + w = (h + 1) *: w by rewrite scalerDl scale1r.
   rewrite HL // /q /= !regular_scaleE mulr1 expr1n -[X in _ - X]mul1r -mulrBl.
   by rewrite mulrA mulrC.
@@ -86,38 +71,16 @@ Proof. by move=> HL dL; rewrite /dot -derive_grad // (euler_radial _ HL). Qed.
 
 (* H w = (k − 1) g *)
 Theorem euler_Hw (k : nat) (L : V -> R^o) (w : V) :
-  homogeneous k L ->
-  differentiable_near L w ->
-  (forall i j, derivable (fun y : V => (d1 L (e R j) y : R^o)) w (e R i)) ->
+  homogeneous k L -> differentiable_near L w -> partials_derivable L w ->
   hess L w *m w = (k%:R - 1) *: grad L w.
 Proof.
 move=> HL dL dD; apply/matrixP => i b; rewrite ord1.
-pose C j : V -> R^o := fun y => y j 0.
-pose G j : V -> R^o := fun y => d1 L (e R j) y.
-pose P j : V -> R^o := C j * G j.
-have E : \forall y \near w, (d1 L y y : R^o) = (\sum_j P j) y.
-  apply: (@filterS _ (nbhs w)) dL => y dy; rewrite derive_grad // fct_sumE mxE.
-  by apply: eq_bigr => j _; rewrite !mxE.
-have Z : derive (fun y : V => (d1 L y y : R^o)) w (e R i) = k%:R * G i w.
-  have -> : (fun y : V => (d1 L y y : R^o)) = k%:R \*: L.
-    by apply/funext => y; rewrite (euler_radial _ HL).
-  rewrite deriveZ; last exact/diff_derivable/(nbhs_singleton dL).
-  by rewrite regular_scaleE.
-have dC j : derivable (C j) w (e R i) by apply/diff_derivable/differentiable_coord.
-have dG j : derivable (G j) w (e R i) by exact: dD.
-move: Z; rewrite (derive_near_eq _ E) derive_sum => [|j]; last exact: derivableM.
-have -> : \sum_j derive (P j) w (e R i)
-        = \sum_j (w j 0 * hess L w i j + G j w * (j == i)%:R).
-  apply: eq_bigr => j _; rewrite deriveM // derive_coord.
-  by rewrite /hess mxE /d2.
-have S2 : \sum_j G j w * (j == i)%:R = G i w.
-  rewrite (bigD1 i) //= eqxx mulr1 big1 ?addr0 // => j /negbTE ->.
-  by rewrite mulr0.
-rewrite big_split /= S2 => HG.
-have HG' : \sum_j w j 0 * hess L w i j = (k%:R - 1) * G i w.
-  by rewrite mulrBl mul1r -HG addrK.
-rewrite [RHS]mxE [grad _ _ _ _]mxE -/(G i w) -HG' mxE.
-by apply: eq_bigr => j _; rewrite mulrC.
+have := derive_radial i dL dD.
+have -> : (fun y : V => (d1 L y y : R^o)) = k%:R \*: L.
+  by apply/funext => y; rewrite (euler_radial _ HL).
+rewrite deriveZ; last exact/diff_derivable/(nbhs_singleton dL).
+rewrite regular_scaleE -/(d1 L (e i) w) [X in _ = _ + X]mxE => /eqP.
+by rewrite -subr_eq -{2}[d1 L (e i) w]mul1r -mulrBl => /eqP <-; rewrite !mxE.
 Qed.
 
 End T9.
@@ -128,7 +91,7 @@ Theorem T9_instance (R : realType) :
   let L : matrix_normedModType R 0 0 -> R^o := fun v => v 0 0 ^+ 2 in
   let w : matrix_normedModType R 0 0 := const_mx 1 in
   [/\ homogeneous 2 L, differentiable_near L w,
-      (forall i j, derivable (fun y => (d1 L (e R j) y : R^o)) w (e R i)) &
+      partials_derivable L w &
       grad L w = (2%:R : R)%:M].
 Proof.
 move=> L w; have EL : L = @sq0 R by apply/funext => v; rewrite /L expr2.

@@ -12,15 +12,7 @@
 From mathcomp Require Import all_ssreflect all_algebra.
 From mathcomp Require Import boolp classical_sets functions reals topology normedtype derive.
 From mathcomp Require Import ring.
-From CoupledCurvature Require Import Defs T01_analytic.
-
-Set Implicit Arguments.
-Unset Strict Implicit.
-Unset Printing Implicit Defensive.
-
-Import GRing.Theory Num.Theory.
-Local Open Scope ring_scope.
-Local Open Scope classical_set_scope.
+From CoupledCurvature Require Import DefsAnalytic T01_analytic.
 
 Section T10.
 Variable R : realType.
@@ -30,19 +22,12 @@ Local Notation V := (matrix_normedModType R n 0).
 Definition scale_invariant (L : V -> R^o) :=
   forall (s : R) (x : V), 0 < s -> L (s *: x) = L x.
 
-Lemma near0_gt : \forall h \near (0 : R^o)^', 0 < h + 1.
-Proof.
-move: (@dnbhs0_lt _ [pseudoMetricNormedZmodType R of R^o] 1 ltr01); apply: filterS => h.
-rewrite ltr_norml => /andP [h1 _].
-by rewrite -ltr_subl_addr sub0r.
-Qed.
-
 (* wᵀg = 0 in directional form: the derivative of L at w along w is 0 *)
 Theorem scale_invariant_radial (L : V -> R^o) (w : V) :
   scale_invariant L -> d1 L w w = 0.
 Proof.
 move=> SI; rewrite /d1 /derive /=; apply: (lim_near_cst (@norm_hausdorff _ [pseudoMetricNormedZmodType R of R^o])).
-move: near0_gt; apply: filterS => h h1.
+move: (near0_gt1 R); apply: filterS => h h1.
 have -> : h *: w + w = (h + 1) *: w by rewrite scalerDl scale1r.
 by rewrite SI // subrr scaler0.
 Qed.
@@ -55,42 +40,20 @@ Qed.
 
 (* H w = -g, with H = hess L w (H_ij = ∂_i ∂_j L), g = grad L w *)
 Theorem scale_invariant_Hw (L : V -> R^o) (w : V) :
-  scale_invariant L ->
-  differentiable_near L w ->
-  (forall i j, derivable (fun y : V => (d1 L (e R j) y : R^o)) w (e R i)) ->
+  scale_invariant L -> differentiable_near L w -> partials_derivable L w ->
   hess L w *m w = - grad L w.
 Proof.
 move=> SI dL dD; apply/matrixP => i b; rewrite ord1.
-pose C j : V -> R^o := fun y => y j 0.
-pose G j : V -> R^o := fun y => d1 L (e R j) y.
-pose P j : V -> R^o := C j * G j.
-have E : \forall y \near w, (d1 L y y : R^o) = (\sum_j P j) y.
-  apply: (@filterS _ (nbhs w)) dL => y dy; rewrite derive_grad // fct_sumE mxE.
-  by apply: eq_bigr => j _; rewrite !mxE.
-have Z : derive (fun y : V => (d1 L y y : R^o)) w (e R i) = 0.
-  have -> : (fun y : V => (d1 L y y : R^o)) = cst 0.
-    by apply/funext => y; rewrite scale_invariant_radial.
-  exact: derive_val.
-have dC j : derivable (C j) w (e R i) by apply/diff_derivable/differentiable_coord.
-have dG j : derivable (G j) w (e R i) by exact: dD.
-move: Z; rewrite (derive_near_eq _ E) derive_sum => [|j]; last exact: derivableM.
-have -> : \sum_j derive (P j) w (e R i)
-        = \sum_j (w j 0 * hess L w i j + G j w * (j == i)%:R).
-  apply: eq_bigr => j _; rewrite deriveM // derive_coord.
-  by rewrite /hess mxE /d2.
-have S2 : \sum_j G j w * (j == i)%:R = G i w.
-  rewrite (bigD1 i) //= eqxx mulr1 big1 ?addr0 // => j /negbTE ->.
-  by rewrite mulr0.
-rewrite big_split /= S2 => /eqP; rewrite addr_eq0 => /eqP HG.
-rewrite [RHS]mxE [grad _ _ _ _]mxE -/(G i w) -HG mxE.
-by apply: eq_bigr => j _; rewrite mulrC.
+have := derive_radial i dL dD.
+have -> : (fun y : V => (d1 L y y : R^o)) = cst 0.
+  by apply/funext => y; rewrite scale_invariant_radial.
+by rewrite derive_val => /esym/eqP; rewrite addr_eq0 => /eqP ->; rewrite [RHS]mxE.
 Qed.
 
 (* hence wᵀHw = 0 and D = 0 *)
 Corollary scale_invariant_quad (L : V -> R^o) (w : V) :
   scale_invariant L ->
-  differentiable_near L w ->
-  (forall i j, derivable (fun y : V => (d1 L (e R j) y : R^o)) w (e R i)) ->
+  differentiable_near L w -> partials_derivable L w ->
   quad (hess L w) w = 0 /\ coupledD w (grad L w) (hess L w) = 0.
 Proof.
 move=> SI dL dD; have Q : quad (hess L w) w = 0.
@@ -180,23 +143,23 @@ apply: (@cvgr_neq0 R [pseudoMetricNormedZmodType R of R^o] V (nbhs si_w) _ si_S 
 by rewrite si_SE /si_w !mxE mulr1 -[1 + 1]/(2%:R : R) pnatr_eq0.
 Qed.
 
-Lemma si_c_der k j (y : V) : derive (si_c k) y (e R j) = si_dc k j y.
+Lemma si_c_der k j (y : V) : derive (si_c k) y (e j) = si_dc k j y.
 Proof. exact: derive_coord. Qed.
 
-Lemma si_N_der j (y : V) : derive si_N y (e R j) = si_dN j y.
+Lemma si_N_der j (y : V) : derive si_N y (e j) = si_dN j y.
 Proof.
 rewrite deriveM; try exact/diff_derivable/si_c_diff.
 by rewrite !si_c_der !regular_scaleE.
 Qed.
 
-Lemma si_S_der j (y : V) : derive si_S y (e R j) = si_dS j y.
+Lemma si_S_der j (y : V) : derive si_S y (e j) = si_dS j y.
 Proof.
 rewrite deriveD; try by apply/diff_derivable; apply: differentiableM; exact: si_c_diff.
 rewrite !deriveM; try exact/diff_derivable/si_c_diff.
 by rewrite !si_c_der !regular_scaleE.
 Qed.
 
-Lemma si_d1 j : \forall y \near si_w, (d1 si_L (e R j) y : R^o) = si_F j y.
+Lemma si_d1 j : \forall y \near si_w, (d1 si_L (e j) y : R^o) = si_F j y.
 Proof.
 apply: (@filterS _ (nbhs si_w)) si_S_near => y Sy.
 rewrite /d1 /si_L deriveM; last by apply/diff_derivable/si_Sinv_diff.
@@ -224,7 +187,7 @@ Theorem T10_instance :
     (y 0 0 ^+ 2 / (y 0 0 ^+ 2 + y 1 0 ^+ 2) : R^o) in
   let w : matrix_normedModType R 1 0 := const_mx 1 in
   [/\ scale_invariant L, differentiable_near L w,
-      (forall i j, derivable (fun y => (d1 L (e R j) y : R^o)) w (e R i)) &
+      partials_derivable L w &
       grad L w 0 0 = 2%:R^-1].
 Proof.
 move=> L w; have -> : L = si_L by apply/funext => y; rewrite /L si_LE !expr2.

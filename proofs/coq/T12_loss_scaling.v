@@ -5,13 +5,6 @@ From mathcomp Require Import ring.
 From CoupledCurvature Require Import Defs T04_invariance_group T07_pseudo_inverse.
 From CoupledCurvature Require Import T08_monotonicity T11_larger_groups.
 
-Set Implicit Arguments.
-Unset Strict Implicit.
-Unset Printing Implicit Defensive.
-
-Import GRing.Theory Num.Theory.
-Local Open Scope ring_scope.
-
 Section T12.
 Variable R : rcfType.
 Variable n : nat.

@@ -170,7 +170,7 @@ def test_t3_headline_states_the_network_loss() -> None:
     """The pinned T3 headline mentions the forward pass, a derivative of its loss and D."""
     pins = dict(formal.statement_pins()["T3"])
     s = pins["CoupledCurvature.T03_network_law.T3_network_W"]
-    for word in ("eval sigma", "plug C", "T01_analytic.grad L", "T01_analytic.hess L'", "coupledD (c *: w)",
+    for word in ("eval sigma", "plug C", "DefsAnalytic.grad L", "DefsAnalytic.hess L'", "coupledD (c *: w)",
                  "coupledDplus"):
         assert word in s, word
     assert "differentiable" not in s   # no differentiability hypothesis at all

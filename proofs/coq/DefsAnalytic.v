@@ -1,0 +1,41 @@
+(* The derivative notions of the development, defined once here, with mathcomp-analysis'
+   directional derivative  'D_v f x = lim_{h -> 0} (f (x + h v) - f x) / h  (derive f x v):
+   - differentiable_near f x: f is differentiable at every point of some neighbourhood of x, a
+     local hypothesis, named so that no statement reads as a claim about every point of the space;
+   - d1 f v x and d2 f u v x: the first and second directional derivatives, as real numbers
+     (wrapping them in definitions of type R keeps elaboration fast in mathcomp-analysis 0.6.0);
+   - grad f x := (∂_i f x)_i and hess f x := (∂_i ∂_j f x)_ij, the coordinate directional
+     derivatives along the basis vectors e_i of Defs.v.
+   They are apart from Defs.v so that the algebraic files do not load mathcomp-analysis.  This file
+   exports Defs (and opens classical_set_scope), so the analytic files import it alone. *)
+From mathcomp Require Import all_ssreflect all_algebra.
+From mathcomp Require Import boolp classical_sets functions reals topology normedtype derive.
+From CoupledCurvature Require Export Defs.
+
+Open Scope classical_set_scope.
+
+Section Locality.
+Variable R : realType.
+Variable U : normedModType R.
+Definition differentiable_near (f : U -> R^o) (x : U) := \forall y \near x, differentiable f y.
+End Locality.
+
+Section Derivatives.
+Variable R : realType.
+Variable n : nat.
+(* column vectors of size n.+1 with mathcomp-analysis' normed-module structure (mathcomp-analysis
+   0.6.0 puts its norm on 'M_(m.+1, n.+1) only) *)
+Local Notation V := (matrix_normedModType R n 0).
+
+Definition d1 (f : V -> R^o) (v x : V) : R := derive f x v.
+Definition d2 (f : V -> R^o) (u v x : V) : R := derive (fun y : V => (d1 f v y : R^o)) x u.
+Definition grad (f : V -> R^o) (x : V) : 'cV[R]_n.+1 := \col_i d1 f (e i) x.
+Definition hess (f : V -> R^o) (x : V) : 'M[R]_n.+1 := \matrix_(i, j) d2 f (e i) (e j) x.
+
+End Derivatives.
+
+(* every partial derivative ∂_jL is derivable at w along every coordinate direction: the local
+   hypothesis of T9 and T10 on the second derivatives; only parsing, so that the statements
+   print it in full *)
+Notation partials_derivable L w :=
+  (forall i j, derivable (fun y => (d1 L (e j) y : _^o)) w (e i)) (only parsing).

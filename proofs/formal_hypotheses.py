@@ -1,0 +1,147 @@
+"""The hypotheses of a pinned Coq theorem, read off its printed statement and said in words.
+
+:func:`premises` splits a statement as ``coqc`` prints it into its top-level premises and its conclusion
+(``forall`` binders and ``let`` definitions are skipped; a premise is what stands before a top-level
+``->``); :func:`in_words` says one premise in words, or gives ``None`` for a premise it does not know.
+The report lists each formal theorem's hypotheses this way, and a test requires words for every premise
+of every pinned theorem, so a new hypothesis shape cannot reach the report unexplained.
+
+>>> premises("forall (R : rcfType) (n : nat) (A H : 'M_n), conformal A -> pinv (act_H A H) = A *m pinv H *m A^T")
+(['conformal A'], 'pinv (act_H A H) = A *m pinv H *m A^T')
+>>> in_words("conformal A")
+'A is conformal: AᵀA = c²I for some c > 0'
+>>> in_words("A *m A = A") is None
+True
+"""
+
+from __future__ import annotations
+
+import re
+
+from coupled_curvature.proofs.formal_evidence import differentiability_point
+
+__all__ = ["hypotheses_in_words", "in_words", "premises"]
+
+
+def _top_level(s: str, token: str, start: int = 0) -> int:
+    """Index of the first ``token`` at bracket depth 0 in ``s`` from ``start`` (``-1``: none); ``->``
+    inside ``<->`` does not count."""
+    depth = 0
+    for i in range(start, len(s)):
+        ch = s[i]
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        elif depth == 0 and s.startswith(token, i) and not (token == "->" and i and s[i - 1] == "<"):
+            return i
+    return -1
+
+
+def _unwrap(p: str) -> str:
+    """``p`` without one pair of outer parentheses that enclose all of it."""
+    if p.startswith("(") and p.endswith(")") and _top_level(p[1:-1], ")") == -1:
+        depth = 0
+        for ch in p[1:-1]:
+            depth += ch in "(["
+            depth -= ch in ")]"
+            if depth < 0:
+                return p
+        return p[1:-1].strip()
+    return p
+
+
+def premises(statement: str) -> tuple[list[str], str]:
+    """The top-level premises of a printed statement, in order, and its conclusion (whitespace normalised)."""
+    s = " ".join(statement.split())
+    out: list[str] = []
+    while True:
+        s = s.strip()
+        if s.startswith("forall "):
+            comma = _top_level(s, ",")
+            s = s[comma + 1:] if comma >= 0 else ""
+            continue
+        if s.startswith("let "):
+            at = _top_level(s, " in ")
+            s = s[at + 4:] if at >= 0 else ""
+            continue
+        cut = _top_level(s, "->")
+        if cut < 0:
+            return out, s
+        out.append(_unwrap(s[:cut].strip()))
+        s = s[cut + 2:]
+
+
+_NAMES = {"th": "θ", "sigma": "σ", "mulV M th": "Mθ", "(mulV M th)": "Mθ"}
+
+
+def _name(v: str) -> str:
+    return _NAMES.get(v.strip(), v.strip().strip("()"))
+
+
+#: (pattern of a whole premise, words with {1}, {2}… for the groups)
+_WORDS: tuple[tuple[str, str], ...] = (
+    (r"\(0 < (\w+)\)%N", "{1} ≥ 1 (a natural number)"),
+    (r"0 < (\w+)", "{1} > 0"),
+    (r"0 <= (\w+)", "{1} ≥ 0"),
+    (r"(\w+'?(?: 0 0)?) != 0", "{1} ≠ 0"),
+    (r"(\w+) < (\w+)", "{1} < {2}"),
+    (r"(\w+) \\in unitmx", "{1} is invertible"),
+    (r"(\w+)\^T \*m \1 = 1%:M", "{1} is orthogonal: {1}ᵀ{1} = I"),
+    (r"(\w+)\^T = \1", "{1} is symmetric"),
+    (r"conformal (\w+)", "{1} is conformal: {1}ᵀ{1} = c²I for some c > 0"),
+    (r"~ conformal (\w+)", "{1} is not conformal"),
+    (r"(\w+) \^\+ (\w+) != 1", "{1}^{2} ≠ 1"),
+    (r"(\w+) \^\+ (\w+) = 1", "{1}^{2} = 1"),
+    (r"(\w+)\^T \*m \1 \*m e (\w+) = (\w+) \*: e \2",
+     "the basis vector e_{2} is an eigenvector of {1}ᵀ{1}, with eigenvalue {3}"),
+    (r"~ \(exists t : \w+, (\w+)\^T \*m \1 \*m e (\w+) = t \*: e \2\)",
+     "the basis vector e_{2} is not an eigenvector of {1}ᵀ{1}"),
+    (r"penrose (\w+) (\w+)", "{2} satisfies the four Penrose equations for {1}"),
+    (r"0 < (?:\w+\.)?coupledDplus w g H", "D⁺(w, g, H) > 0"),
+    (r"0 < coupledD w g H", "D(w, g, H) > 0"),
+    (r"L \\o mulV (\w+) = L", "L∘{1} = L: the linear map {1} is a symmetry of the loss"),
+    (r"homogeneous (\w+) L", "L is positively homogeneous of degree {1}: L(s·x) = s^{1}·L(x) for every s > 0"),
+    (r"scale_invariant L", "L is scale invariant: L(s·x) = L(x) for every s > 0"),
+    (r"(?:\w+\.)?differentiable_near L (.+)",
+     "L is differentiable at every point of a neighbourhood of {1} (local)"),
+    (r"forall c z : [^,]+, 0 < c -> sigma \(c \* z\) = c \^\+ k \* sigma z",
+     "σ is positively homogeneous of degree k: σ(cz) = cᵏσ(z) for every c > 0"),
+    (r"forall (\w) : 'I_\w+, 0 < (\w+) 0 \1", "every entry of {2} is positive"),
+    (r"forall v : [^,]+, F' \(c \*: v\) = F v", "F'(c·v) = F(v) for every v: the block rescaled by c"),
+    (r"topology\.prop_near1 (\w+) \(inPhantom \(forall y : [^,]+, f y = g y\)\)",
+     "f = g on a neighbourhood of {1} (local)"),
+    (r"forall \(w g : 'cV_n\) \(H : 'M_n\), w != 0 -> g != 0 -> H\^T = H -> coupledDplus \(act_w A w\) "
+     r"\(act_g A g\) \(act_H A H\) = coupledDplus w g H",
+     "D⁺ is invariant under A for every w ≠ 0, g ≠ 0 and symmetric H"),
+    (r"forall \(g : 'cV_n\) \(H : 'M_n\), g != 0 -> H\^T = H -> coupledD w' \(J\^T \*m g\) "
+     r"\(J\^T \*m H \*m J \+ \\sum_k g k 0 \*: K k\) = coupledD p g H",
+     "D at (w', Jᵀg, JᵀHJ + Σ_k g_k K_k) equals D at (p, g, H) for every g ≠ 0 and symmetric H: the "
+     "pull-back through a map with Jacobian J and second derivatives K_k preserves D"),
+    (r"forall i j : 'I_[\w.+]+, derive\.derivable \[eta (?:\w+\.)?d1 L \((?:\w+\.)?e (?:R )?j\)\] "
+     r"(\w+) \((?:\w+\.)?e (?:R )?i\)",
+     "every partial derivative ∂_jL is derivable at {1} along every coordinate direction (local)"),
+)
+
+
+def in_words(premise: str) -> str | None:
+    """One premise (as :func:`premises` gives it) in words, or ``None`` for a shape not known here."""
+    p = " ".join(premise.split())
+    for pattern, words in _WORDS:
+        m = re.fullmatch(pattern, p)
+        if m:
+            return words.format(None, *(_name(g) for g in m.groups()))
+    if p.startswith(("derive.differentiable_def L ", "differentiable_def L ")):
+        point = differentiability_point(p.removeprefix("derive."))
+        return None if point is None else f"L is differentiable at {_name(point)} (local)"
+    m = re.fullmatch(r"forall j : 'I_[\w.+]+, (derive\.differentiable_def \[eta (?:\w+\.)?d1 L \(e (?:R )?j\)\] .+)", p)
+    if m:
+        point = differentiability_point(re.sub(r"\[eta (?:\w+\.)?d1 L \(e (?:R )?j\)\]", "f",
+                                               m.group(1).removeprefix("derive.")))
+        return None if point is None else f"every partial derivative ∂_jL is differentiable at {_name(point)} (local)"
+    return None
+
+
+def hypotheses_in_words(statement: str) -> list[tuple[str, str | None]]:
+    """Each premise of ``statement`` with its words (``None`` where :func:`in_words` has none)."""
+    return [(p, in_words(p)) for p in premises(statement)[0]]
