@@ -4,9 +4,11 @@ The 126k-parameter ReLU MLP (64-[95 x 14]-10) on digits, SGD at batch 64, traine
 without and with a tracker (probe: 256 training samples, every 100 steps, D only: inverse=False, so
 wᵀHw takes the engine's cheapest exact route). Both are measured in this one process, interleaved,
 from the same initial weights; each repeat gives the ratio (time with) / (time without), and the
-median over the repeats is printed:
+median over the repeats is printed, of wall time and of the process's CPU time (with one thread the
+CPU time is the computation's own, much less disturbed when other processes share the machine):
 
     tracker overhead: median ratio 1.xx (with / without) over R repeats of N steps ...
+    CPU-time ratio: median 1.xx ...
 
 The tracker's first call (imports, warm-up) is made before timing. Run:
 python bench/bench_tracker.py [--steps 1000] [--repeats 3] [--dtype float32|float64] [--threads 1] [--quick]
@@ -27,11 +29,13 @@ from coupled_curvature.numeric.models.factory import make_mlp
 from coupled_curvature.numeric.tracking.tracker import CurvatureTracker
 
 
-def _train(net: nn.Module, X: torch.Tensor, y: torch.Tensor, steps: int, tracker: CurvatureTracker | None) -> float:
+def _train(net: nn.Module, X: torch.Tensor, y: torch.Tensor, steps: int,
+           tracker: CurvatureTracker | None) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process) of ``steps`` SGD steps, with ``tracker.step`` after each."""
     loss = nn.CrossEntropyLoss()
     opt = torch.optim.SGD(net.parameters(), lr=0.01)
     g = torch.Generator().manual_seed(0)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for step in range(steps):
         idx = torch.randint(0, len(X), (64,), generator=g)
         opt.zero_grad()
@@ -39,7 +43,7 @@ def _train(net: nn.Module, X: torch.Tensor, y: torch.Tensor, steps: int, tracker
         opt.step()
         if tracker is not None:
             tracker.step(step)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
 def main() -> None:
@@ -62,14 +66,15 @@ def main() -> None:
     init = make_mlp(data.n_features, [95] * 14, data.n_classes).to(dtype)
     n_params = sum(p.numel() for p in init.parameters())
     CurvatureTracker(copy.deepcopy(init), nn.CrossEntropyLoss(), probe).record(0)  # warm-up
-    ratios, plain, tracked, per_record = [], [], [], []
+    ratios, plain, tracked, per_record, cpu_ratios = [], [], [], [], []
     for _ in range(a.repeats):
-        t0 = _train(copy.deepcopy(init), X, y, a.steps, None)
+        t0, c0 = _train(copy.deepcopy(init), X, y, a.steps, None)
         net = copy.deepcopy(init)
         tracker = CurvatureTracker(net, nn.CrossEntropyLoss(), probe, every=a.every)
-        t1 = _train(net, X, y, a.steps, tracker)
+        t1, c1 = _train(net, X, y, a.steps, tracker)
         tracker.close()
         ratios.append(t1 / t0)
+        cpu_ratios.append(c1 / c0)
         plain.append(t0)
         tracked.append(t1)
         per_record.append(statistics.median(r["seconds"] for r in tracker.history))
@@ -79,6 +84,8 @@ def main() -> None:
           f"{statistics.median(tracked):.3f} s; one record: median {statistics.median(per_record):.3f} s")
     print(f"tracker overhead: median ratio {statistics.median(ratios):.3f} (with / without) over {a.repeats} repeats "
           f"of {a.steps} steps; ratios {', '.join(f'{r:.3f}' for r in ratios)} (target ≤ 1.10)")
+    print(f"CPU-time ratio: median {statistics.median(cpu_ratios):.3f}; ratios "
+          f"{', '.join(f'{r:.3f}' for r in cpu_ratios)}")
 
 
 if __name__ == "__main__":

@@ -2,4 +2,5 @@
 
 from coupled_curvature.cli import main
 
-raise SystemExit(main())
+if __name__ == "__main__":  # not on a plain import (a documentation tool inspecting the package)
+    raise SystemExit(main())

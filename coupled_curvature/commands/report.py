@@ -1,4 +1,5 @@
-"""``ccurv report``: the proof catalogue and cross-checks as Markdown, HTML (offline MathML) and LaTeX.
+"""``ccurv report``: the proof catalogue and cross-checks as Markdown, HTML (offline MathML), LaTeX
+and, on request, a PDF compiled from the LaTeX (``--format pdf``: pdflatex twice).
 
 :func:`collect` runs the checks and measures the figure data; :func:`build_report` hands that data
 to :func:`coupled_curvature.reporting.build.write_report`, which only renders and writes.
@@ -42,17 +43,26 @@ def collect(only: Any = None, seed: int = 0, heavy: bool = False, progress: Call
     precision = precision_sweep(seed, heavy, say)
     cutoff = cutoff_data(seed, say)
     stamp = now or _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    return ReportData(seed, stamp, check, figs, precision, cutoff), sweep, changes
+    from coupled_curvature.commands.check_rate import gather
+    from coupled_curvature.numeric.studies.sharpness_twin import twin_curve_data
+
+    say("report: λ's analytic identities; the radius sweep of a net and its rescaled twin")
+    rate, twin = gather(seed=seed), twin_curve_data(seed)
+    return ReportData(seed, stamp, check, figs, precision, cutoff, rate, twin), sweep, changes
 
 
 def build_report(out: str = "report", formats: Any = None, only: Any = None, seed: int = 0, heavy: bool = False,
                  progress: Callable[[str], None] | None = None, now: str | None = None) -> str:
-    """Write ``report.md``/``report.html``/``report.tex`` plus figures into ``out`` atomically."""
+    """Write ``report.md``/``report.html``/``report.tex`` (and ``report.pdf`` when ``formats``
+    names it) plus figures into ``out`` atomically."""
     from coupled_curvature.output import check_folder
     from coupled_curvature.proofs import parse_only
     from coupled_curvature.reporting.build import parse_formats, write_report
+    from coupled_curvature.reporting.pdf import require_pdflatex
 
     fmts = parse_formats(formats)
+    if "pdf" in fmts:
+        require_pdflatex()  # one line, before any check runs
     ids = parse_only(only)
     check_folder(out, "report")  # fail on a bad folder before the minutes of work
     data, sweep, changes = collect(ids, seed, heavy, progress, now)
@@ -70,12 +80,14 @@ def run(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     rep = sub.add_parser(
-        "report", help="write the proof catalogue as md/html/tex with figures",
+        "report", help="write the proof catalogue as md/html/tex (or pdf) with figures",
         description="Write the theorem catalogue as a document: statements, every derivation step with its "
         "trust label and checking method, witnesses, numeric cross-checks and figures, as Markdown, "
-        "self-contained HTML and LaTeX, into a folder written atomically.")
+        "self-contained HTML and LaTeX, into a folder written atomically; --format pdf compiles the LaTeX "
+        "with pdflatex (twice) into report.pdf.")
     rep.add_argument("--format", default=None, metavar="FMT",
-                     help="md, html, tex or a comma-separated list (default: all three)")
+                     help="md, html, tex, pdf or a comma-separated list (default: md,html,tex; pdf needs "
+                     "pdflatex)")
     rep.add_argument("--out", default="report", metavar="DIR", help="output folder (default: ./report)")
     rep.add_argument("--only", default=None, metavar="IDS", help="comma-separated theorem ids, e.g. T4,T6")
     rep.add_argument("--seed", type=seed, default=0, help="seed for training and the symmetry maps")

@@ -42,7 +42,7 @@ from coupled_curvature.numeric.tracking.sinks import CallableSink, JsonlSink, Si
 if TYPE_CHECKING:
     import pandas
 
-__all__ = ["CurvatureTracker"]
+__all__ = ["CurvatureTracker", "check_options"]
 
 _SINK_NAMES = ("jsonl", "tensorboard")
 
@@ -94,16 +94,10 @@ class CurvatureTracker:
                  blocks: str | Mapping[str, Sequence[str]] = "tensor", measures: Sequence[str] = ("D",),
                  sinks: Sequence[str | Callable[[dict[str, Any]], object]] | None = None, strict: bool = False,
                  transform: Callable[[nn.Module], nn.Module] | None = None) -> None:
-        if not isinstance(every, int) or isinstance(every, bool) or every < 1:
-            raise InvalidInputError(f"every must be an int ≥ 1 (compute every that many steps), got {every!r}")
-        for name, flag in (("inverse", inverse), ("strict", strict)):
-            if not isinstance(flag, bool):
-                raise InvalidInputError(f"{name} must be True or False, got {flag!r}")
+        self._measures = check_options(every=every, inverse=inverse, strict=strict, measures=measures,
+                                       transform=transform)
         if not isinstance(model, nn.Module):
             raise InvalidInputError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-        if transform is not None and not callable(transform):
-            raise InvalidInputError(f"transform must be a function model -> model, got {transform!r}")
-        self._measures = _measures(measures, inverse)
         self._inverse = "Dplus" in self._measures
         named = _sink_names(sinks, log_dir)
         self.model, self.loss_fn, self.probe, self.every, self.strict = model, loss_fn, probe, every, strict
@@ -254,6 +248,24 @@ class CurvatureTracker:
 def _pandas() -> Any:
     return MissingExtraError.require("pandas", "CurvatureTracker.to_dataframe", "pandas",
                                      "tracker.history is the same data as plain dicts")
+
+
+def check_options(*, every: object, inverse: object, strict: object, measures: object,
+                  transform: object) -> list[str]:
+    """Check the tracker's options that need no model (for a caller that builds the tracker later, such
+    as a framework callback); returns the measures recorded, ``D`` first. ``InvalidInputError`` otherwise.
+
+    >>> check_options(every=10, inverse=True, strict=False, measures=("RQ",), transform=None)
+    ['D', 'Dplus', 'RQ']
+    """
+    if not isinstance(every, int) or isinstance(every, bool) or every < 1:
+        raise InvalidInputError(f"every must be an int ≥ 1 (compute every that many steps), got {every!r}")
+    for name, flag in (("inverse", inverse), ("strict", strict)):
+        if not isinstance(flag, bool):
+            raise InvalidInputError(f"{name} must be True or False, got {flag!r}")
+    if transform is not None and not callable(transform):
+        raise InvalidInputError(f"transform must be a function model -> model, got {transform!r}")
+    return _measures(measures, bool(inverse))
 
 
 def _check_step(step: object) -> None:

@@ -11,7 +11,7 @@ from _report_data import small_collect
 
 FILES = {"report.md", "report.html", "report.tex", "rescaling.svg", "rescaling.png",
          "neuron_scaling.svg", "neuron_scaling.png", "precision.svg", "precision.png", "cutoff.svg", "cutoff.png",
-         ".ccurv-output"}
+         "sharpness_twin.svg", "sharpness_twin.png", ".ccurv-output"}
 
 
 def _read(folder):
@@ -124,7 +124,7 @@ def test_failure_mid_report_leaves_nothing(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("argv,msg", [
-    (["--format", "pdf"], "unknown format"),
+    (["--format", "docx"], "unknown format"),
     (["--only", "T99"], "unknown theorem"),
     (["--out", "/proc/ccurv-report-test"], "cannot write"),
     (["--out", "/nonexistent-dir/report"], "does not exist"),

@@ -155,6 +155,25 @@ def test_explore_widest_matrix(cols100, capsys, tmp_path):
     out = assert_fits(capsys)
     assert out.count("cell: max relative deviation") == 1 and "orthogonal" in out
     assert overlong((tmp_path / "x" / "matrix.txt").read_text()) == []
+    assert_notes_wrapped(out)
+
+
+def assert_notes_wrapped(out: str) -> None:
+    """The notes section holds the long conditioning and cost-control notes, wrapped (the width is
+    checked by the caller), each said once."""
+    notes = out.split("\nnotes:\n", 1)[1].split("\n\nsweep time", 1)[0]
+    flat = " ".join(notes.split())
+    for start in ("cost control: D⁺, D·D⁺, the Newton decrement", "tolerance for 'invariant' cells: 1e-9",
+                  "each block is judged against max(1e-9, ε₆₄·κ_b)", "Newton decrement: on Linear/Conv"):
+        assert flat.count(start) == 1, start
+    assert len(notes.splitlines()) > notes.count("  - ")  # some notes took continuation lines
+
+
+@pytest.mark.slow
+def test_explore_quick_default_net(cols100, capsys, tmp_path):
+    """The command of the width complaint as it is typed: ``COLUMNS=100 ccurv explore --quick``."""
+    assert main(["explore", "--quick", "--out", str(tmp_path / "x")]) == 0
+    assert_notes_wrapped(assert_fits(capsys))
 
 
 def _matrix(n_alpha: int):

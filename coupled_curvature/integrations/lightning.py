@@ -1,0 +1,150 @@
+"""``CurvatureCallback``: the coupled diagnostic ``D`` per block, logged during a Lightning run.
+
+The callback is glue around :class:`~coupled_curvature.numeric.tracking.tracker.CurvatureTracker`:
+the tracker computes, checks and writes the records; the callback decides when (after every
+``every``-th optimizer step, counted by ``trainer.global_step``) and where they go. For block ``b``
+with value ``w``, gradient ``g`` and Hessian block ``H`` of the loss on the fixed probe batch::
+
+    D = (wᵀHw / wᵀw) / ‖g‖²
+
+* **when**: at the start of training (step 0, the initial model), after each optimizer step whose
+  ``global_step`` is a multiple of ``every``, and at the end of training (the final model, when
+  its step was not already recorded): the last record is ``diagnose`` of the trained model;
+* **where**: through every logger of the trainer (``logger.log_metrics``, keys prefixed with
+  ``curvature/``, the numeric values only) when the trainer has one, and to
+  ``log_dir/curvature.jsonl`` (the tracker's append-only log, readable by ``ccurv track``) when
+  ``log_dir`` is given; ``callback.history`` holds the records in any case.
+
+Like the tracker, the callback never changes the model, its gradients, the optimizer or any
+random stream: the same seed trains bitwise the same weights with and without it. Only the process
+of global rank 0 computes. Needs the ``lightning`` extra (``pip install
+'coupled-curvature[lightning]'``); without it the constructor raises
+:class:`~coupled_curvature.errors.MissingExtraError`.
+
+A run (the SKIP lines need Lightning; ``module`` is a ``LightningModule`` whose ``forward`` maps
+the probe's ``X`` to the logits that ``loss_fn`` takes)::
+
+    >>> cb = CurvatureCallback(torch.nn.CrossEntropyLoss(), (X, y), every=50, log_dir="runs/a")  # doctest: +SKIP
+    >>> lightning.Trainer(max_steps=500, callbacks=[cb]).fit(module, loader)                   # doctest: +SKIP
+    >>> cb.history[-1]["step"]                                                                  # doctest: +SKIP
+    500
+
+Options are checked when the callback is made, the model and probe when training starts (before
+the first step):
+
+>>> import torch
+>>> CurvatureCallback(torch.nn.CrossEntropyLoss(), (torch.randn(4, 2), torch.tensor([0, 1, 0, 1])), every=0)
+Traceback (most recent call last):
+...
+coupled_curvature.errors.InvalidInputError: every must be an int ≥ 1 (compute every that many steps), got 0
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from torch import nn
+
+from coupled_curvature.errors import MissingExtraError
+from coupled_curvature.numeric.tracking.sinks import check_log_dir
+from coupled_curvature.numeric.tracking.tracker import CurvatureTracker, check_options
+
+try:
+    from lightning.pytorch.callbacks import Callback as _Callback
+
+    _LIGHTNING = True
+except ImportError:  # the class still exists (and documents itself); making one says what to install
+    _Callback = object  # type: ignore[misc,assignment]
+    _LIGHTNING = False
+
+__all__ = ["CurvatureCallback", "PREFIX"]
+
+#: what the keys of a record are prefixed with in the trainer's loggers
+PREFIX = "curvature/"
+
+
+class CurvatureCallback(_Callback):  # type: ignore[misc,valid-type]
+    """Log ``D = (wᵀHw/wᵀw)/‖g‖²`` per block on the fixed ``probe`` every ``every`` optimizer steps.
+
+    ``CurvatureCallback(loss_fn, probe, *, every=100, log_dir=None, inverse=False, blocks="tensor",
+    measures=("D",), strict=False, transform=None)``: the options mean what they mean for
+    :class:`~coupled_curvature.numeric.tracking.tracker.CurvatureTracker`, which the callback builds
+    on the ``LightningModule`` when fitting starts (``transform``, e.g. ``lambda m: m.net``, picks
+    the network inside it). ``tracker`` is that tracker (``None`` before fitting), ``history`` its
+    records.
+    """
+
+    def __init__(self, loss_fn: Callable, probe: object, *, every: int = 100, log_dir: str | None = None,
+                 inverse: bool = False, blocks: str | Mapping[str, Sequence[str]] = "tensor",
+                 measures: Sequence[str] = ("D",), strict: bool = False,
+                 transform: Callable[[nn.Module], nn.Module] | None = None) -> None:
+        check_options(every=every, inverse=inverse, strict=strict, measures=measures, transform=transform)
+        if not _LIGHTNING:
+            MissingExtraError.require("lightning", "CurvatureCallback", "lightning",
+                                      "in a hand-written loop, CurvatureTracker(...).step(step) does the same")
+        super().__init__()
+        self.loss_fn, self.probe, self.every, self.strict = loss_fn, probe, every, strict
+        self.log_dir = None if log_dir is None else check_log_dir(log_dir)
+        self._options: dict[str, Any] = {"inverse": inverse, "blocks": blocks, "measures": tuple(measures),
+                                         "strict": strict, "transform": transform}
+        self.tracker: CurvatureTracker | None = None
+        self._trainer: Any = None
+        self._last: int | None = None
+
+    @property
+    def history(self) -> list[dict[str, Any]]:
+        """The records so far (an earlier run's first, when ``log_dir`` held one)."""
+        return [] if self.tracker is None else self.tracker.history
+
+    def setup(self, trainer: Any, pl_module: nn.Module, stage: str) -> None:
+        """Build the tracker when fitting starts; a probe the model cannot take fails here."""
+        if stage != "fit" or not trainer.is_global_zero:
+            return
+        self.teardown(trainer, pl_module, stage)
+        self._trainer, self._last = trainer, None
+        sinks: list[Any] = ["jsonl"] if self.log_dir is not None else []
+        if trainer.loggers:
+            sinks.append(self._to_loggers)
+        self.tracker = CurvatureTracker(pl_module, self.loss_fn, self.probe, every=self.every, log_dir=self.log_dir,
+                                        sinks=sinks, **self._options)
+
+    def _to_loggers(self, record: dict[str, Any]) -> None:
+        metrics = {PREFIX + k: float(v) for k, v in record.items()
+                   if k not in ("step", "wall_time") and isinstance(v, (int, float)) and not isinstance(v, bool)
+                   and math.isfinite(v)}
+        for logger in self._trainer.loggers:
+            logger.log_metrics(metrics, step=int(record["step"]))
+
+    def _at(self, step: int, *, always: bool = False) -> None:
+        if self.tracker is None or step == self._last:
+            return
+        if always:
+            self.tracker.record(step)
+        elif self.tracker.step(step) is None:
+            return
+        self._last = step
+
+    def on_train_start(self, trainer: Any, pl_module: nn.Module) -> None:
+        """The model before the first update (or at the resumed step)."""
+        self._at(trainer.global_step)
+
+    def on_train_batch_end(self, trainer: Any, pl_module: nn.Module, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        """After an optimizer step whose ``global_step`` is a multiple of ``every``."""
+        self._at(trainer.global_step)
+
+    def on_train_end(self, trainer: Any, pl_module: nn.Module) -> None:
+        """The final model, unless its step is already recorded; then the tracker is closed."""
+        self._at(trainer.global_step, always=True)
+        self._close()
+
+    def teardown(self, trainer: Any, pl_module: nn.Module, stage: str) -> None:
+        """Close the tracker's sinks (also after an exception)."""
+        if stage == "fit":
+            self._close()
+
+    def _close(self) -> None:
+        if self.tracker is not None:
+            self.tracker.close()

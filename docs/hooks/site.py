@@ -1,0 +1,142 @@
+"""MkDocs hooks of the documentation site (``hooks:`` in ``mkdocs.yml``).
+
+* **The package as it installs.** ``symbolic/``, ``numeric/`` and ``proofs/`` install inside
+  ``coupled_curvature/`` but sit beside it in the checkout, where no static reader can find them.
+  Before mkdocstrings starts, a temporary tree with the installed layout (links to the checkout's
+  folders) goes first on its search path, so the API pages read the checkout's own sources.
+* **Pages filled from the package**, so that they cannot drift from it. A page marks the place with
+  an HTML comment:
+
+  - ``<!-- ccurv:theorems -->``: the registry's statements T1–T12 (``coupled_curvature.theorems``);
+  - ``<!-- ccurv:cli -->``: the ``--help`` of every ``ccurv`` command, as the parser prints it;
+  - ``<!-- ccurv:report-link -->``: a link to the report when ``docs/report/report.html`` exists
+    (``ccurv report --format html --out docs/report`` before building), else how to make one;
+  - ``<!-- ccurv:api-rest -->``: every name of ``coupled_curvature.__all__`` the page does not
+    document yet, as one more ``:::`` entry each (none when the page is complete).
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import os
+import re
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+from mkdocs.plugins import event_priority
+
+SUBPACKAGES = ("symbolic", "numeric", "proofs")
+
+
+def _checkout(config: Any) -> str:
+    return os.path.dirname(os.path.abspath(config.config_file_path))
+
+
+def layout_tree(root: str) -> str:
+    """A temporary folder holding ``coupled_curvature/`` as it installs: the checkout's front-door
+    entries and its three sub-package folders, all as links (removed when the build ends)."""
+    tree = tempfile.mkdtemp(prefix="ccurv-docs-")
+    atexit.register(shutil.rmtree, tree, True)
+    pkg = os.path.join(tree, "coupled_curvature")
+    os.mkdir(pkg)
+    front = os.path.join(root, "coupled_curvature")
+    for name in os.listdir(front):
+        if name != "__pycache__":
+            os.symlink(os.path.join(front, name), os.path.join(pkg, name))
+    for sub in SUBPACKAGES:
+        os.symlink(os.path.join(root, sub), os.path.join(pkg, sub))
+    return tree
+
+
+@event_priority(100)  # before mkdocstrings makes its handler, which reads the search path once
+def on_config(config: Any) -> Any:
+    root = _checkout(config)
+    if root not in sys.path:
+        sys.path.insert(0, root)  # the placeholders below import the checkout's package
+    handlers = config.plugins["mkdocstrings"].config.handlers
+    python = handlers.setdefault("python", {})
+    python["paths"] = [layout_tree(root), *python.get("paths", [])]
+    return config
+
+
+@contextlib.contextmanager
+def _columns(n: int) -> Iterator[None]:
+    old = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = str(n)
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = old
+
+
+def theorems_markdown() -> str:
+    """One section per theorem of the registry: id, title, statement."""
+    from coupled_curvature.theorems import THEOREMS
+
+    return "\n".join(f"### {t.id} · {t.title}\n\n{t.statement}\n" for t in THEOREMS.values())
+
+
+def _commands(parser: argparse.ArgumentParser, prefix: list[str]) -> Iterator[tuple[list[str], argparse.ArgumentParser]]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield [*prefix, name], sub
+                yield from _commands(sub, [*prefix, name])
+
+
+def cli_markdown() -> str:
+    """Every command's ``--help`` (at 90 columns), sub-commands included."""
+    from coupled_curvature.cli import build_parser
+
+    out = []
+    with _columns(90):
+        parser = build_parser()
+        for path, sub in _commands(parser, []):
+            level = "##" if len(path) == 1 else "###"
+            out.append(f"{level} ccurv {' '.join(path)}\n\n```text\n{sub.format_help().rstrip()}\n```\n")
+    return "\n".join(out)
+
+
+def report_link(docs_dir: str) -> str:
+    if os.path.isfile(os.path.join(docs_dir, "report", "report.html")):
+        return ("The report generated for this site: [report/report.html](report/report.html) "
+                "(statements, every derivation step with its trust label, witnesses, cross-checks, figures).")
+    return ("No report was generated for this build: run `ccurv report --format html --out docs/report` "
+            "and build again to link it here.")
+
+
+def api_rest(markdown: str) -> str:
+    """``:::`` entries for the names of ``coupled_curvature.__all__`` that ``markdown`` does not document."""
+    import coupled_curvature
+    from coupled_curvature import errors
+
+    documented = {m.group(1).rsplit(".", 1)[-1] for m in re.finditer(r"^::: ([\w.]+)", markdown, re.M)}
+    missing = [n for n in coupled_curvature.__all__ if n not in documented]
+    if not missing:
+        return ""
+    lazy: dict[str, str] = getattr(coupled_curvature, "_LAZY", {})
+    entries = [f"::: {lazy.get(n, errors.__name__ if hasattr(errors, n) else 'coupled_curvature')}.{n}\n"
+               for n in missing]
+    return "## Other public names\n\n" + "\n".join(entries)
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
+    fills = {
+        "theorems": theorems_markdown,
+        "cli": cli_markdown,
+        "report-link": lambda: report_link(config.docs_dir),
+        "api-rest": lambda: api_rest(markdown),
+    }
+    for key, make in fills.items():
+        mark = f"<!-- ccurv:{key} -->"
+        if mark in markdown:
+            markdown = markdown.replace(mark, make())
+    return markdown
