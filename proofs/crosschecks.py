@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -202,6 +203,7 @@ def _t3(lab: Lab) -> NumericCheck:
         rows.append(_row(key, "max rel ΔD (all blocks)", ch.max_dD, f"≤ {TOL_D:g}", ch.max_dD <= TOL_D))
         rows.append(_row(key, "max rel ΔD⁺ (all blocks)", ch.max_dDplus, f"≤ {TOL_DPLUS:g}", ch.max_dDplus <= TOL_DPLUS))
         rows.append(_row(key, "max rel ΔRQ (raw curvature moves)", ch.max_drq, f"> {MOVE:g}", ch.max_drq > MOVE))
+    rows += certified_rows(lab, "layer")
     return _result("T3", "D and D⁺ unchanged; the raw Rayleigh quotient moves", "max rel ΔD", rows, among="ΔD ")
 
 
@@ -227,6 +229,7 @@ def _t5(lab: Lab) -> NumericCheck:
                      d_this <= TOL_D))
     rows.append(_row("bc-16x2", "'layer' partition, uniform c=8 on layer 0: rel ΔD[layer 1]", d_next, f"> {MOVE:g}",
                      d_next > MOVE))
+    rows += certified_rows(lab, "neuron")
     return _result("T5", "non-uniform neuron scaling moves D; layer-uniform keeps it (per-tensor blocks)",
                    "min rel ΔD under non-uniform scaling", rows, among="non-uniform", figure=min)
 
@@ -296,6 +299,52 @@ def _t12(lab: Lab) -> NumericCheck:
         rows.append(_row(key, "rel Δ(D·D⁺)", eDD, f"≤ {TOL_DPLUS:g}", eDD <= TOL_DPLUS))
     return _result("T12", "L -> sL: D -> D/s, D⁺ -> sD⁺, ρ -> ρ/s, D·D⁺ unchanged",
                    "max rel error of D/s", rows, among="D_sum")
+
+
+#: the net, the precision and the exact factors of the certified rows (non-dyadic: the rescaled weights are
+#: not float64 numbers, and the symmetry is applied exactly in ball arithmetic)
+CERTIFIED_NET, CERTIFIED_PREC, CERTIFIED_C = "bc-16x2", 256, Fraction(37, 10)
+
+
+def certified_rows(lab: Lab, kind: str) -> list[dict[str, Any]]:
+    """Rows quoting certified balls (``certify_invariance``, arb at 256 bits) on ``bc-16x2``.
+
+    ``kind="layer"`` (T3): ``layer_rescale(0, 37/10)``: every block's ``D`` change ball contains 0 and is
+    narrower than 1e-30 relative; the ``RQ`` change balls of the rescaled blocks exclude 0.
+    ``kind="neuron"`` (T5): a non-uniform scaling of layer 0 by non-dyadic factors: the ``D`` change balls
+    of ``0.weight``, ``0.bias`` and ``2.weight`` exclude 0 (certified), the last layer's contain it.
+    """
+    from coupled_curvature.numeric.certify.invariance import certify_invariance
+
+    cache = lab.__dict__.setdefault("_certified", {})
+    if kind not in cache:
+        trained, ds = lab.net(CERTIFIED_NET)
+        units = trained.model[0].weight.shape[0]
+        arg = CERTIFIED_C if kind == "layer" else [Fraction(2 ** (i % 5), 4) * Fraction(11, 10) for i in range(units)]
+        lab.say(f"certified {kind} rescaling on {CERTIFIED_NET} ({CERTIFIED_PREC} bits)")
+        cache[kind] = certify_invariance(trained.model, lab.loss, ds.train, (f"{kind}_rescale", 0, arg),
+                                         prec=CERTIFIED_PREC, inverse=False)
+    inv, rows = cache[kind], []
+    tag = f"(certified, {inv.before.prec_used} bits)"
+    # (no "ΔD " nor "non-uniform" in these quantities: T3's and T5's headline figures select rows by them)
+    what = "c = 37/10" if kind == "layer" else "scales 1.1·2^{-2..2}"
+    for b in inv:
+        touched = b.name in ("0.weight", "0.bias", "2.weight")
+        ch = b.coupled_change
+        if ch is None:
+            rows.append(_row(CERTIFIED_NET, f"{b.name}: certified ΔD", float("nan"), f"refused: {b.before.reason}", False))
+        elif kind == "neuron" and touched:  # T5: not conformal on these blocks, D moves
+            rows.append(_row(CERTIFIED_NET, f"{b.name}: certified ΔD-ball midpoint, {what}", float(ch.mid),
+                             f"ΔD ∈ {ch} ∌ 0 {tag}", ch.excludes_zero()))
+        else:
+            rel = b.coupled_change_relative
+            rows.append(_row(CERTIFIED_NET, f"{b.name}: certified ΔD-ball width/|D|, {what}", rel,
+                             f"ΔD ∈ {ch} ∋ 0 {tag}, width < 1e-30", 0 in ch and rel < 1e-30))
+        if kind == "layer" and touched and b.rayleigh_change is not None:
+            rq = b.rayleigh_change
+            rows.append(_row(CERTIFIED_NET, f"{b.name}: certified ΔRQ-ball midpoint/RQ, {what}",
+                             float(rq.mid / b.before.rayleigh.mid), f"ΔRQ ∈ {rq} ∌ 0 {tag}", rq.excludes_zero()))
+    return rows
 
 
 #: theorem id -> cross-check, in registry order, for exactly the theorems whose registry entry

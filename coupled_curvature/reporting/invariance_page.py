@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # matplotlib loads only when a figure is drawn (not for ccurv --help)
     from matplotlib.figure import Figure
 
-__all__ = ["fmt", "summary", "render_markdown", "render_html", "invariance_figure", "svg_text", "HTML_LEGEND"]
+__all__ = ["certified_cell", "fmt", "summary", "render_markdown", "render_html", "invariance_figure", "svg_text", "HTML_LEGEND"]
 
 #: every column, for the Markdown table (the HTML one keeps fewer, see ``_HTML``)
 COLUMNS = [
@@ -58,6 +58,20 @@ def _short(v: Any) -> str:
     return fmt(v)
 
 
+def certified_cell(r: dict) -> str:
+    """The ``--certify`` verdict of one row: ``∋0 ≤3e-70`` (the D-change balls contain 0, relative width at
+    most that, and the RQ change ball excludes 0), ``FAILED``, or ``–`` (not certified; the JSON says why).
+
+    >>> certified_cell({"cert_D_zero": True, "cert_RQ_moves": True, "cert_D_width": 2.5e-70})
+    '∋0 ≤2.5e-70'
+    """
+    if r.get("cert_D_zero") is None:
+        return "–"
+    if r["cert_D_zero"] and r.get("cert_RQ_moves"):
+        return f"∋0 ≤{r['cert_D_width']:.2g}"
+    return "FAILED"
+
+
 def summary(data: dict) -> list[str]:
     """The method and configuration, one sentence each."""
     rows = data["rows"]
@@ -79,14 +93,22 @@ def summary(data: dict) -> list[str]:
         "against autograd's wᵀHw), on every block; the CNN and BatchNorm nets use dense blocks up to "
         f"{cfg['max_dense']} parameters (column 'blocks with D⁺' in the JSON).",
         f"Wall time: {data['seconds']:.1f} s.",
+        *([f"Certified (--certify, {cfg.get('certify_prec', 256)} bits, ball arithmetic on the exact float64 weights): "
+           "per net a layer rescaling of the first weight layer by c = 37/10 is applied exactly; column "
+           "'certified' gives ∋0 and the largest relative width when every block's D-change ball contains 0 and "
+           "the rescaled layer's RQ-change ball excludes 0 (both halves of T3, certified), FAILED when either "
+           "fails, – when the net is outside the certified engine (the reason is in invariance.json)."]
+          if cfg.get("certify") else []),
     ]
 
 
 def render_markdown(data: dict) -> str:
-    head = [h for _, h in COLUMNS]
+    cert = bool(data["config"].get("certify"))
+    head = [h for _, h in COLUMNS] + (["certified"] if cert else [])
     lines = ["# Invariance experiment", "", *[f"- {s}" for s in summary(data)], "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(fmt(r.get(k)) for k, _ in COLUMNS) + " |" for r in data["rows"]]
+    lines += ["| " + " | ".join([*(fmt(r.get(k)) for k, _ in COLUMNS), *([certified_cell(r)] if cert else [])])
+              + " |" for r in data["rows"]]
     lines += ["", "![D and D⁺ changes against the Rayleigh-quotient change](invariance.png)", ""]
     return "\n".join(lines)
 
@@ -108,6 +130,8 @@ def _row(r: dict) -> str:
         cells.append(f"<td class='{'status' if k == 'status' else 'num'}'>{e(_short(r.get(k)))}</td>")
         if k == "params":
             cells.append(f"<td>{e(_short(r.get('train_acc')))} / {e(_short(r.get('test_acc')))}</td>")
+    if "cert_D_zero" in r:
+        cells.append(f"<td>{e(certified_cell(r))}</td>")
     status = r.get("status")
     cls = "deg" if status == "degenerate (T10)" else "" if status == "invariant" else "bad"
     return f"<tr class='{cls}'>{''.join(cells)}</tr>"
@@ -119,7 +143,8 @@ def render_html(data: dict, svg: str | None = None) -> str:
     from coupled_curvature.reporting.html import PAGE_CSS, figure_html
 
     e = html.escape
-    head = ["net", "status", "params", "acc", *(h for k, h in _HTML[2:])]
+    head = ["net", "status", "params", "acc", *(h for k, h in _HTML[2:]),
+            *(["certified"] if data["config"].get("certify") else [])]
     cfg = data["config"]
     caption = (f"Per net, the max relative change of D and D⁺ over the blocks against that of the raw Rayleigh "
                f"quotient; dashed: the invariant thresholds ΔD ≤ {cfg['tol_D']:g}, ΔD⁺ ≤ {cfg['tol_Dplus']:g} "

@@ -20,6 +20,7 @@ from coupled_curvature.numeric.models.cache import ModelCache, config_key
 from coupled_curvature.numeric.models.datasets import Dataset, load
 from coupled_curvature.numeric.core.threads import torch_threads
 from coupled_curvature.numeric.studies.invariance import euler_residual  # re-exported
+from coupled_curvature.numeric.studies.invariance_certified import certified_fields
 from coupled_curvature.numeric.studies.invariance_measures import (  # re-exported: one net's measurements
     DEFAULT_QUANTITIES,
     FACTOR_ARCHS,
@@ -66,6 +67,8 @@ class ExperimentConfig:
     threads: int = 1  # torch threads while running: tiny nets run far faster on one thread on a shared machine
     dplus_route: str = "factor"  # MLP archs: D⁺ from exact per-sample factors; "diagnose": dense blocks ≤ max_dense
     note: str = ""
+    certify: bool = False  # add the certified T3 check per net (invariance_certified; cached on its own key)
+    certify_prec: int = 256
 
     @property
     def criterion(self) -> str:
@@ -222,6 +225,10 @@ def _run_all(cfg, cache, quantities, say, t0, result, remeasure: bool = False) -
                 cache.store(mkey, {}, {"row": row})
         row.update(train_acc=meta["train_acc"], test_acc=meta["test_acc"], cached=cached,
                    train_seconds=meta["train_seconds"])
+        if cfg.certify:
+            n = min(cfg.measure_samples, len(data.X_train))
+            row.update(certified_fields(model, data.X_train[:n], data.y_train[:n], _model_key(spec, cfg), cache,
+                                        prec=cfg.certify_prec, batch_statistics=spec.arch == "mlp-bn"))
         result.rows.append(row)
         say(f"  [{i}/{len(cfg.nets)}] {spec.dataset} {spec.arch}{list(spec.hidden)} seed={spec.seed}: "
             f"{row['status']} ({how}, measured in {row['measure_seconds']:.1f}s; {time.perf_counter() - t0:.1f}s "

@@ -55,3 +55,28 @@ def test_refuses_foreign_folder(tmp_path, capsys):
     (tmp_path / "mine.txt").write_text("x")
     assert main(["experiment", "invariance", "--quick", "--out", str(tmp_path), "--cache", str(tmp_path / "c")]) == 2
     assert "ccurv: error:" in capsys.readouterr().err
+
+
+def test_certify_adds_the_certified_t3_column(tmp_path, capsys, tiny_quick, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")
+    out = tmp_path / "out"
+    argv = ["experiment", "invariance", "--quick", "--certify", "--out", str(out), "--cache", str(tmp_path / "c")]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "cert" in printed and max(len(line) for line in printed.splitlines()) <= 100
+    rows = {r["arch"]: r for r in json.loads((out / "invariance.json").read_text())["rows"]}
+    for arch in ("mlp", "cnn"):  # both halves of T3, certified: D's change ball ∋ 0 and RQ's ∌ 0
+        r = rows[arch]
+        assert r["cert_D_zero"] is True and r["cert_RQ_moves"] is True and r["cert_D_width"] < 1e-60, r
+        assert r["cert_note"] is None and r["cert_prec"] == 256 and r["cert_c"] == "37/10"
+    assert rows["mlp-bn"]["cert_D_zero"] is None and "batch statistics" in rows["mlp-bn"]["cert_note"]
+    md = (out / "invariance.md").read_text()
+    assert "| certified |" in md and "∋0 ≤" in md and "Certified (--certify" in md
+
+
+def test_certified_cell_says_failed_when_a_half_fails():
+    from coupled_curvature.reporting.invariance_page import certified_cell
+
+    assert certified_cell({"cert_D_zero": False, "cert_RQ_moves": True, "cert_D_width": 1.0}) == "FAILED"
+    assert certified_cell({"cert_D_zero": True, "cert_RQ_moves": False, "cert_D_width": 1e-70}) == "FAILED"
+    assert certified_cell({"cert_D_zero": None}) == "–"

@@ -1,0 +1,257 @@
+"""Certified ``wᵀH⁺_τw`` of a symmetric ball matrix: eigenvalue enclosures, then a rigorous solve.
+
+Eigenvalue enclosures. ``X`` (exact dyadic entries) approximates an orthonormal eigenbasis: a float64
+``eigh`` of the midpoint, refined at the working precision by Ogita–Aishima iterations. In ball
+arithmetic ``R = XᵀHX`` and ``F = XᵀX − I``. By Weyl, the ``i``-th eigenvalue of ``R`` lies within
+``ε = ‖R − diag R‖_F`` of the ``i``-th order statistic of ``diag R``; by Ostrowski,
+``λ_i(R) = θ_iλ_i(H)`` with ``θ_i ∈ [1 − ‖F‖_F, 1 + ‖F‖_F]``. Both bounds are computed in arb.
+
+First, the float64 basis alone may certify the split at the cutoff (:mod:`.separation`: Schur
+complements and interlacing bound the dropped eigenvalues by about ``2^-106·max|λ|²/κ``); otherwise
+the basis is refined and every eigenvalue enclosed as above (also when the first route's ball is
+wider than ``2^-70`` relative; the narrower certified ball is returned). The cutoff ``τ = rtol·max|λ|``
+is a ball too. An eigenvalue is kept when ``|λ| > τ`` is certified,
+dropped when ``|λ| < τ`` is; one whose ball meets ``τ``'s makes ``D⁺`` uncertifiable at that cutoff.
+With every eigenvalue kept ``wᵀH⁺w = wᵀH⁻¹w`` (arb's certified solve). With some dropped (all of
+them within ``|λ| ≤ δ``, the kept ones ``|λ| ≥ κ``), the rational filter
+``r(λ) = λ^(2k−1)/(λ^(2k) + μ^(2k))`` is within ``e = max((μ/κ)^(2k)/κ, δ^(2k−1)/μ^(2k))`` of ``1/λ`` on
+the kept and of 0 on the dropped eigenvalues, so ``wᵀH⁺_τw ∈ wᵀ(H^(2k) + μ^(2k)I)⁻¹H^(2k−1)w ± e‖w‖²``.
+The ball is as narrow as the gap ``κ/δ`` and the precision allow; its width is part of the result.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+from flint import arb, arb_mat, ctx
+
+from coupled_curvature.numeric.certify.separation import split
+
+__all__ = ["PinvForm", "eigenvalue_balls", "pinv_form"]
+
+
+@dataclass(frozen=True)
+class PinvForm:
+    """``value`` (``wᵀH⁺_τw``) or ``None`` with ``reason``; ``straddling`` the eigenvalue ball that meets
+    the cutoff; ``rank`` the number of kept eigenvalues; ``cutoff`` the ball of ``τ``."""
+
+    value: arb | None
+    reason: str | None
+    straddling: arb | None
+    rank: int | None
+    cutoff: arb | None
+
+
+def _mid_matrix(m: arb_mat) -> np.ndarray:
+    return np.array([float(v.mid()) for v in m.entries()]).reshape(m.nrows(), m.ncols())
+
+
+def _refine(H: arb_mat, X: arb_mat) -> arb_mat:
+    """Ogita–Aishima refinement of an approximate orthonormal eigenbasis ``X`` of the midpoint of ``H``
+    (midpoint arithmetic: the result is exact dyadic, its quality is checked afterwards, not assumed).
+    Each step about doubles the correct bits, so it runs at 106, 212, … bits up to the working precision
+    (the dropped eigenvalues' bound ``δ``, and with it the filter's error, shrinks with it)."""
+    n = H.nrows()
+    A = H.mid()
+    normA = float(max(abs(v.mid()) for v in A.entries())) * n
+    full = ctx.prec
+    target, bits = full, 53
+    try:
+        while bits < target:
+            bits = min(2 * bits, target)
+            ctx.prec = bits + 32
+            X = _refine_step(A, X, n, normA)
+    finally:
+        ctx.prec = full
+    return X
+
+
+def _refine_step(A: arb_mat, X: arb_mat, n: int, normA: float) -> arb_mat:
+    """One Ogita–Aishima step at the current precision."""
+    R = (arb_mat(n, n, [1 if i == j else 0 for i in range(n) for j in range(n)]) - X.transpose() * X).mid()
+    S = (X.transpose() * A * X).mid()
+    r, s = R.entries(), S.entries()
+    lam = [s[i * n + i] / (1 - r[i * n + i]) for i in range(n)]
+    lam_f = [float(v.mid()) for v in lam]
+    off = max((abs(float(s[i * n + j].mid())) for i in range(n) for j in range(n) if i != j), default=0.0)
+    rr = max((abs(float(v.mid())) for v in r), default=0.0)
+    gap = 2 * n * (off + normA * rr)
+    E = []
+    for i in range(n):
+        for j in range(n):
+            if i != j and abs(lam_f[j] - lam_f[i]) > gap:
+                E.append(((s[i * n + j] + lam[j] * r[i * n + j]) / (lam[j] - lam[i])).mid())
+            else:
+                E.append((r[i * n + j] / 2).mid())
+    return (X + X * arb_mat(n, n, E)).mid()
+
+
+def _frobenius_upper(entries) -> arb:
+    """An exact upper bound of ``√(Σ x²)`` over the balls ``entries``."""
+    return sum((v.abs_upper() ** 2 for v in entries), arb(0)).sqrt().upper()
+
+
+def eigenvalue_balls(H: arb_mat, refine: bool = True) -> list[arb]:
+    """Balls that certainly contain the eigenvalues of the symmetric ``H`` (every symmetric matrix in
+    the ball matrix), in increasing order of their midpoints; from the float64 eigenbasis alone (balls
+    about ``n·2^-53·max|λ|`` wide) unless ``refine``.
+
+    >>> balls = eigenvalue_balls(arb_mat([[2, 1], [1, 2]]))
+    >>> [b.contains(v) for b, v in zip(balls, (1, 3))]
+    [True, True]
+    """
+    n = H.nrows()
+    _, vecs = np.linalg.eigh(_mid_matrix(H))
+    X = arb_mat(vecs.tolist())
+    if refine:
+        X = _refine(H, X)
+    R = X.transpose() * H * X
+    F = X.transpose() * X - arb_mat(n, n, [1 if i == j else 0 for i in range(n) for j in range(n)])
+    r = R.entries()
+    eps = _frobenius_upper(r[i * n + j] for i in range(n) for j in range(n) if i != j)
+    phi = _frobenius_upper(F.entries())
+    if not phi < 1:
+        raise ArithmeticError("the approximate eigenbasis is not close enough to orthonormal")
+    diag = [r[i * n + i] for i in range(n)]
+    lows = sorted((d - eps).lower() for d in diag)
+    highs = sorted((d + eps).upper() for d in diag)
+    theta = arb(1).union(arb(1) + phi).union(arb(1) - phi)
+    return [lo.union(hi) / theta for lo, hi in zip(lows, highs)]
+
+
+def _filtered(H: arb_mat, w: arb_mat, wsq: arb, top: arb, kappa: arb, delta: arb) -> arb:
+    """``wᵀH⁺_τw`` when the kept eigenvalues satisfy ``|λ| ≥ κ`` and the dropped ones ``|λ| ≤ δ < κ``:
+    ``r(λ) = λ^(2k−1)/(λ^(2k) + μ^(2k))`` differs from ``1/λ`` on kept eigenvalues by at most
+    ``(μ/κ)^(2k)/κ`` and from 0 on dropped ones by at most ``δ^(2k−1)/μ^(2k)``; ``wᵀr(H)w`` is one certified
+    solve. ``k`` is the smallest that reaches the working precision, within what the precision carries
+    (the solve's condition is ``≈ (max|λ|/μ)^(2k)``)."""
+    prec = ctx.prec
+    lk, ld, lt = (math.log2(float(x.mid())) for x in (kappa, delta if delta > 0 else kappa * 2.0 ** (-2 * prec), top))
+    k, mu_log = 1, ((ld + 3 * lk) / 4)
+    for cand in range(1, 33):  # the smallest k whose error is below 2^-(prec-32) of ‖w‖²/max|λ|, within the budget
+        m = ((2 * cand - 1) * ld + (2 * cand + 1) * lk) / (4 * cand)
+        if 2 * cand * (lt - m) > prec - 64:
+            break
+        k, mu_log = cand, m
+        err_log = 2 * cand * (m - lk) - lk  # log2 of (μ/κ)^(2k)/κ, which the balance makes ≈ the other bound
+        if err_log <= -lt - (prec - 32):
+            break
+    mu = arb(2) ** arb(round(mu_log))  # exact power of two near the balancing point
+    n = H.nrows()
+    try:
+        ctx.prec = prec + int(2 * k * max(lt - mu_log, 0)) + 64
+        H2 = H * H
+        P = H2
+        for _ in range(k - 1):
+            P = P * H2  # H^(2k)
+        rhs = H * w
+        for _ in range(k - 1):
+            rhs = H2 * rhs  # H^(2k−1) w
+        mu2k = mu ** (2 * k)
+        A = P + arb_mat(n, n, [mu2k if i == j else 0 for i in range(n) for j in range(n)])
+        core = (w.transpose() * A.solve(rhs, algorithm="precond")).entries()[0]
+        err = ((mu / kappa) ** (2 * k) / kappa).max(delta ** (2 * k - 1) / mu2k) * wsq
+        return core + arb(0, err.upper())
+    finally:
+        ctx.prec = prec
+
+
+def _quick_balls(H: arb_mat) -> list[arb]:
+    """Eigenvalue balls from the float64 basis, computed at 128 bits (they are ~2^-53 wide anyway)."""
+    prec = ctx.prec
+    try:
+        ctx.prec = min(prec, 128)
+        return eigenvalue_balls(H, refine=False)
+    finally:
+        ctx.prec = prec
+
+
+def _classify(lam: list[arb], rtol: Fraction) -> tuple[list[arb], list[arb], list[arb]]:
+    """``(kept, dropped, straddling)`` against ``τ = rtol·max|λ|``."""
+    top = max((abs(v).upper() for v in lam), default=arb(0))
+    cutoff = (arb(rtol.numerator) / rtol.denominator) * max(v.abs_lower() for v in lam).union(top)
+    kept, dropped, straddling = [], [], []
+    for v in lam:
+        (kept if v.abs_lower() > cutoff.upper() else dropped if v.abs_upper() < cutoff.lower() else straddling).append(v)
+    return kept, dropped, straddling
+
+
+def _deflate(H: arb_mat, w: arb_mat) -> tuple[arb_mat, arb_mat, int]:
+    """``H`` without its exactly-zero rows and columns (each is an exact eigenvector ``e_i`` with
+    eigenvalue 0, always below the cutoff, and ``H⁺`` is 0 there too), ``w`` restricted alike, and
+    how many were removed: dead units and constant-zero inputs cost nothing."""
+    n = H.nrows()
+    e = H.entries()
+    live = [i for i in range(n) if not all(e[i * n + j].is_zero() for j in range(n))]
+    if len(live) == n:
+        return H, w, 0
+    we = w.entries()
+    return (arb_mat(len(live), len(live), [e[i * n + j] for i in live for j in live]),
+            arb_mat(len(live), 1, [we[i] for i in live]), n - len(live))
+
+
+def _separated(H: arb_mat, w: arb_mat, rtol: Fraction) -> PinvForm | None:
+    """The form from the float64 basis's certified split (:mod:`.separation`), when it decides the cutoff."""
+    sp = split(H, _mid_matrix(H), float(rtol))
+    if sp is None:
+        return None
+    cutoff = (arb(rtol.numerator) / rtol.denominator) * sp.top
+    if not (sp.kappa > cutoff.upper() and (sp.kept == H.nrows() or sp.delta < cutoff.lower())):
+        return None
+    wsq = (w.transpose() * w).entries()[0]
+    try:
+        if sp.kept == H.nrows():
+            value = (w.transpose() * H.solve(w, algorithm="precond")).entries()[0]
+        else:
+            value = _filtered(H, w, wsq, sp.top.upper(), sp.kappa, sp.delta)
+    except (ZeroDivisionError, ValueError):
+        return None  # the general route below decides, and says why if it cannot
+    return PinvForm(value, None, None, sp.kept, cutoff)
+
+
+def pinv_form(H: arb_mat, w: arb_mat, rtol: Fraction) -> PinvForm:
+    """``wᵀH⁺_τw`` for the symmetric ball matrix ``H``, ``τ = rtol·max|λ|``, certified or refused.
+
+    >>> f = pinv_form(arb_mat([[4, 0], [0, 0]]), arb_mat([[1], [1]]), Fraction(1, 10**10))
+    >>> f.value.contains(arb(1) / 4), f.rank
+    (True, 1)
+    """
+    H, w, _ = _deflate(H, w)
+    if H.nrows() == 0:
+        return PinvForm(arb(0), None, None, 0, arb(0))
+    fast = _separated(H, w, rtol)
+    if fast is not None and fast.value.rel_accuracy_bits() >= min(70, ctx.prec // 3):  # ~1e-21 relative
+        return fast
+    general = _general(H, w, rtol)
+    if fast is None or (general.value is not None and general.value.rad() <= fast.value.rad()):
+        return general
+    return fast  # certified too, only wider than the refined route would have liked
+
+
+def _general(H: arb_mat, w: arb_mat, rtol: Fraction) -> PinvForm:
+    """Every eigenvalue enclosed (refining the basis where the cutoff drops some), then the form."""
+    lam = _quick_balls(H)
+    kept, dropped, straddling = _classify(lam, rtol)
+    if dropped or straddling:  # the float64 basis may be too coarse: refine it to the working precision
+        lam = eigenvalue_balls(H, refine=True)
+        kept, dropped, straddling = _classify(lam, rtol)
+    top = max((abs(v).upper() for v in lam), default=arb(0))
+    cutoff = (arb(rtol.numerator) / rtol.denominator) * max(v.abs_lower() for v in lam).union(top)
+    if top == 0:
+        return PinvForm(arb(0), None, None, 0, cutoff)
+    if straddling:
+        v = straddling[0]
+        return PinvForm(None, f"the eigenvalue {v.str(6, radius=True)} straddles the cutoff τ = "
+                        f"{cutoff.str(6, radius=True)}: D⁺ is not certifiable at pinv_rtol={float(rtol):g}", v, None, cutoff)
+    wsq = (w.transpose() * w).entries()[0]
+    try:
+        if not dropped:
+            value = (w.transpose() * H.solve(w, algorithm="precond")).entries()[0]
+        else:
+            value = _filtered(H, w, wsq, top, min(v.abs_lower() for v in kept), max(v.abs_upper() for v in dropped))
+    except (ZeroDivisionError, ValueError) as e:
+        return PinvForm(None, f"the certified solve failed at {ctx.prec} bits ({e}); raise prec", None, len(kept), cutoff)
+    return PinvForm(value, None, None, len(kept), cutoff)

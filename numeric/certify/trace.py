@@ -1,0 +1,142 @@
+"""The model as a list of operations the certified engine knows, traced with ``torch.fx``.
+
+Supported: Linear; Conv1d/Conv2d (stride, padding, dilation, groups; zero padding); ReLU,
+LeakyReLU, Identity, Dropout (eval); MaxPool1d/2d, AvgPool1d/2d, AdaptiveAvgPool1d/2d; BatchNorm1d/2d
+in eval mode; Flatten; residual additions (``+``, ``torch.add``) and ``torch.relu``/``F.relu``/
+``torch.flatten``. Anything else is an ``UnsupportedModelError`` naming the module or function.
+Every op is piecewise affine, so a network built from them is affine in any one module's
+parameters away from kinks, which is what makes the tangent form of ``wᵀHw`` exact.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+
+import torch
+import torch.fx
+from torch import nn
+from torch.nn import functional as F
+
+from coupled_curvature.errors import UnsupportedModelError
+
+__all__ = ["Op", "trace"]
+
+_PASS = (nn.Identity, nn.Dropout, nn.Flatten)
+_MODULE_KINDS: tuple[tuple[type, str], ...] = (
+    (nn.Linear, "linear"), (nn.Conv1d, "conv"), (nn.Conv2d, "conv"), (nn.ReLU, "relu"),
+    (nn.LeakyReLU, "leaky_relu"), (nn.MaxPool1d, "maxpool"), (nn.MaxPool2d, "maxpool"),
+    (nn.AvgPool1d, "avgpool"), (nn.AvgPool2d, "avgpool"), (nn.AdaptiveAvgPool1d, "adaptive_avgpool"),
+    (nn.AdaptiveAvgPool2d, "adaptive_avgpool"), (nn.BatchNorm1d, "batchnorm"), (nn.BatchNorm2d, "batchnorm"),
+)
+_FUNCTIONS = {operator.add: "add", torch.add: "add", torch.relu: "relu", F.relu: "relu", torch.flatten: "flatten"}
+SUPPORTED = ("Linear, Conv1d, Conv2d, ReLU, LeakyReLU, Identity, Dropout (eval), Flatten, MaxPool1d/2d, AvgPool1d/2d, "
+             "AdaptiveAvgPool1d/2d, BatchNorm1d/2d (eval), residual additions")
+
+
+@dataclass(frozen=True)
+class Op:
+    """One node: ``kind`` (linear, conv, relu, leaky_relu, maxpool, avgpool, adaptive_avgpool, batchnorm,
+    add, identity), the module path ``name`` (the fx node name for functions), the indices of its
+    input ops (-1 is the model input) and the module itself (``None`` for functions)."""
+
+    kind: str
+    name: str
+    inputs: tuple[int, ...]
+    module: nn.Module | None = field(default=None, compare=False)
+
+
+def trace(model: nn.Module) -> list[Op]:
+    """The model's operations in execution order; the last op's value is the output.
+
+    >>> ops = trace(nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1)))
+    >>> [(o.kind, o.name, o.inputs) for o in ops]
+    [('linear', '0', (-1,)), ('relu', '1', (0,)), ('linear', '2', (1,))]
+    """
+    try:
+        gm = torch.fx.symbolic_trace(model)
+    except Exception as e:  # fx raises many kinds (TraceError, TypeError, NotImplementedError…)
+        raise UnsupportedModelError(
+            f"the model cannot be traced by torch.fx ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
+            f"certify takes models built from {SUPPORTED} with a traceable forward") from None
+    index: dict[str, int] = {}
+    ops: list[Op] = []
+    out: int | None = None
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            if index:
+                raise UnsupportedModelError(f"the model takes several inputs ({node.name!r}); certify takes one input tensor")
+            index[node.name] = -1
+            continue
+        if node.op == "output":
+            arg = node.args[0]
+            if not isinstance(arg, torch.fx.Node):
+                raise UnsupportedModelError("the model returns a structure, not one tensor; certify needs a tensor output")
+            out = index[arg.name]
+            continue
+        kind, module = _kind(gm, node)
+        nodes = [a for a in node.args if isinstance(a, torch.fx.Node)]
+        _check_args(node, kind, nodes)
+        ops.append(Op(kind, str(node.target) if node.op == "call_module" else node.name,
+                      tuple(index[a.name] for a in nodes), module))
+        index[node.name] = len(ops) - 1
+    if out is None or out != len(ops) - 1 or not ops:
+        raise UnsupportedModelError("the model's output is not its last operation; certify needs a plain feed-forward graph")
+    return ops
+
+
+def _kind(gm: torch.fx.GraphModule, node: torch.fx.Node) -> tuple[str, nn.Module | None]:
+    if node.op == "call_module":
+        m = gm.get_submodule(node.target)
+        if isinstance(m, _PASS):
+            if isinstance(m, nn.Dropout) and m.training and m.p > 0:
+                raise UnsupportedModelError(f"module {node.target!r} (Dropout) is in train mode; call model.eval()")
+            if isinstance(m, nn.Flatten) and m.start_dim != 1 or isinstance(m, nn.Flatten) and m.end_dim != -1:
+                raise UnsupportedModelError(f"module {node.target!r}: only Flatten(1, -1) is supported")
+            return "identity", m
+        for cls, kind in _MODULE_KINDS:
+            if type(m) is cls:
+                _check_module(str(node.target), m)
+                return kind, m
+        raise UnsupportedModelError(f"module {node.target!r} ({type(m).__name__}) is not supported by certify; "
+                                    f"supported: {SUPPORTED}")
+    if node.op == "call_function" and node.target in _FUNCTIONS:
+        return _FUNCTIONS[node.target], None
+    what = getattr(node.target, "__name__", str(node.target))
+    raise UnsupportedModelError(f"operation {what!r} ({node.op}, node {node.name!r}) is not supported by certify; "
+                                f"supported: {SUPPORTED}")
+
+
+def _check_args(node: torch.fx.Node, kind: str, nodes: list[torch.fx.Node]) -> None:
+    extra = [a for a in node.args if not isinstance(a, torch.fx.Node)]
+    if kind == "add":
+        if len(nodes) != 2 or extra or node.kwargs:
+            raise UnsupportedModelError(f"node {node.name!r}: only the sum of two tensors is supported (no scalars, no alpha)")
+    elif kind == "flatten":
+        if extra != [1] or node.kwargs:
+            raise UnsupportedModelError(f"node {node.name!r}: only torch.flatten(x, 1) is supported")
+    elif len(nodes) != 1 or (node.op == "call_function" and (extra or any(v for v in node.kwargs.values()))):
+        raise UnsupportedModelError(f"node {node.name!r} ({kind}) must take exactly one tensor")
+
+
+def _check_module(name: str, m: nn.Module) -> None:
+    def refuse(why: str) -> None:
+        raise UnsupportedModelError(f"module {name!r} ({type(m).__name__}): {why} is not supported by certify")
+
+    if isinstance(m, (nn.Conv1d, nn.Conv2d)) and m.padding_mode != "zeros":
+        refuse(f"padding_mode={m.padding_mode!r}")
+    if isinstance(m, (nn.Conv1d, nn.Conv2d)) and isinstance(m.padding, str):
+        refuse(f"padding={m.padding!r} (give the padding as numbers)")
+    if isinstance(m, (nn.MaxPool1d, nn.MaxPool2d)) and (m.ceil_mode or m.return_indices):
+        refuse("ceil_mode/return_indices")
+    if isinstance(m, (nn.AvgPool1d, nn.AvgPool2d)) and (m.ceil_mode or getattr(m, "divisor_override", None)):
+        refuse("ceil_mode/divisor_override")
+    if isinstance(m, nn.modules.batchnorm._BatchNorm):
+        if m.training:
+            refuse("train mode (batch statistics)")
+        if not m.track_running_stats or m.running_mean is None:
+            refuse("BatchNorm without running statistics")
+    if isinstance(m, nn.AdaptiveAvgPool1d) or isinstance(m, nn.AdaptiveAvgPool2d):
+        sizes = m.output_size if isinstance(m.output_size, tuple) else (m.output_size,)
+        if any(s is None for s in sizes):
+            refuse("output_size None")
