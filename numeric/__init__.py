@@ -15,10 +15,17 @@ costs nothing until one is used:
     ``D⁺`` as a curve over the relative cutoff; ``wᵀH⁺_τ w`` of one symmetric matrix.
 ``highprec_diagnose``, ``invariance_error``
     the same diagnostics in mpmath at ``dps`` digits.
+``certify``, ``certify_invariance``, ``Certificate``, ``Ball``
+    balls (arb, python-flint) that provably contain ``D``, ``D⁺`` and their change under a symmetry.
 ``CurvatureTracker(model, loss_fn, probe, every=100, log_dir=...)``
     ``D`` per block logged during training (JSONL, TensorBoard, any callable); see :mod:`.tracking`.
 ``make_mlp``, ``train_mlp``, ``load_dataset``
     the models and data sets the checks and experiments use.
+``crr_penalty``, ``training_step``, ``make_optimizer``
+    the CRR loss term (input-derivative growth, differentiable) and one step of baseline, CRR, SAM or
+    ASAM (SAM and ASAM: the ``train`` extra, ``pytorch-optimizer``).
+``sharpness_curve``, ``SharpnessCurve``
+    fixed-radius or adaptive sharpness over a log-spaced sweep of radii (common random numbers).
 
 >>> from coupled_curvature.numeric import diagnose
 >>> diagnose.__module__
@@ -52,6 +59,15 @@ _LAZY: dict[str, tuple[str, str]] = {
     "train_mlp": ("models.training", "train_mlp"),
     "load_dataset": ("models.datasets", "load"),
     "CurvatureTracker": ("tracking.tracker", "CurvatureTracker"),
+    "crr_penalty": ("training.crr", "crr_penalty"),
+    "training_step": ("training.step", "training_step"),
+    "make_optimizer": ("training.step", "make_optimizer"),
+    "sharpness_curve": ("measures.sharpness_curve", "sharpness_curve"),
+    "SharpnessCurve": ("measures.sharpness_curve", "SharpnessCurve"),
+    "certify": ("certify.api", "certify"),
+    "Certificate": ("certify.api", "Certificate"),
+    "certify_invariance": ("certify.invariance", "certify_invariance"),
+    "Ball": ("certify.ball", "Ball"),
 }
 
 __all__ = list(_LAZY)

@@ -160,6 +160,12 @@ def run(args: argparse.Namespace) -> int:
         verdict = "all proved"
     else:
         verdict = "no failures (numeric evidence only, nothing proved by numbers)"
+    rate = None
+    if args.only is None:  # λ's analytic identities: not a theorem, so not part of an --only selection
+        from coupled_curvature.commands.check_rate import gather, render
+
+        rate = gather(symbolic=symbolic, numeric=numeric, seed=args.seed)
+        print("\n".join(render(rate)))
     precision_ok, precision_rows = True, None
     if args.precision is not None:
         precision_ok, precision_rows = check_precision(args.precision, args.seed)
@@ -176,10 +182,12 @@ def run(args: argparse.Namespace) -> int:
         data["formal"] = formal_data
         if precision_rows is not None:
             data["precision"] = {"ok": precision_ok, "rows": [{k: r[k] for k in ("dps", "D", "Dplus")} for r in precision_rows]}
+        if rate is not None:
+            data["lambda_identities"] = rate.to_json()
         data["seconds"] = round(total, 3)
         write_json(args.json, data)
         _say(f"wrote {args.json}")
-    return 0 if report.ok and precision_ok and formal_ok else 1
+    return 0 if report.ok and precision_ok and formal_ok and (rate is None or rate.ok) else 1
 
 
 def register(sub: argparse._SubParsersAction) -> None:

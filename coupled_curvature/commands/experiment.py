@@ -1,4 +1,5 @@
-"""``ccurv experiment invariance|width [--quick] --out DIR``: exact invariance at scale, and the exploratory width sweep.
+"""``ccurv experiment invariance|width|training [--quick] --out DIR``: exact invariance at scale, the exploratory
+width sweep, and the curvature-rate training experiment (:mod:`coupled_curvature.commands.training`).
 
 ``width`` (the exploratory width sweep) writes ``DIR/width.json`` (``{"runs": [...], "kendall": [...]}``),
 ``width.md``, ``width.html`` (self-contained: the figures inlined as SVG) and the figures
@@ -33,8 +34,14 @@ def register(sub) -> None:
         "permutations, the neuron-wise negative control, and the raw Rayleigh quotient / top eigenvalue.",
     )
     _shared_arguments(inv, "small configuration (about a minute on 2 cores)")
+    inv.add_argument("--certify", action="store_true",
+                     help="also certify T3 per net in ball arithmetic (256 bits): a layer rescaling by c = 37/10 "
+                     "leaves D in a ball containing 0 while the raw Rayleigh quotient certainly moves")
     inv.set_defaults(func=run)
     _register_width(kinds)
+    from coupled_curvature.commands.training import register_training
+
+    register_training(kinds, _shared_arguments)
 
 
 def _shared_arguments(p: argparse.ArgumentParser, quick_help: str) -> None:
@@ -90,12 +97,17 @@ TABLE_LEGEND = (
 
 def table_text(rows: list[dict], width: int | None = None) -> str:
     """Aligned table, one row per (dataset, arch, seed), with its legend; fits ``width`` (default
-    the terminal's, at most 100 columns), splitting the columns into panels if needed."""
-    head = ["net", *(h for _, h in _TERMINAL)]
+    the terminal's, at most 100 columns), splitting the columns into panels if needed. With certified
+    fields (``--certify``) a column ``cert`` says what the ball arithmetic proved."""
+    from coupled_curvature.reporting.invariance_page import certified_cell
+
+    certified = any("cert_D_zero" in r for r in rows)
+    head = ["net", *(h for _, h in _TERMINAL), *(["cert"] if certified else [])]
     cells = [[f"{r.get('dataset')} {r.get('arch')} {_fmt(r.get('hidden'))} s{r.get('seed')}",
-              *(_fmt(r.get(k)) for k, _ in _TERMINAL)] for r in rows]
-    return "\n".join([table(head, cells, align="ll" + "r" * (len(head) - 2), width=width),
-                      *wrap(TABLE_LEGEND, width)])
+              *(_fmt(r.get(k)) for k, _ in _TERMINAL), *([certified_cell(r)] if certified else [])] for r in rows]
+    legend = TABLE_LEGEND + ("; cert: T3 certified at 256 bits under a layer rescaling by c = 37/10 (ΔD ball ∋ 0 "
+                             "of relative width ≤ the number shown, ΔRQ ball ∌ 0), or why not" if certified else "")
+    return "\n".join([table(head, cells, align="ll" + "r" * (len(head) - 2), width=width), *wrap(legend, width)])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -106,7 +118,12 @@ def run(args: argparse.Namespace) -> int:
 
     check_folder(args.out, "experiment invariance")
     cfg = quick_config(args.seed) if args.quick else default_config(args.seed)
-    say(f"experiment invariance ({cfg.name}): {len(cfg.nets)} nets; cache {args.cache}")
+    if getattr(args, "certify", False):
+        from dataclasses import replace
+
+        cfg = replace(cfg, certify=True)
+    say(f"experiment invariance ({cfg.name}): {len(cfg.nets)} nets{', certified' if cfg.certify else ''}; "
+        f"cache {args.cache}")
     if not args.quick:
         say("  note: the default run takes about half an hour or more on 2 cores (README); finished nets are cached, "
             "so an interrupted run resumes")
@@ -129,7 +146,8 @@ def run(args: argparse.Namespace) -> int:
     path = write_folder(args.out, "experiment invariance", fill)
     print(table_text(data["rows"]))
     print(f"\n{len(data['rows'])} nets in {data['seconds']:.1f} s; report in {path}")
-    return 0 if all(r["status"] in ("invariant", "degenerate (T10)") for r in data["rows"]) else 1
+    certified_ok = all(r.get("cert_D_zero") is not False and r.get("cert_RQ_moves") is not False for r in data["rows"])
+    return 0 if certified_ok and all(r["status"] in ("invariant", "degenerate (T10)") for r in data["rows"]) else 1
 
 
 def width_config(args: argparse.Namespace):

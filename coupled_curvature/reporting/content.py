@@ -32,6 +32,8 @@ class ReportData:
     figures: list[FigureRef] = field(default_factory=list)
     precision: Any = None  # numeric.studies.precision.PrecisionData: the "Arbitrary precision" section
     cutoff: Any = None  # numeric.studies.cutoff.CutoffData: the "Cutoff sensitivity" section
+    rate: Any = None  # commands.check_rate.RateIdentities: the "Curvature rate λ: analytic identities" section
+    sharpness: Any = None  # numeric.studies.sharpness_twin.TwinCurves: the radius-sweep section and figure
 
 
 def fmt_num(x: float) -> str:

@@ -342,6 +342,11 @@ def figure_set(mx: Any) -> list[tuple[str, str, Figure]]:
     eps = eps_figure(mx)
     if eps is not None:
         out.append(("bn_eps", "BatchNorm cells judged as eps → 0: relative change against eps.", eps))
+    twin = getattr(mx, "sharpness_twin", None)
+    if twin is not None:
+        from coupled_curvature.reporting.sharpness_twin_page import CAPTION, twin_figure
+
+        out.append(("sharpness_twin", CAPTION, twin_figure(twin)))
     return out
 
 

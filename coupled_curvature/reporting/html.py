@@ -150,7 +150,7 @@ def render_html(outline: Outline, svgs: dict[str, str] | None = None) -> str:
     toc = "".join(f"<li><a href='#{s.id}'>{text_html(s.title)}</a></li>" for s in outline.sections if s.id)
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
            '<meta name="viewport" content="width=device-width, initial-scale=1">',
-           "<title>coupled-curvature: proof catalogue</title>", f"<style>{_CSS}</style></head><body>",
+           f"<title>{_e(outline.title)}</title>", f"<style>{_CSS}</style></head><body>",
            f"<h1>{_e(outline.title)}</h1>", f"<p>Generated: {_e(outline.generated)}</p>"]
     for b in outline.intro:
         out += _block(b, svgs)

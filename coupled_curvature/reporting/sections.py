@@ -103,7 +103,7 @@ def definitions(data: ReportData) -> list[Section]:
             coq += ([Text("; ", False)] if i else []) + [Code(lhs), Text(" := ", False), *_maths(rhs)]
         rows.append((_t(r.quantity), _t(r.package), tuple(coq) or _t("(Coq sources not found)", False)))
     intro = Paragraph(_t("Each quantity as the package defines it (symbolic and numeric code alike) and as the "
-                         "Coq development in proofs/coq defines it (Defs.v; D⁺ in T07_pseudo_inverse.v, the "
+                         "Coq development in proofs/coq defines it (Defs.v; the "
                          "forward pass in T02_homogeneous_rescaling.v), translated to mathematics. In Coq the "
                          "vectors are columns of a matrix type over a real closed field R, uᵀv is the (0, 0) "
                          "entry of a 1×1 product, and Coq's division by 0 gives 0 where the package answers "
@@ -140,6 +140,7 @@ def _formal_section(e: Any) -> list[Block]:
     """What Coq proves of the theorem, then each pinned Coq theorem: its statement as mathematics,
     the raw Coq text in a collapsible block."""
     from coupled_curvature.proofs.formal import statement_pins
+    from coupled_curvature.proofs.formal_hypotheses import hypotheses_in_words
 
     listing = formal_listing(e)
     if not listing:
@@ -154,8 +155,15 @@ def _formal_section(e: Any) -> list[Block]:
     blocks: list[Block] = [Paragraph(tuple(parts))]
     for name in e.formal:
         short = name.removeprefix("CoupledCurvature.")
-        blocks += [Paragraph((Code(short), Text(":", False))), Paragraph(_maths(coq_math(pinned[name]))),
-                   Details("Coq statement (as coqc prints it)", (Listing(pinned[name], "coq"),))]
+        blocks += [Paragraph((Code(short), Text(":", False))), Paragraph(_maths(coq_math(pinned[name])))]
+        said = hypotheses_in_words(pinned[name])
+        if said:
+            blocks += [Paragraph(_t("Its hypotheses, in words:", False)),
+                       Bullets(tuple((Text(w, False),) if w else (Text("as stated in Coq: ", False), Code(p))
+                                     for p, w in said))]
+        else:
+            blocks.append(Paragraph(_t("It has no hypotheses.", False)))
+        blocks.append(Details("Coq statement (as coqc prints it)", (Listing(pinned[name], "coq"),)))
     return [Section("Formal proofs in Coq", tuple(blocks), level=2)]
 
 
@@ -230,9 +238,16 @@ def cutoff(data: ReportData) -> list[Section]:
     return [Section("Cutoff sensitivity", tuple(blocks), "cutoff")]
 
 
+def training_side(data: ReportData) -> list[Section]:
+    """λ's analytic identities and the radius sweep of a net and its rescaled twin (:mod:`.rate_section`)."""
+    from coupled_curvature.reporting.rate_section import rate_sections, sharpness_sections
+
+    return rate_sections(data.rate) + sharpness_sections(data.sharpness)
+
+
 #: the report's sections, in order
 SECTIONS: tuple[Callable[[ReportData], list[Section]], ...] = (summary, figures, definitions, theorems, precision,
-                                                                cutoff)
+                                                                cutoff, training_side)
 
 
 def build_outline(data: ReportData) -> Outline:

@@ -11,6 +11,7 @@ from torch import Tensor, nn
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.numeric.core.inputs import float64_copy, prepare_batches
 from coupled_curvature.numeric.core.flat import per_sample_loss_fn
+from coupled_curvature.numeric.factors.affinity import affine_outputs
 
 
 @dataclass(frozen=True)
@@ -22,28 +23,68 @@ class CurvatureRate:
     log_derivatives: Tensor  # (points, orders), nan where d_n = 0
     orders: int
     points: int
+    #: the outputs are piecewise affine in the input (ReLU-type nets): every d_n with n ≥ 2 then comes from
+    #: the loss alone, so λ measures the loss's curvature along the net's linear pieces
+    piecewise_linear: bool = False
 
 
-def directional_derivatives(model: nn.Module, loss_fn: Callable, X: Tensor, y: Tensor, U: Tensor, orders: int) -> Tensor:
+def unit_directions(shape: torch.Size | tuple[int, ...], generator: torch.Generator,
+                    dtype: torch.dtype = torch.float64) -> Tensor:
+    """``u_i = z_i / ‖z_i‖``, ``z_i ~ N(0, I)`` drawn from ``generator`` (one unit vector per row of ``shape``).
+
+    >>> u = unit_directions((3, 2, 2), torch.Generator().manual_seed(0))
+    >>> torch.allclose(u.reshape(3, -1).norm(dim=1), torch.ones(3, dtype=torch.float64))
+    True
+    """
+    U = torch.randn(shape, generator=generator, dtype=dtype)
+    return U / U.reshape(U.shape[0], -1).norm(dim=1).reshape((-1,) + (1,) * (U.dim() - 1))
+
+
+def piecewise_affine_in_input(model: nn.Module, X: Tensor, U: Tensor) -> bool:
+    """Whether the outputs are piecewise affine in the input, read off the autograd graph of one forward pass
+    at ``X`` along ``U`` (:func:`~coupled_curvature.numeric.factors.affinity.affine_outputs`).
+
+    >>> X = torch.randn(3, 2, dtype=torch.float64)
+    >>> relu = nn.Sequential(nn.Linear(2, 4), nn.ReLU(), nn.Linear(4, 2)).double()
+    >>> piecewise_affine_in_input(relu, X, X), piecewise_affine_in_input(relu.append(nn.Tanh()), X, X)
+    (True, False)
+    """
+    t = torch.zeros(X.shape[0], dtype=X.dtype, requires_grad=True)
+    z = X + t.reshape((-1,) + (1,) * (X.dim() - 1)) * U
+    out = model(z)
+    return isinstance(out, Tensor) and out.grad_fn is not None and \
+        affine_outputs(out.grad_fn, {"input": z.grad_fn})["input"] is None
+
+
+def directional_derivatives(model: nn.Module, loss_fn: Callable, X: Tensor, y: Tensor, U: Tensor, orders: int,
+                            *, create_graph: bool = False) -> Tensor:
     """``d[i, n-1] = ∂ⁿ/∂tⁿ ℓ(model(x_i + t u_i), y_i)`` at ``t = 0``, ``n = 1..orders``, by nested autograd.
 
-    One scalar ``t_i`` per point; the summed loss is differentiated ``orders`` times with
-    ``create_graph=True``. Points are independent for eval-mode models, so the mixed terms vanish.
+    One scalar ``t_i`` (of ``X``'s dtype) per point; the summed loss is differentiated ``orders``
+    times with ``create_graph=True``. Points are independent for eval-mode models, so the mixed
+    terms vanish. By default the result is detached; with ``create_graph`` it keeps its graph, so
+    it can be differentiated again with respect to the model's parameters (the CRR penalty).
+
+    >>> net = nn.Sequential(nn.Linear(1, 1, bias=False))
+    >>> with torch.no_grad(): _ = net.double()[0].weight.fill_(2.0)
+    >>> X, U = torch.ones(1, 1, dtype=torch.float64), torch.ones(1, 1, dtype=torch.float64)
+    >>> directional_derivatives(net, nn.MSELoss(), X, torch.zeros(1, 1, dtype=torch.float64), U, 3)
+    tensor([[8., 8., 0.]], dtype=torch.float64)
     """
     per = per_sample_loss_fn(loss_fn)
-    t = torch.zeros(X.shape[0], dtype=torch.float64, requires_grad=True)
+    t = torch.zeros(X.shape[0], dtype=X.dtype, requires_grad=True)
     shape = (-1,) + (1,) * (X.dim() - 1)
     out = model(X + t.reshape(shape) * U)
     values = per(out, y)
     f = values.reshape(values.shape[0], -1).sum()
     cols = []
     for n in range(orders):
-        (d,) = torch.autograd.grad(f, t, create_graph=n + 1 < orders, allow_unused=True)
+        (d,) = torch.autograd.grad(f, t, create_graph=create_graph or n + 1 < orders, allow_unused=True)
         if d is None:
             d = torch.zeros_like(t)
             cols.extend([d.detach()] * (orders - n))
             break
-        cols.append(d.detach())
+        cols.append(d if create_graph else d.detach())
         f = d.sum()
         if not d.requires_grad:
             cols.extend([torch.zeros_like(t)] * (orders - n - 1))
@@ -96,9 +137,7 @@ def curvature_rate(
     else:
         idx = torch.arange(min(points, X.shape[0]))
     Xs, ys = X[idx], y[idx]
-    gen = torch.Generator().manual_seed(seed)
-    U = torch.randn(Xs.shape, generator=gen, dtype=torch.float64)
-    U = U / U.reshape(U.shape[0], -1).norm(dim=1).reshape((-1,) + (1,) * (U.dim() - 1))
+    U = unit_directions(Xs.shape, torch.Generator().manual_seed(seed))
     d = directional_derivatives(net, loss_fn, Xs, ys, U, orders)
     logs = torch.where(d != 0, d.abs().log(), torch.full_like(d, float("nan")))
     n = torch.arange(1, orders + 1, dtype=torch.float64)
@@ -115,4 +154,5 @@ def curvature_rate(
     keep = ~torch.isnan(s)
     if not bool(keep.any()):
         raise InvalidInputError("every directional derivative vanished; λ is undefined for this model")
-    return CurvatureRate(float(s[keep].mean()), s, logs, orders, int(keep.sum()))
+    return CurvatureRate(float(s[keep].mean()), s, logs, orders, int(keep.sum()),
+                         piecewise_affine_in_input(net, Xs, U))

@@ -83,6 +83,47 @@ def load(name: str, *, test_fraction: float = 0.2, seed: int = 0, image: bool = 
     )
 
 
+def moons(*, n_samples: int = 3000, noise: float = 0.2, flip: float = 0.0, test_fraction: float = 0.3,
+          seed: int = 0) -> Dataset:
+    """Two interleaving half-moons (2 features, 2 classes), standardised, with label-flip noise.
+
+    ``make_moons(n_samples, noise)`` drawn from ``seed``; a stratified split with ``test_fraction``; then a
+    fraction ``flip`` of the **training** labels, chosen from ``seed``, is replaced by the other class (the
+    test labels stay clean, so test error measures the learned function). Features are standardised with the
+    training split's statistics, as :func:`load` does.
+
+    >>> d = moons(n_samples=200, flip=0.3, seed=1)
+    >>> d.X_train.shape, d.n_classes, d.X_train.dtype
+    (torch.Size([140, 2]), 2, torch.float64)
+    """
+    from sklearn.datasets import make_moons
+    from sklearn.model_selection import train_test_split
+
+    if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < 10:
+        raise InvalidInputError(f"n_samples must be an int ≥ 10, got {n_samples!r}")
+    if not (np.isfinite(noise) and noise >= 0.0):
+        raise InvalidInputError(f"noise must be a finite number ≥ 0, got {noise!r}")
+    if not 0.0 <= flip < 0.5:
+        raise InvalidInputError(f"flip must be in [0, 0.5) (at 0.5 the labels carry no signal), got {flip!r}")
+    if not 0.0 < test_fraction < 1.0:
+        raise InvalidInputError(f"test_fraction must be in (0, 1), got {test_fraction}")
+    X, y = make_moons(n_samples=n_samples, noise=noise, random_state=seed)
+    X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=test_fraction, random_state=seed, stratify=y)
+    rng = np.random.default_rng(seed)
+    flipped = rng.permutation(len(y_tr))[: int(round(flip * len(y_tr)))]
+    y_tr = y_tr.copy()
+    y_tr[flipped] = 1 - y_tr[flipped]
+    mu, sd = X_tr.mean(axis=0), X_tr.std(axis=0)
+    return Dataset(
+        name=f"moons(flip={flip:g})",
+        X_train=torch.from_numpy(((X_tr - mu) / sd).astype(np.float64)),
+        y_train=torch.from_numpy(y_tr.astype(np.int64)),
+        X_test=torch.from_numpy(((X_te - mu) / sd).astype(np.float64)),
+        y_test=torch.from_numpy(y_te.astype(np.int64)),
+        n_classes=2,
+    )
+
+
 def digits(**kw) -> Dataset:
     """The 8×8 handwritten digits (1797 samples, 64 features, 10 classes); see :func:`load`."""
     return load("digits", **kw)

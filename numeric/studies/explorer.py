@@ -20,7 +20,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -99,6 +99,7 @@ class Matrix:
     notes: list[str] = field(default_factory=list)
     eps_sweep: EpsSweep | None = None
     parameters: dict[str, str] = field(default_factory=dict)  # symmetry -> x-axis quantity
+    sharpness_twin: Any = None  # studies.sharpness_twin.TwinCurves of the net and its layer-rescaled twin
 
     def cell(self, measure: str, symmetry: str) -> Cell:
         return next(c for c in self.cells if c.measure == measure and c.symmetry == symmetry)

@@ -76,8 +76,9 @@ def test_html_report_renders_offline(tmp_path, monkeypatch):
     assert res["n_math"] > 20 and res["zero_math"] == 0
     assert res["heading"].startswith("T4") and res["heading_visible"]
     # the figures are inlined SVG (report.html alone is complete): drawn, laid out with size
-    assert all(w > 0 and bw > 300 and bh > 200 for _, w, bw, bh in res["images"]) and len(res["images"]) == 4
-    assert [src for src, *_ in res["images"][-2:]] == ["precision", "cutoff"]
+    assert all(w > 0 and bw > 300 and bh > 200 for _, w, bw, bh in res["images"])
+    assert [name for name, *_ in res["images"]] == ["rescaling", "neuron_scaling", "precision", "cutoff",
+                                                     "sharpness_twin"]
     assert "<img" not in html and ".svg'" not in html
     assert res["precision_heading"] == "Arbitrary precision" and res["precision_rows"] == 4
     assert res["cutoff_heading"] == "Cutoff sensitivity"

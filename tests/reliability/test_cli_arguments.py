@@ -39,7 +39,9 @@ CASES = [
     (["explore", "--dataset", "bogus"], ["bogus", "digits", "wine"]),
     (CHECK[:2] + ["--only", "T99"], ["T99", "valid ids", "T12"]),
     (REPORT[:1] + ["--only", "T0", "--out", "OUT"], ["T0", "valid ids"]),
-    (REPORT[:3] + ["--format", "pdf", "--out", "OUT"], ["pdf", "md"]),
+    (REPORT[:3] + ["--format", "docx", "--out", "OUT"], ["docx", "md", "pdf"]),
+    (["experiment", "training", "--quick", "--out", "OUT", "--seeds", "0"], ["--seeds", "≥ 1"]),
+    (["experiment", "training", "--quick", "--out", "OUT", "--jobs", "0"], ["--jobs", "≥ 1"]),
     (["bogus-command"], ["bogus-command", "check", "explore"]),
     (["check", "--no-such-option"], ["--no-such-option"]),
 ]
