@@ -6,8 +6,8 @@
    the only matrix that does), the standard basis vector e_i,
    the block action of an invertible A (T1):  w -> A w,  g -> A⁻ᵀ g,  H -> A⁻ᵀ H A⁻¹,
    and the conformal group CO(n) = { A : AᵀA = c² I, c > 0 }.
-   The derivative notions (d1, d2, grad, hess, differentiable_near) need mathcomp-analysis and
-   are in DefsAnalytic.v, so that the algebraic files do not depend on it.
+   The derivative notions (d1, d2, grad, hess) need mathcomp-analysis and are in DefsAnalytic.v,
+   so that the algebraic files do not depend on it; differentiable_near is in T01_analytic.v.
 
    Every file of the development imports this one, which also sets the shared context: implicit
    arguments, GRing.Theory and Num.Theory, and ring_scope (exported, so the files do not repeat

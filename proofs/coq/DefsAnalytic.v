@@ -1,24 +1,17 @@
 (* The derivative notions of the development, defined once here, with mathcomp-analysis'
    directional derivative  'D_v f x = lim_{h -> 0} (f (x + h v) - f x) / h  (derive f x v):
-   - differentiable_near f x: f is differentiable at every point of some neighbourhood of x, a
-     local hypothesis, named so that no statement reads as a claim about every point of the space;
    - d1 f v x and d2 f u v x: the first and second directional derivatives, as real numbers
      (wrapping them in definitions of type R keeps elaboration fast in mathcomp-analysis 0.6.0);
    - grad f x := (∂_i f x)_i and hess f x := (∂_i ∂_j f x)_ij, the coordinate directional
      derivatives along the basis vectors e_i of Defs.v.
-   They are apart from Defs.v so that the algebraic files do not load mathcomp-analysis.  This file
-   exports Defs (and opens classical_set_scope), so the analytic files import it alone. *)
+   They are apart from Defs.v so that the algebraic files do not load mathcomp-analysis.  The local
+   hypothesis differentiable_near is defined in T01_analytic.v, beside derive_near_eq, the lemma
+   that makes it local.  This file exports Defs (and opens classical_set_scope), so the analytic files import it alone. *)
 From mathcomp Require Import all_ssreflect all_algebra.
 From mathcomp Require Import boolp classical_sets functions reals topology normedtype derive.
 From CoupledCurvature Require Export Defs.
 
 Open Scope classical_set_scope.
-
-Section Locality.
-Variable R : realType.
-Variable U : normedModType R.
-Definition differentiable_near (f : U -> R^o) (x : U) := \forall y \near x, differentiable f y.
-End Locality.
 
 Section Derivatives.
 Variable R : realType.

@@ -20,6 +20,10 @@ Section Locality.
 Variable R : realType.
 Variable U : normedModType R.
 
+(* f is differentiable at every point of some neighbourhood of x: a local hypothesis, named so that
+   no statement reads as a claim about every point of the space *)
+Definition differentiable_near (f : U -> R^o) (x : U) := \forall y \near x, differentiable f y.
+
 Lemma regular_scaleE (a b : R) : (a *: (b : R^o) : R^o) = a * b.
 Proof. by []. Qed.
 
