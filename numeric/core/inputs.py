@@ -97,6 +97,27 @@ def check_count(value: object, name: str, minimum: int = 0) -> None:
         raise InvalidInputError(f"{name} must be an int ≥ {minimum}, got {value!r}; pass a whole number")
 
 
+def check_increasing(values: object, name: str, *, integer: bool = False) -> tuple:
+    """``values`` as a non-empty tuple of strictly increasing numbers > 0 (finite floats, or ints ≥ 1 with
+    ``integer``); anything else is an :class:`InvalidInputError` naming ``name``.
+
+    >>> check_increasing([2, 3], "orders", integer=True), check_increasing([0.01, 0.1], "radii")
+    ((2, 3), (0.01, 0.1))
+    """
+    kind = "positive ints" if integer else "finite numbers > 0"
+    try:
+        seq = tuple(values)  # type: ignore[arg-type]
+    except TypeError:
+        raise InvalidInputError(f"{name} must be a sequence of {kind}, got {values!r}") from None
+    ok = (lambda v: isinstance(v, int) and v >= 1) if integer else \
+        (lambda v: isinstance(v, (int, float)) and math.isfinite(v) and v > 0)
+    if not seq or any(isinstance(v, bool) or not ok(v) for v in seq):
+        raise InvalidInputError(f"{name} must be {kind}, got {values!r}")
+    if any(b <= a for a, b in zip(seq, seq[1:])):
+        raise InvalidInputError(f"{name} must be strictly increasing, got {values!r}")
+    return seq if integer else tuple(float(v) for v in seq)
+
+
 def check_loss_fn(loss_fn: object) -> None:
     """``loss_fn`` must be callable as ``loss_fn(outputs, targets)``: an instance, not a loss class."""
     if isinstance(loss_fn, type):

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.numeric.core.inputs import check_increasing
 from coupled_curvature.numeric.core.flat import FlatLoss
 from coupled_curvature.numeric.measures.sharpness import adaptive_average, adaptive_worst, sam_sharpness
 
@@ -44,16 +44,7 @@ def check_radii(radii: object) -> tuple[float, ...]:
     >>> check_radii([0.01, 0.1])
     (0.01, 0.1)
     """
-    try:
-        seq = tuple(radii)  # type: ignore[arg-type]
-    except TypeError:
-        raise InvalidInputError(f"radii must be a sequence of positive numbers, got {radii!r}") from None
-    if not seq or any(isinstance(r, bool) or not isinstance(r, (int, float)) or not math.isfinite(r) or r <= 0
-                      for r in seq):
-        raise InvalidInputError(f"radii must be finite numbers > 0, got {radii!r}")
-    if any(b <= a for a, b in zip(seq, seq[1:])):
-        raise InvalidInputError(f"radii must be strictly increasing, got {radii!r}")
-    return tuple(float(r) for r in seq)
+    return check_increasing(radii, "radii")
 
 
 def sharpness_curve(model: nn.Module, loss_fn: Callable, data: object, radii: Sequence[float] | None = None, *,

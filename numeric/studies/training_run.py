@@ -21,6 +21,7 @@ from torch import nn
 
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.numeric.core.diagnostics import diagnose
+from coupled_curvature.numeric.core.inputs import check_count
 from coupled_curvature.numeric.core.threads import torch_threads
 from coupled_curvature.numeric.measures.curvature_rate import curvature_rate
 from coupled_curvature.numeric.measures.registry import evaluate
@@ -112,13 +113,9 @@ def arm_label(arm: TrainingArm) -> str:
 
 def check_config(cfg: TrainingConfig) -> TrainingConfig:
     """Refuse a configuration that cannot run, before any training (``InvalidInputError``)."""
-    def positive_int(v: object, what: str) -> None:
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise InvalidInputError(f"{what} must be an int ≥ 1, got {v!r}")
-
     for v, what in ((cfg.epochs, "epochs"), (cfg.batch_size, "batch_size"), (cfg.lambda_points, "lambda_points"),
                     (cfg.probe, "probe"), (cfg.n_boot, "n_boot"), (cfg.crr_points, "crr_points")):
-        positive_int(v, what)
+        check_count(v, what, 1)
     if not cfg.seeds or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in cfg.seeds):
         raise InvalidInputError(f"seeds must be a non-empty tuple of ints ≥ 0, got {cfg.seeds!r}")
     if not cfg.conditions:

@@ -17,6 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from coupled_curvature.errors import InvalidInputError, TrainModeError, UnsupportedModelError
+from coupled_curvature.numeric.core.inputs import check_increasing
 from coupled_curvature.numeric.measures.curvature_rate import (directional_derivatives, piecewise_affine_in_input,
                                                               unit_directions)
 
@@ -49,15 +50,7 @@ def check_orders(orders: object) -> tuple[int, ...]:
     >>> check_orders([2, 3])
     (2, 3)
     """
-    try:
-        seq = tuple(orders)  # type: ignore[arg-type]
-    except TypeError:
-        raise InvalidInputError(f"orders must be a sequence of positive ints, got {orders!r}") from None
-    if not seq or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in seq):
-        raise InvalidInputError(f"orders must be positive ints (derivative orders ≥ 1), got {orders!r}")
-    if any(b <= a for a, b in zip(seq, seq[1:])):
-        raise InvalidInputError(f"orders must be strictly increasing, got {orders!r}")
-    return seq
+    return check_increasing(orders, "orders (derivative orders)", integer=True)
 
 
 def check_scale(scale: object) -> float:
