@@ -170,12 +170,13 @@ def _finite(v: float | None) -> float | None:
     return None if v is None or not math.isfinite(v) else float(v)
 
 
-def _measure(model: nn.Module, data: Dataset, cfg: TrainingConfig, seed: int) -> dict:
+def _measure(model: nn.Module, data: Dataset, cfg: TrainingConfig, final: tuple[float | None, int]) -> dict:
+    """The final measurements; ``final`` is the last epoch's boundary λ and its point count."""
     loss = nn.CrossEntropyLoss()
     X, y = data.test
     with torch.no_grad():
         probs = torch.softmax(model(X), dim=1)
-    lam, n_band = _lambda(model, X, y, cfg, seed)
+    lam, n_band = final
     probe = (data.X_train[: cfg.probe], data.y_train[: cfg.probe])
     # D⁺ by the exact routes only (Gram, or dense up to 1024 parameters): the 4096-parameter hidden tanh
     # block of the moons MLP would cost a 4096-column dense Hessian per run; its D⁺ is left out with the reason
@@ -212,8 +213,9 @@ def run_one(cfg: TrainingConfig, cond: Condition, arm: TrainingArm, seed: int,
     probe = (data.X_train[: cfg.probe], data.y_train[: cfg.probe])
     tracker = CurvatureTracker(model, loss, probe, every=n_batches)
     gen = torch.Generator().manual_seed(seed + 1)
-    lam_curve, t0, step = [], time.perf_counter(), 0
-    lam_curve.append(_finite(_lambda(model, data.X_test, data.y_test, cfg, seed)[0]))
+    t0, step = time.perf_counter(), 0
+    final = _lambda(model, data.X_test, data.y_test, cfg, seed)
+    lam_curve = [_finite(final[0])]
     tracker.step(0)
     for _epoch in range(cfg.epochs):
         model.train()
@@ -225,12 +227,13 @@ def run_one(cfg: TrainingConfig, cond: Condition, arm: TrainingArm, seed: int,
             step += 1
         model.eval()
         tracker.step(step)
-        lam_curve.append(_finite(_lambda(model, data.X_test, data.y_test, cfg, seed)[0]))
+        final = _lambda(model, data.X_test, data.y_test, cfg, seed)
+        lam_curve.append(_finite(final[0]))
     tracker.close()
     train_seconds = time.perf_counter() - t0
     t1 = time.perf_counter()
     row = {"condition": cond.label, "dataset": cond.dataset, "flip": cond.flip, "arm": arm_label(arm),
-           "arm_kind": arm.kind, "arm_value": arm.value, "seed": seed, **_measure(model, data, cfg, seed),
+           "arm_kind": arm.kind, "arm_value": arm.value, "seed": seed, **_measure(model, data, cfg, final),
            "lambda_curve": lam_curve,
            "D_curve": [{k[2:]: v for k, v in r.items() if k.startswith("D/")} for r in tracker.history],
            "piecewise_linear": cond.dataset == "digits",
