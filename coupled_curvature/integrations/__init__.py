@@ -3,6 +3,8 @@
 
 * :mod:`.lightning`: :class:`~coupled_curvature.integrations.lightning.CurvatureCallback` for
   Lightning (``pip install 'coupled-curvature[lightning]'``).
+* :mod:`.huggingface`: :class:`~coupled_curvature.integrations.huggingface.CurvatureCallback`, a
+  ``transformers.TrainerCallback`` for the Hugging Face ``Trainer`` (``pip install 'coupled-curvature[hf]'``).
 
 A framework is imported only by its own module, so ``import coupled_curvature.integrations`` costs
 nothing and works without any framework installed.

@@ -1,0 +1,214 @@
+"""``CurvatureCallback``: the coupled diagnostic ``D`` per block, logged during a Hugging Face ``Trainer`` run.
+
+The callback is glue around :class:`~coupled_curvature.numeric.tracking.tracker.CurvatureTracker`:
+the tracker computes, checks and writes the records; the callback decides when (after every
+``every``-th optimizer step, counted by ``state.global_step``) and where they go. For block ``b``
+with value ``w``, gradient ``g`` and Hessian block ``H`` of the loss on the fixed probe batch::
+
+    D = (wᵀHw / wᵀw) / ‖g‖²
+
+* **when**: at the start of training (step 0, the initial model; the resumed step after a restart
+  from a checkpoint, when it is a multiple of ``every``), after each optimizer step whose
+  ``global_step`` is a multiple of ``every``, and after the last step (the final model, when its
+  step was not already recorded): the last record is ``diagnose`` of the trained model;
+* **what**: the model the ``Trainer`` passes to its callbacks (``transform``, e.g.
+  ``lambda m: m.backbone``, picks a network inside it). When that model returns a mapping (a
+  ``transformers`` ``ModelOutput`` or a dict, as models trained by the ``Trainer`` do), its
+  ``"logits"`` entry is what ``loss_fn`` receives; the probe's inputs go in as the first argument;
+* **where**: the numeric values of each record (keys prefixed with ``curvature/``) go through
+  ``trainer.log`` when the callback is given its ``trainer``, so they land in
+  ``trainer.state.log_history`` and in every ``report_to`` integration (TensorBoard, W&B, MLflow,
+  ...) like the trainer's own loss; without a trainer they are appended to ``state.log_history``
+  only (a ``TrainerCallback`` sees no handle to the trainer's loggers). With ``log_dir`` the
+  tracker's append-only ``log_dir/curvature.jsonl`` (readable by ``ccurv track``) gets every
+  record as well; ``callback.history`` holds them in any case.
+
+Like the tracker, the callback never changes the model, its gradients, the optimizer or any
+random stream: the same seed trains bitwise the same weights with and without it. Only the process
+of global rank 0 computes. Needs the ``hf`` extra (``pip install 'coupled-curvature[hf]'``);
+without ``transformers`` the constructor raises :class:`~coupled_curvature.errors.MissingExtraError`.
+
+A run (the SKIP lines need ``transformers``; ``model`` returns logits, or a ``ModelOutput``
+holding them, for the probe's ``X``)::
+
+    >>> args = TrainingArguments("out", max_steps=500, report_to=["tensorboard"])        # doctest: +SKIP
+    >>> trainer = Trainer(model=model, args=args, train_dataset=ds)                       # doctest: +SKIP
+    >>> cb = CurvatureCallback(torch.nn.CrossEntropyLoss(), (X, y), every=50, trainer=trainer)  # doctest: +SKIP
+    >>> trainer.add_callback(cb)                                                          # doctest: +SKIP
+    >>> _ = trainer.train()                                                               # doctest: +SKIP
+    >>> logged = [e for e in trainer.state.log_history if PREFIX + "D/classifier.weight" in e]  # doctest: +SKIP
+    >>> [e["step"] for e in logged][-3:]                                                  # doctest: +SKIP
+    [400, 450, 500]
+    >>> cb.history[-1]["step"] == trainer.state.global_step                               # doctest: +SKIP
+    True
+
+The keys in ``log_history`` and the integrations are the record's, prefixed:
+
+>>> PREFIX + "D/classifier.weight"
+'curvature/D/classifier.weight'
+
+Options are checked when the callback is made, the model and probe when training starts (before
+the first step):
+
+>>> import torch
+>>> CurvatureCallback(torch.nn.CrossEntropyLoss(), (torch.randn(4, 2), torch.tensor([0, 1, 0, 1])), every=0)
+Traceback (most recent call last):
+...
+coupled_curvature.errors.InvalidInputError: every must be an int ≥ 1 (compute every that many steps), got 0
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import types
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from torch import nn
+
+from coupled_curvature.errors import InvalidInputError, MissingExtraError
+from coupled_curvature.numeric.tracking.sinks import check_log_dir
+from coupled_curvature.numeric.tracking.tracker import CurvatureTracker, check_options
+
+try:
+    from transformers import TrainerCallback as _Callback
+
+    _TRANSFORMERS = True
+except ImportError:  # the class still exists (and documents itself); making one says what to install
+    _Callback = object  # type: ignore[misc,assignment]
+    _TRANSFORMERS = False
+
+__all__ = ["CurvatureCallback", "PREFIX"]
+
+#: what the keys of a record are prefixed with in ``trainer.state.log_history`` and the integrations
+PREFIX = "curvature/"
+
+
+class CurvatureCallback(_Callback):  # type: ignore[misc,valid-type]
+    """Log ``D = (wᵀHw/wᵀw)/‖g‖²`` per block on the fixed ``probe`` every ``every`` optimizer steps.
+
+    ``CurvatureCallback(loss_fn, probe, *, every=100, log_dir=None, inverse=False, blocks="tensor",
+    measures=("D",), strict=False, transform=None, trainer=None)``: the options mean what they mean
+    for :class:`~coupled_curvature.numeric.tracking.tracker.CurvatureTracker`, which the callback
+    builds on the ``Trainer``'s model when training starts. ``trainer`` (a ``transformers.Trainer``)
+    routes the records through ``trainer.log``; pass it and add the callback with
+    ``trainer.add_callback(cb)``. ``tracker`` is the tracker (``None`` before training), ``history``
+    its records.
+    """
+
+    def __init__(self, loss_fn: Callable, probe: object, *, every: int = 100, log_dir: str | None = None,
+                 inverse: bool = False, blocks: str | Mapping[str, Sequence[str]] = "tensor",
+                 measures: Sequence[str] = ("D",), strict: bool = False,
+                 transform: Callable[[nn.Module], nn.Module] | None = None, trainer: Any = None) -> None:
+        check_options(every=every, inverse=inverse, strict=strict, measures=measures, transform=transform)
+        if not _TRANSFORMERS:
+            MissingExtraError.require("transformers", "CurvatureCallback", "hf",
+                                      "in a hand-written loop, CurvatureTracker(...).step(step) does the same")
+        if trainer is not None:
+            from transformers import Trainer
+
+            if not isinstance(trainer, Trainer):
+                raise InvalidInputError(f"trainer must be a transformers.Trainer (or None), "
+                                        f"got {type(trainer).__name__}")
+        super().__init__()
+        self.loss_fn, self.probe, self.every, self.strict = loss_fn, probe, every, strict
+        self.log_dir = None if log_dir is None else check_log_dir(log_dir)
+        self.trainer = trainer
+        self._transform = transform
+        self._options: dict[str, Any] = {"inverse": inverse, "blocks": blocks, "measures": tuple(measures),
+                                         "strict": strict, "transform": self._network}
+        self.tracker: CurvatureTracker | None = None
+        self._state: Any = None
+        self._last: int | None = None
+        self._open = False
+
+    @property
+    def history(self) -> list[dict[str, Any]]:
+        """The records so far (an earlier run's first, when ``log_dir`` held one)."""
+        return [] if self.tracker is None else self.tracker.history
+
+    def _network(self, model: nn.Module) -> nn.Module:
+        """What the tracker diagnoses: ``transform(model)``, answering with its logits."""
+        net = model if self._transform is None else self._transform(model)
+        return _logits_view(net) if isinstance(net, nn.Module) else net
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, model: nn.Module | None = None,
+                       **kwargs: Any) -> None:
+        """Build the tracker (a probe the model cannot take fails here, before the first step) and
+        record the model before the first update (or at the resumed step)."""
+        if not state.is_world_process_zero:
+            return
+        if self.trainer is not None and self.trainer.state is not state:
+            raise InvalidInputError("this CurvatureCallback was given another Trainer than the one training; "
+                                    "pass trainer= the Trainer it is added to")
+        if not isinstance(model, nn.Module):
+            raise InvalidInputError(f"the Trainer passed no torch.nn.Module to its callbacks, "
+                                    f"got {type(model).__name__}")
+        self._close()
+        self._state, self._last = state, None
+        sinks: list[Any] = ["jsonl"] if self.log_dir is not None else []
+        sinks.append(self._to_trainer)
+        self.tracker = CurvatureTracker(model, self.loss_fn, self.probe, every=self.every, log_dir=self.log_dir,
+                                        sinks=sinks, **self._options)
+        self._open = True
+        self._at(state.global_step)
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """After an optimizer step whose ``global_step`` is a multiple of ``every``, and after the last one."""
+        last = bool(control.should_training_stop) or (state.max_steps > 0 and state.global_step >= state.max_steps)
+        self._at(state.global_step, always=last)
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """The final model, unless its step is already recorded (it is, unless training stopped early);
+        then the tracker is closed."""
+        self._at(state.global_step, always=True)
+        self._close()
+
+    def _at(self, step: int, *, always: bool = False) -> None:
+        if self.tracker is None or not self._open or step == self._last:
+            return
+        if always:
+            self.tracker.record(step)
+        elif self.tracker.step(step) is None:
+            return
+        self._last = step
+
+    def _to_trainer(self, record: dict[str, Any]) -> None:
+        metrics = {PREFIX + k: float(v) for k, v in record.items()
+                   if k not in ("step", "wall_time") and isinstance(v, (int, float)) and not isinstance(v, bool)
+                   and math.isfinite(v)}
+        if not metrics:
+            return
+        if self.trainer is not None:
+            # log_history and every on_log (the report_to integrations, the printer); trainer.log marks
+            # the step's logging done, which would drop the trainer's own loss line of this step
+            control = self.trainer.control
+            due = control.should_log
+            try:
+                self.trainer.log(metrics)
+            finally:
+                control.should_log = due
+            return
+        if self._state.epoch is not None:
+            metrics["epoch"] = self._state.epoch
+        self._state.log_history.append({**metrics, "step": int(record["step"])})  # as Trainer.log writes it
+
+    def _close(self) -> None:
+        self._open = False
+        if self.tracker is not None:
+            self.tracker.close()
+
+
+def _logits_forward(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
+    out = type(self).forward(self, *args, **kwargs)
+    return out["logits"] if isinstance(out, Mapping) and "logits" in out else out
+
+
+def _logits_view(model: nn.Module) -> nn.Module:
+    """A shallow copy of ``model`` (the same parameters and submodules) whose forward gives the logits
+    when ``model``'s gives a mapping; the model itself is untouched. The method is bound to the copy,
+    so the float64 copy that ``diagnose`` makes keeps it, bound to that copy."""
+    view = copy.copy(model)
+    view.forward = types.MethodType(_logits_forward, view)  # type: ignore[method-assign]
+    return view
