@@ -28,7 +28,7 @@ from coupled_curvature.numeric.core.threads import torch_threads as threads
 from coupled_curvature.theorems import THEOREMS
 from coupled_curvature.theorems import get as get_theorem
 
-__all__ = ["NumericCheck", "Lab", "NETS", "CROSSCHECKS", "crosscheck", "rescaling_sweep", "neuron_scaling_changes"]
+__all__ = ["NumericCheck", "Lab", "NETS", "CROSSCHECKS", "crosscheck"]
 
 #: key -> (dataset, hidden widths, bias); "digits-64x3" is the reference net of the heavy T3/T7 chains
 #: (D⁺ on its 4096-parameter blocks)
@@ -366,42 +366,3 @@ def crosscheck(theorem: str, lab: Lab) -> NumericCheck | None:
         res = fn(lab)
     res.seconds = time.perf_counter() - t0
     return res
-
-
-# -- measurements for the report's figures --------------------------------------------------------
-
-
-def rescaling_sweep(lab: Lab, key: str = "bc-16x2", layer: int = 0, exponents=range(-8, 9, 4)) -> dict[str, Any]:
-    """``D``, ``D⁺``, RQ and ``‖g‖²`` of block ``{2·layer}.weight`` under ``layer_rescale(c = 2^k)``.
-
-    Powers of two make the rescaled weights exact, so ``D`` and ``D⁺`` are flat to rounding while
-    RQ and ‖g‖² move as ``c⁻²`` (T3).
-    """
-    with threads(1):
-        return _sweep(lab, key, layer, exponents)
-
-
-def _sweep(lab: Lab, key: str, layer: int, exponents) -> dict[str, Any]:
-    from coupled_curvature.numeric.core.diagnostics import diagnose
-    from coupled_curvature.numeric.symmetries.homogeneous import layer_rescale
-
-    trained, ds = lab.net(key)
-    block = f"{2 * layer}.weight"
-    out: dict[str, Any] = {"net": key, "block": block, "c": [], "D": [], "Dplus": [], "RQ": [], "g_sq": []}
-    for k in exponents:
-        c = 2.0**k
-        b = diagnose(layer_rescale(trained.model, layer, c), lab.loss, ds.train)[block]
-        for name, v in (("c", c), ("D", b.coupled), ("Dplus", b.inverse_coupled), ("RQ", b.rayleigh), ("g_sq", b.g_sq)):
-            out[name].append(float(v))
-    return out
-
-
-def neuron_scaling_changes(lab: Lab, key: str = "bc-16x2", draws: int = 12) -> dict[str, list[float]]:
-    """Relative change of ``D`` per block over ``draws`` random non-uniform scalings of layer 0."""
-    out: dict[str, list[float]] = {}
-    with threads(1):
-        runs = lab.neuron(key, draws)
-    for _, b, a in runs:
-        for blk in b:
-            out.setdefault(blk.name, []).append(_rel(blk.coupled, a[blk.name].coupled))
-    return out

@@ -26,7 +26,7 @@ def collect(only: Any = None, seed: int = 0, heavy: bool = False, progress: Call
     from coupled_curvature.numeric.studies.cutoff import cutoff_data
     from coupled_curvature.numeric.studies.precision import precision_sweep
     from coupled_curvature.proofs import check_all
-    from coupled_curvature.proofs.crosschecks import neuron_scaling_changes, rescaling_sweep
+    from coupled_curvature.proofs.figure_data import neuron_scaling_changes, rescaling_sweep
     from coupled_curvature.reporting.content import FigureRef, ReportData
 
     say = progress or (lambda s: None)

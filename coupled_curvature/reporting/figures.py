@@ -49,7 +49,7 @@ def save_figure(fig: Figure, folder: str, name: str) -> list[str]:
 
 
 def rescaling_figure(sweep: dict[str, Any]) -> Figure:
-    """Log-log plot of D, D⁺, RQ and ‖g‖² against c (data from ``crosschecks.rescaling_sweep``).
+    """Log-log plot of D, D⁺, RQ and ‖g‖² against c (data from ``figure_data.rescaling_sweep``).
 
     Units: parameters are pure numbers and the loss is in nats, so ‖g‖² is in nat², RQ and D⁺ in
     nat, D in nat⁻¹. The ``c⁻²`` reference is dashed and drawn on top.

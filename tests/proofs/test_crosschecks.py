@@ -5,7 +5,8 @@ import torch
 from torch.func import functional_call, grad, hessian
 
 from coupled_curvature.numeric.studies.invariance import euler_PQ
-from coupled_curvature.proofs.crosschecks import Lab, crosscheck, neuron_scaling_changes
+from coupled_curvature.proofs.crosschecks import Lab, crosscheck
+from coupled_curvature.proofs.figure_data import neuron_scaling_changes
 from coupled_curvature.theorems import THEOREMS
 
 
