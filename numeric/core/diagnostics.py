@@ -14,7 +14,7 @@ from coupled_curvature.numeric.core.options import GRAM_MEMORY, RunOptions, run_
 from coupled_curvature.numeric.core.planning import ALL_ROUTES, plan
 from coupled_curvature.numeric.core.progress import AUTO_DELAY, Progress, progress_enabled
 from coupled_curvature.numeric.core.results import BlockDiagnosis, Diagnosis, derived_quantities, missing_note
-from coupled_curvature.numeric.core.routes import BlockCurvature, SpectralRoute, WHwRoute
+from coupled_curvature.numeric.core.routes import BlockCurvature, Plan, SpectralRoute, WHwRoute
 
 
 def diagnose(
@@ -129,7 +129,25 @@ def diagnose(
                     krylov_max_iter=krylov_max_iter, krylov_tol=krylov_tol, gram_memory=gram_memory, frozen=frozen,
                     reduction=reduction, allow_train_mode=allow_train_mode, process_group=process_group,
                     progress=progress, device=device)
-    p = plan(model, loss_fn, data, o, routes=ALL_ROUTES if routes is None else frozenset(routes))
+    return diagnose_plan(plan(model, loss_fn, data, o, routes=ALL_ROUTES if routes is None else frozenset(routes)))
+
+
+def diagnose_plan(p: Plan) -> Diagnosis:
+    """The :class:`Diagnosis` of a :func:`~coupled_curvature.numeric.core.engine.plan`: what
+    :func:`diagnose` returns, for a caller that plans itself (the tracker plans a snapshot without
+    probing its inputs again). Options, progress included, are the plan's.
+
+    >>> import torch
+    >>> from coupled_curvature.numeric.core.options import run_options
+    >>> net = torch.nn.Sequential(torch.nn.Linear(3, 2)).double()
+    >>> X, y = torch.randn(8, 3, dtype=torch.float64), torch.tensor([0, 1] * 4)
+    >>> o = run_options(inverse=False)
+    >>> d = diagnose_plan(plan(net, torch.nn.CrossEntropyLoss(), (X, y), o, check_inputs=False))
+    >>> d["0.weight"].coupled == diagnose(net, torch.nn.CrossEntropyLoss(), (X, y), inverse=False)["0.weight"].coupled
+    True
+    """
+    o = p.options
+    blocks, inverse, progress = o.blocks, o.inverse, o.progress
     bar = Progress("diagnose", len(p.partition), enabled=progress_enabled(progress),
                    delay=AUTO_DELAY if progress is None else 0.0)
     run = execute(p, bar)
@@ -149,7 +167,7 @@ def diagnose(
         "loss": run.loss,
         "blocks": blocks if isinstance(blocks, str) else "custom",
         "pinv_rtol": o.pinv_rtol,
-        "max_dense": max_dense,
+        "max_dense": o.max_dense,
         "source_dtypes": p.source_dtypes,
         "method": o.method if inverse else None,
         "wHw_route": _overall(b.wHw_route for b in records),
@@ -162,9 +180,9 @@ def diagnose(
     if run.tangent_refused:
         meta["tangent_refused"] = run.tangent_refused
     if any(b.spectral is SpectralRoute.GRAM for b in run.blocks.values()):
-        meta["gram_memory"] = gram_memory
+        meta["gram_memory"] = o.gram_memory
     if any(b.spectral is SpectralRoute.KRYLOV for b in run.blocks.values()):
-        meta["krylov_max_iter"], meta["krylov_tol"] = krylov_max_iter, krylov_tol
+        meta["krylov_max_iter"], meta["krylov_tol"] = o.krylov_max_iter, o.krylov_tol
     return Diagnosis(records, meta, notes=notes, frozen=p.frozen, skipped=p.skipped)
 
 

@@ -51,13 +51,15 @@ ALL_ROUTES = frozenset({*WHwRoute, *SpectralRoute})
 
 def plan(model: nn.Module, loss_fn: Callable, data: object, options: RunOptions, *,
          rtol: float | None = None, spectral_required: bool = False,
-         routes: frozenset = ALL_ROUTES) -> Plan:
+         routes: frozenset = ALL_ROUTES, check_inputs: bool = True) -> Plan:
     """Check the model, loss and data, copy the model to float64 on its device and pick every block's routes.
 
     ``rtol`` is the cutoff the Krylov runs target (``options.pinv_rtol`` by default);
     ``spectral_required`` refuses, before any work, a block that no allowed route can take;
     ``routes`` is the set of routes that may be taken (all by default: tests take one away to
-    compare the others).
+    compare the others). ``check_inputs=False`` skips the probing forward pass of every batch
+    (:func:`~.inputs.probe_batches`), for a caller that has probed the same model and data before
+    (the tracker, whose worker thread must not fork the process-wide random stream).
     """
     check_loss_fn(loss_fn)
     o = options
@@ -68,8 +70,10 @@ def plan(model: nn.Module, loss_fn: Callable, data: object, options: RunOptions,
     source = "argument" if o.reduction is not None else "loss_fn" if hasattr(loss_fn, "reduction") else "assumed"
     reduction = loss_reduction(loss_fn, o.reduction)
     batches = [Batch(b.X.to(device), b.y.to(device), b.weight) for b in prepare_batches(data, loss_fn, reduction)]
-    with attention_calls(net) as attention:
-        probe_batches(net, loss_fn, batches)
+    attention: dict[str, int] = {}
+    if check_inputs:
+        with attention_calls(net) as attention:
+            probe_batches(net, loss_fn, batches)
     notes = []
     if attention:
         notes.append(f"attention ({', '.join(attention)}) runs on the math kernel: "

@@ -115,7 +115,7 @@ def layer_rows(objective: Objective, batch: int, paths: Iterable[str], cot: Tens
     ``(N, r, K)`` on the ``K`` outputs of every sample.
 
     One forward pass with a zero shift added to each layer's output, then ``r`` backward passes
-    of ``Σ_n cot[n, j]ᵀf_n`` to the shifts (:mod:`.cotangents`; ``= cot[n, j]ᵀM_n`` when samples do
+    of ``Σ_n cot[n, j]ᵀf_n`` to the shifts, batched (:mod:`.cotangents`; ``= cot[n, j]ᵀM_n`` when samples do
     not interact; the callers check the result against autograd). Layers that run more than once, see unsupported
     input layouts or whose unfolding does not reproduce their output are left out.
 
@@ -150,8 +150,10 @@ def layer_rows(objective: Objective, batch: int, paths: Iterable[str], cot: Tens
     names = list(usable)
     Ps = {p: torch.zeros(n, cot.shape[1], usable[p][1][1], usable[p][1][2], dtype=torch.float64,
                          device=cot.device) for p in names}
-    for j, grads in cotangent_rows(fw, names, cot):
+    for rows, grads in cotangent_rows(fw, names, cot):
         for p, g in grads.items():
             if g is not None:
-                Ps[p][:, j] = _as_cp(mods[p], g.detach().to(torch.float64))
+                k = rows.stop - rows.start
+                cp = _as_cp(mods[p], g.detach().to(torch.float64).reshape(k * n, *g.shape[2:]))
+                Ps[p][:, rows] = cp.reshape(k, n, *cp.shape[1:]).transpose(0, 1)
     return {p: LayerRows(Ps[p], usable[p][0]) for p in names}

@@ -9,11 +9,11 @@ in ``z`` (:mod:`.affinity`), the outputs' second derivative inside the block van
 
 and ``t`` needs no computation: ``z − bias`` for the weight of ``z = W·x + bias`` (``z − β`` for a
 normalisation's ``γ``), the broadcast bias for the bias, ``z`` for both. The cotangents
-``a_{n,j}ᵀ∂f_n/∂z`` of every module come from one backward pass per row ``j`` of ``A_n``
-(:mod:`.cotangents`): ``r`` backward passes (``C − 1`` for softmax cross-entropy) for all blocks
-at once, plus the gradient's, instead of one Hessian-vector product per block. One more backward
-pass, of a Gaussian combination of all rows, checks that samples do not interact (the cotangent
-of sample ``n`` must not pick up other samples' outputs).
+``a_{n,j}ᵀ∂f_n/∂z`` of every module come from the backward pass of each row ``j`` of ``A_n``
+(:mod:`.cotangents`, batched): ``r`` rows (``C − 1`` for softmax cross-entropy) for all blocks
+at once, plus the gradient's pass, instead of one Hessian-vector product per block. One more row,
+a Gaussian combination of all rows, checks that samples do not interact (the cotangent of sample
+``n`` must not pick up other samples' outputs).
 """
 
 from __future__ import annotations
@@ -177,28 +177,32 @@ def tangent_forms(objective: Objective, partition: Mapping[str, Sequence[str]], 
                         {b: reasons[b] for b in blocks if b in reasons}, grads, total)
 
 
-def _accumulate(model: nn.Module, fw: ShiftedForward, live: Mapping[str, tuple[str, tuple[str, ...]]], A: Tensor, values: Mapping[str, Tensor],
-                forms: dict[str, float], reasons: dict[str, str], gen: torch.Generator) -> None:
+def _accumulate(model: nn.Module, fw: ShiftedForward, live: Mapping[str, tuple[str, tuple[str, ...]]], A: Tensor,
+                values: Mapping[str, Tensor], forms: dict[str, float], reasons: dict[str, str],
+                gen: torch.Generator) -> None:
     """Add ``Σ_n ‖A_nJ_nw_b‖²`` of one batch to ``forms``; a block whose sample-independence check fails
-    gets a reason instead."""
+    gets a reason instead. The rows of ``A`` and the check's Gaussian combination of them go through
+    one batched backward pass (:func:`.cotangent_rows`)."""
     paths = list(dict.fromkeys(p for p, _ in live.values()))
     z = {p: fw.calls[p][0][1] for p in paths}
     tangents = {b: _tangent(model.get_submodule(p), attrs, z[p], values, p) for b, (p, attrs) in live.items()}
+    by_path = {p: [b for b, (q, _) in live.items() if q == p] for p in paths}
     n, r = A.shape[0], A.shape[1]
-    v = {b: torch.zeros(n, r, dtype=torch.float64) for b in live}
-    for j, cots in cotangent_rows(fw, paths, A):
-        for b, (p, _) in live.items():
-            if cots[p] is not None:
-                v[b][:, j] = (cots[p] * tangents[b]).reshape(n, -1).sum(dim=1)
-    gamma = torch.randn(n, r, generator=gen, dtype=torch.float64)
+    gamma = torch.randn(n, r, generator=gen, dtype=torch.float64).to(A.device)
     check = (gamma.unsqueeze(2) * A).sum(dim=1, keepdim=True)
-    (_, cots), = cotangent_rows(fw, paths, check, retain_graph=False)
-    for b, (p, _) in live.items():
-        got = torch.zeros(n, dtype=torch.float64) if cots[p] is None else (cots[p] * tangents[b]).reshape(n, -1).sum(1)
-        want = (gamma * v[b]).sum(dim=1)
-        scale = float((gamma * v[b]).abs().sum()) or 1.0
+    v = {b: torch.zeros(n, r + 1, dtype=torch.float64, device=A.device) for b in live}  # column r: the check
+    for rows, cots in cotangent_rows(fw, paths, torch.cat([A, check], dim=1), retain_graph=False):
+        for p, bs in by_path.items():  # each module's cotangents read once for all its blocks
+            if cots[p] is not None:
+                t = torch.stack([tangents[b].reshape(n, -1) for b in bs], dim=2)
+                got = torch.einsum("rnm,nmt->tnr", cots[p].reshape(rows.stop - rows.start, n, -1), t)
+                for b, vb in zip(bs, got):
+                    v[b][:, rows] = vb
+    for b in live:
+        got, rows_b = v[b][:, r], v[b][:, :r]
+        want = (gamma * rows_b).sum(dim=1)
+        scale = float((gamma * rows_b).abs().sum()) or 1.0
         if float((got - want).abs().max()) > _INDEPENDENCE_RTOL * scale:
             reasons[b] = "samples interact in the forward pass (a sample's output depends on another sample)"
             continue
-        forms[b] += float((v[b] * v[b]).sum())
-
+        forms[b] += float((rows_b * rows_b).sum())

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["isolated_rng", "eval_mode"]
+__all__ = ["eval_mode", "isolated_rng", "random_states"]
 
 
 @contextlib.contextmanager
@@ -43,6 +43,23 @@ def isolated_rng() -> Iterator[None]:
         torch.random.set_rng_state(cpu_state)
         if cuda_states is not None:
             torch.cuda.set_rng_state_all(cuda_states)
+
+
+def random_states() -> tuple[bytes, bytes, object]:
+    """The process-wide random streams' states (torch CPU, numpy's global one, Python's ``random``),
+    comparable with ``==``: a computation that draws from none leaves them equal.
+
+    >>> before = random_states()
+    >>> _ = torch.zeros(3).sum()
+    >>> random_states() == before
+    True
+    >>> _ = np.random.rand()
+    >>> random_states() == before
+    False
+    """
+    np_state = np.random.get_state()
+    return bytes(torch.random.get_rng_state().numpy()), np_state[1].tobytes() + repr(np_state[2:]).encode(), \
+        random.getstate()
 
 
 @contextlib.contextmanager

@@ -30,12 +30,15 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+import torch
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError, MissingExtraError
-from coupled_curvature.numeric.tracking.isolation import eval_mode, isolated_rng
+from coupled_curvature.numeric.core.inputs import float64_copy
+from coupled_curvature.numeric.tracking.isolation import eval_mode, isolated_rng, random_states
 from coupled_curvature.numeric.tracking.records import MEASURES, effective, header, record_keys
 from coupled_curvature.numeric.tracking.sinks import CallableSink, JsonlSink, Sink, TensorBoardSink, check_log_dir
 
@@ -51,7 +54,7 @@ class CurvatureTracker:
     """Log ``D`` (and on request ``Dplus``, ``RQ``, ``sqnorm_grad``) per block on a fixed probe during training.
 
     ``CurvatureTracker(model, loss_fn, probe, *, every=100, log_dir=None, inverse=False, blocks="tensor",
-    measures=("D",), sinks=None, strict=False, transform=None)``
+    measures=("D",), sinks=None, strict=False, transform=None, background=False)``
 
     * ``probe``: a fixed batch ``(X, y)`` or a list of them, as :func:`diagnose` takes it;
     * ``every``: :meth:`step` computes when ``step % every == 0``;
@@ -65,7 +68,14 @@ class CurvatureTracker:
     * ``strict``: a failed computation (a non-finite loss on the probe, say) or a failed sink raises;
       by default the record holds ``error`` (why) with ``null`` values, and training goes on;
     * ``transform``: the tracker diagnoses ``transform(model)`` instead of the model (for instance
-      ``lambda m: layer_rescale(m, 0, 8.0)``, the run's rescaled twin).
+      ``lambda m: layer_rescale(m, 0, 8.0)``, the run's rescaled twin);
+    * ``background``: the training thread only takes a float64 snapshot of the model (a copy, in eval
+      mode) and a worker thread computes the record while training goes on, one record in flight
+      (the next waits for it). The record is the same as without it; :meth:`step` and :meth:`record`
+      return ``None`` and the record reaches ``history`` and the sinks at a later call, at
+      :meth:`flush` or at :meth:`close`. It pays where a core is free (a training loop on fewer
+      threads than cores). Refused for a model that calls attention: the worker's choice of the math
+      attention kernel is process-wide.
 
     It never changes the model, its gradients, the optimizer or any random stream: ``diagnose``
     works on a float64 copy (in eval mode, with grad mode on, each module's flag restored after),
@@ -93,16 +103,20 @@ class CurvatureTracker:
                  log_dir: str | None = None, inverse: bool = False,
                  blocks: str | Mapping[str, Sequence[str]] = "tensor", measures: Sequence[str] = ("D",),
                  sinks: Sequence[str | Callable[[dict[str, Any]], object]] | None = None, strict: bool = False,
-                 transform: Callable[[nn.Module], nn.Module] | None = None) -> None:
+                 transform: Callable[[nn.Module], nn.Module] | None = None, background: bool = False) -> None:
         self._measures = check_options(every=every, inverse=inverse, strict=strict, measures=measures,
                                        transform=transform)
+        if not isinstance(background, bool):
+            raise InvalidInputError(f"background must be True or False, got {background!r}")
         if not isinstance(model, nn.Module):
             raise InvalidInputError(f"model must be a torch.nn.Module, got {type(model).__name__}")
         self._inverse = "Dplus" in self._measures
         named = _sink_names(sinks, log_dir)
         self.model, self.loss_fn, self.probe, self.every, self.strict = model, loss_fn, probe, every, strict
         self.blocks, self.transform = blocks, transform
-        self.block_names = self._check_probe()
+        self.block_names = self._check_probe(background)
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="ccurv-tracker") if background else None
+        self._pending: Future | None = None
         self.log_dir = None if log_dir is None else check_log_dir(log_dir)
         log_dir = self.log_dir
         self.header = header(self.block_names, self._measures, every=every, inverse=self._inverse)
@@ -139,7 +153,7 @@ class CurvatureTracker:
             raise InvalidInputError(f"transform(model) must return a torch.nn.Module, got {type(net).__name__}")
         return net
 
-    def _check_probe(self) -> list[str]:
+    def _check_probe(self, background: bool) -> list[str]:
         """The block names; the model, loss, probe and partition checked by one ``diagnose`` on the
         probe (``inverse=False``: the cheapest exact route), so that a bad argument fails here, before
         training, and not at the first record."""
@@ -147,14 +161,21 @@ class CurvatureTracker:
 
         with isolated_rng(), eval_mode(self.model):
             d = diagnose(self._model(), self.loss_fn, self.probe, inverse=False, blocks=self.blocks, progress=False)
+        if background:
+            _check_background(self._model(), d.notes, self.loss_fn, self.probe)
         return d.names()
 
     def step(self, step: int) -> dict[str, Any] | None:
-        """Compute and log a record when ``step % every == 0`` (returns it), else do nothing (``None``)."""
+        """Compute and log a record when ``step % every == 0`` (returns it; ``None`` with ``background``),
+        else do nothing (``None``)."""
         _check_step(step)
         if self._closed:
             raise InvalidInputError("the tracker is closed; make a new CurvatureTracker to log more")
-        return self.record(step) if step % self.every == 0 else None
+        if step % self.every == 0:
+            return self.record(step)
+        if self._pending is not None and self._pending.done():
+            self.flush()
+        return None
 
     def record(self, step: int) -> dict[str, Any]:
         """Compute and log a record at ``step`` now, whatever ``every`` says (e.g. after the last step).
@@ -165,7 +186,28 @@ class CurvatureTracker:
         _check_step(step)
         if self._closed:
             raise InvalidInputError("the tracker is closed; make a new CurvatureTracker to log more")
-        rec = self._compute(step)
+        if self._pool is not None:
+            try:
+                with isolated_rng(), eval_mode(self.model):
+                    snapshot = float64_copy(self._model())
+            except Exception as err:
+                if self.strict:
+                    raise
+                snapshot = err
+            self.flush()  # one record in flight, records in order
+            self._pending = self._pool.submit(self._compute, step, snapshot)
+            return None
+        with isolated_rng(), eval_mode(self.model):
+            rec = self._compute(step, self._model)
+        return self._log(rec)
+
+    def flush(self) -> None:
+        """Wait for the record in flight (``background=True``) and log it; nothing otherwise."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            self._log(pending.result())
+
+    def _log(self, rec: dict[str, Any]) -> dict[str, Any]:
         self.history = effective([*self.history, rec])
         for sink in self._sinks:
             try:
@@ -174,19 +216,25 @@ class CurvatureTracker:
             except Exception as err:
                 if self.strict:
                     raise
-                self.sink_errors.append(f"step {step}: {type(sink).__name__}: {type(err).__name__}: {err}")
+                self.sink_errors.append(f"step {rec['step']}: {type(sink).__name__}: {type(err).__name__}: {err}")
         return dict(rec)
 
-    def _compute(self, step: int) -> dict[str, Any]:
-        from coupled_curvature.numeric.core.diagnostics import diagnose
+    def _compute(self, step: int, net: Callable[[], nn.Module] | nn.Module | Exception) -> dict[str, Any]:
+        """One record at ``step`` of ``net`` (a snapshot, the error that took it, or a function giving the
+        model): the engine's plan without probing the inputs again (the constructor did; the probe forward
+        pass would fork the process-wide random stream, which a worker thread must not touch)."""
+        from coupled_curvature.numeric.core.diagnostics import diagnose_plan
+        from coupled_curvature.numeric.core.engine import plan, run_options
 
         rec: dict[str, Any] = dict.fromkeys(self._keys)
         rec["step"], rec["wall_time"] = step, time.time()
         start = time.perf_counter()
         try:
-            with isolated_rng(), eval_mode(self.model):
-                d = diagnose(self._model(), self.loss_fn, self.probe, inverse=self._inverse, blocks=self.blocks,
-                             progress=False)
+            if isinstance(net, Exception):
+                raise net
+            model = net if isinstance(net, nn.Module) else net()
+            o = run_options(inverse=self._inverse, blocks=self.blocks, progress=False)
+            d = diagnose_plan(plan(model, self.loss_fn, self.probe, o, check_inputs=False))
             if d.names() != self.block_names:
                 raise InvalidInputError(f"the model's blocks changed to {d.names()} (the log has {self.block_names});"
                                         " start a new tracker for a new model")
@@ -221,6 +269,7 @@ class CurvatureTracker:
         True
         """
         pd = _pandas()
+        self.flush()
         cols: dict[str, Any] = {}
         for k in self._keys[1:]:
             values = [r[k] for r in self.history]
@@ -229,10 +278,15 @@ class CurvatureTracker:
         return pd.DataFrame(cols, index=pd.Index([r["step"] for r in self.history], name="step", dtype="int64"))
 
     def close(self) -> None:
-        """End the run: close every sink (idempotent)."""
+        """End the run: log the record in flight, then close every sink (idempotent)."""
         self._closed = True
-        for sink in self._sinks:
-            sink.close()
+        try:
+            self.flush()
+        finally:
+            if getattr(self, "_pool", None) is not None:
+                self._pool.shutdown()
+            for sink in self._sinks:
+                sink.close()
 
     def __enter__(self) -> CurvatureTracker:
         return self
@@ -266,6 +320,29 @@ def check_options(*, every: object, inverse: object, strict: object, measures: o
     if transform is not None and not callable(transform):
         raise InvalidInputError(f"transform must be a function model -> model, got {transform!r}")
     return _measures(measures, bool(inverse))
+
+
+def _check_background(net: nn.Module, notes: Sequence[str], loss_fn: Callable, probe: object) -> None:
+    """Refuse ``background=True`` for a model whose record would touch process-wide state from the
+    worker thread: attention (the math-kernel switch) or random numbers drawn in eval mode (the
+    training thread's random stream)."""
+    from coupled_curvature.numeric.core.inputs import prepare_batches
+
+    attention = [n for n in notes if n.startswith("attention (")]
+    if attention:
+        raise InvalidInputError(f"background=True: the model calls attention ({attention[0][11:].split(')')[0]}), "
+                                "and the worker's choice of the math attention kernel would apply to the training "
+                                "thread too; pass background=False")
+    batch = prepare_batches(probe, loss_fn)[0]
+    with isolated_rng(), eval_mode(net), torch.no_grad():
+        before = random_states()
+        copy = float64_copy(net)
+        loss_fn(copy(batch.X[:2].to(next(iter(copy.parameters())).device)), batch.y[:2])
+        drew = random_states() != before
+    if drew:
+        raise InvalidInputError("background=True: the model or the loss draws random numbers in eval mode, and a "
+                                "worker thread drawing them would change the training thread's random stream; pass "
+                                "background=False")
 
 
 def _check_step(step: object) -> None:

@@ -326,3 +326,52 @@ def test_embedding_transposed_conv_and_group_norm(hvp_route, norm):
         assert rel(fast["up.weight"].wHw, reference_block(net, CE, X, y, ["up.weight"])["wHw"]) < 1e-10
     ref = reference_block(net, CE, X, y, ["emb.weight"])
     assert rel(fast["emb.weight"].wHw, ref["wHw"]) < 1e-10
+
+
+def test_cotangent_rows_in_chunks_and_one_by_one_equal_the_single_batched_pass(monkeypatch):
+    """The rows go through autograd together (is_grads_batched); chunked by the byte budget, and one
+    backward pass per row where autograd cannot batch, they give the same cotangents (to rounding: a
+    batched product may sum in another order)."""
+    from coupled_curvature.numeric.factors import cotangents
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(2, 3, 3, padding=1), nn.BatchNorm2d(3), nn.ReLU(), nn.MaxPool2d(2),
+                        nn.Flatten(), nn.Linear(12, 4)).double()
+    randomize_batchnorm(net).eval()
+    X, y = torch.randn(5, 2, 4, 4, dtype=torch.float64), torch.tensor([0, 1, 2, 3, 0])
+    ob = Objective(net, nn.CrossEntropyLoss(), prepare_batches((X, y), nn.CrossEntropyLoss()))
+    cot = torch.randn(5, 7, 4, dtype=torch.float64)
+    paths = ["0", "1", "5"]
+
+    def run(**kw):
+        fw = cotangents.shifted_forward(ob, 0, paths)
+        got = {p: torch.zeros(7, *fw.shifts[p].shape, dtype=torch.float64) for p in paths}
+        seen = []
+        for rows, g in cotangents.cotangent_rows(fw, paths, cot, **kw):
+            seen.append((rows.start, rows.stop))
+            for p in paths:
+                got[p][rows] = g[p]
+        return got, seen
+
+    whole, seen = run()
+    assert seen == [(0, 7)]
+    per_row = 8 * (5 * 3 * 4 * 4 + 5 * 3 * 4 * 4 + 5 * 4)  # float64 bytes of the three shifted outputs, one row
+    chunked, seen = run(max_bytes=3 * per_row)
+    assert seen == [(0, 3), (3, 6), (6, 7)]
+    real_grad = torch.autograd.grad
+
+    def unbatchable(*a, **k):
+        if k.get("is_grads_batched"):
+            raise RuntimeError("Batching rule not implemented")
+        return real_grad(*a, **k)
+
+    monkeypatch.setattr(torch.autograd, "grad", unbatchable)
+    single, _ = run()
+    for p in paths:
+        assert torch.allclose(whole[p], chunked[p], rtol=1e-13, atol=1e-15)
+        assert torch.allclose(whole[p], single[p], rtol=1e-13, atol=1e-15)
+    # against the definition: row j is the gradient of Σ_n cot[n, j]ᵀf_n with respect to the shift
+    fw = cotangents.shifted_forward(ob, 0, paths)
+    (ref,) = real_grad((fw.out * cot[:, 4]).sum(), [fw.shifts["1"]])
+    assert torch.allclose(whole["1"][4], ref, rtol=1e-13, atol=1e-15)
+    assert not torch.allclose(whole["1"][4], whole["1"][3])  # negative control: rows differ

@@ -115,6 +115,105 @@ def test_the_rng_restore_is_what_keeps_training_unchanged(monkeypatch):
     assert not torch.equal(final(False), final(True))
 
 
+def _watch_rng_writes(monkeypatch):
+    """The names of the threads that set a process-wide random state (fork_rng restores through these)."""
+    import threading
+
+    writers: list[str] = []
+    for mod, name in ((torch.random, "set_rng_state"), (torch, "set_rng_state"), (np.random, "set_state"),
+                      (random, "setstate")):
+        orig = getattr(mod, name)
+
+        def spy(*a, _orig=orig, **k):
+            writers.append(threading.current_thread().name)
+            return _orig(*a, **k)
+
+        monkeypatch.setattr(mod, name, spy)
+    return writers
+
+
+def test_background_records_equal_the_synchronous_ones_and_training_is_unchanged(monkeypatch):
+    X, y = _data(64)
+
+    def run(mode):
+        torch.manual_seed(3), np.random.seed(3), random.seed(3)
+        net = nn.Sequential(nn.Linear(5, 12), nn.ReLU(), nn.Dropout(0.3), nn.Linear(12, 3)).double().train()
+        t = None if mode is None else CurvatureTracker(net, LOSS, (X, y), every=2, measures=("RQ",),
+                                                       background=mode)
+        returned = []
+        opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+        for step in range(9):
+            idx = torch.randint(0, len(X), (16,))
+            opt.zero_grad()
+            LOSS(net(X[idx]), y[idx]).backward()
+            if t is not None:
+                returned.append(t.step(step))
+            opt.step()
+        if t is not None:
+            t.close()
+        rng = (torch.get_rng_state(), np.random.get_state()[1].copy(), random.getstate())
+        return [p.detach().clone() for p in net.parameters()], rng, t, returned
+
+    plain, r0, _, _ = run(None)
+    sync, r1, ts, _ = run(False)
+    writers = _watch_rng_writes(monkeypatch)
+    bg, r2, tb, returned = run(True)
+    assert all(torch.equal(p, q) for p, q in zip(plain, bg)) and all(torch.equal(p, q) for p, q in zip(plain, sync))
+    assert torch.equal(r0[0], r2[0]) and np.array_equal(r0[1], r2[1]) and r0[2] == r2[2]
+    assert all(r is None for r in returned)  # background: records arrive later, in order
+    strip = lambda h: [{k: v for k, v in r.items() if k not in ("wall_time", "seconds")} for r in h]  # noqa: E731
+    assert [r["step"] for r in tb.history] == [0, 2, 4, 6, 8] and strip(tb.history) == strip(ts.history)
+    assert writers and not [w for w in writers if w.startswith("ccurv-tracker")]  # the worker never sets a stream
+
+
+def test_a_worker_that_probes_the_inputs_would_set_the_random_stream(monkeypatch):
+    """Negative control for the test above: the probing forward pass forks the random stream (its restore is a
+    write from the worker thread, racing the training thread), which is why records plan with check_inputs=False."""
+    from coupled_curvature.numeric.core import engine
+
+    real_plan = engine.plan
+    monkeypatch.setattr(engine, "plan", lambda *a, **k: real_plan(*a, **{**k, "check_inputs": True}))
+    X, y = _data(32)
+    net = make_mlp(5, [8], 3)
+    writers = _watch_rng_writes(monkeypatch)
+    with CurvatureTracker(net, LOSS, (X, y), every=1, background=True) as t:
+        t.step(0)
+    assert [w for w in writers if w.startswith("ccurv-tracker")]
+
+
+def test_background_is_refused_where_the_worker_would_draw_random_numbers():
+    X, y = _data(32)
+
+    def hungry_loss(out, target):
+        torch.rand(1)
+        return LOSS(out, target)
+
+    class Noisy(nn.Linear):
+        def forward(self, x):
+            return super().forward(x) + 1e-3 * torch.randn_like(x[:, :1])
+
+    with pytest.raises(InvalidInputError, match="draws random numbers"):
+        CurvatureTracker(make_mlp(5, [8], 3), hungry_loss, (X, y), background=True)
+    with pytest.raises(InvalidInputError, match="draws random numbers"):
+        CurvatureTracker(nn.Sequential(Noisy(5, 3)).double(), LOSS, (X, y), background=True)
+    with pytest.raises(InvalidInputError, match="background must be True or False"):
+        CurvatureTracker(make_mlp(5, [8], 3), LOSS, (X, y), background="yes")
+    attn = nn.Sequential(nn.Unflatten(1, (1, 5)), nn.MultiheadAttention(5, 1, batch_first=True))
+    with pytest.raises(InvalidInputError, match="attention"):
+        CurvatureTracker(_FirstOutput(attn).double(), nn.MSELoss(), (X, torch.zeros(32, 1, 5, dtype=torch.float64)),
+                         background=True)
+
+
+class _FirstOutput(nn.Module):
+    def __init__(self, inner: nn.Sequential):
+        super().__init__()
+        self.unflatten, self.attn = inner[0], inner[1]
+
+    def forward(self, x):
+        x = self.unflatten(x)
+        return self.attn(x, x, x, need_weights=False)[0]
+
+
 def test_rescaled_twin_keeps_D_and_moves_RQ_by_c_squared():
     X, y = _data()
     net = make_mlp(5, [10, 10], 3)
