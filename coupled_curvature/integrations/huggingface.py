@@ -60,7 +60,6 @@ coupled_curvature.errors.InvalidInputError: every must be an int ≥ 1 (compute 
 from __future__ import annotations
 
 import copy
-import math
 import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -68,7 +67,7 @@ from typing import Any
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError, MissingExtraError
-from coupled_curvature.numeric.tracking.sinks import check_log_dir
+from coupled_curvature.integrations.schedule import TrackerSchedule, logged_values
 from coupled_curvature.numeric.tracking.tracker import CurvatureTracker, check_options
 
 try:
@@ -102,6 +101,8 @@ class CurvatureCallback(_Callback):  # type: ignore[misc,valid-type]
                  measures: Sequence[str] = ("D",), strict: bool = False,
                  transform: Callable[[nn.Module], nn.Module] | None = None, trainer: Any = None) -> None:
         check_options(every=every, inverse=inverse, strict=strict, measures=measures, transform=transform)
+        self._schedule = TrackerSchedule(loss_fn, probe, every=every, log_dir=log_dir, inverse=inverse, blocks=blocks,
+                                         measures=measures, strict=strict, transform=self._network)
         if not _TRANSFORMERS:
             MissingExtraError.require("transformers", "CurvatureCallback", "hf",
                                       "in a hand-written loop, CurvatureTracker(...).step(step) does the same")
@@ -113,20 +114,20 @@ class CurvatureCallback(_Callback):  # type: ignore[misc,valid-type]
                                         f"got {type(trainer).__name__}")
         super().__init__()
         self.loss_fn, self.probe, self.every, self.strict = loss_fn, probe, every, strict
-        self.log_dir = None if log_dir is None else check_log_dir(log_dir)
+        self.log_dir = self._schedule.log_dir
         self.trainer = trainer
         self._transform = transform
-        self._options: dict[str, Any] = {"inverse": inverse, "blocks": blocks, "measures": tuple(measures),
-                                         "strict": strict, "transform": self._network}
-        self.tracker: CurvatureTracker | None = None
         self._state: Any = None
-        self._last: int | None = None
-        self._open = False
+
+    @property
+    def tracker(self) -> CurvatureTracker | None:
+        """The tracker (``None`` before training)."""
+        return self._schedule.tracker
 
     @property
     def history(self) -> list[dict[str, Any]]:
         """The records so far (an earlier run's first, when ``log_dir`` held one)."""
-        return [] if self.tracker is None else self.tracker.history
+        return self._schedule.history
 
     def _network(self, model: nn.Module) -> nn.Module:
         """What the tracker diagnoses: ``transform(model)``, answering with its logits."""
@@ -145,39 +146,23 @@ class CurvatureCallback(_Callback):  # type: ignore[misc,valid-type]
         if not isinstance(model, nn.Module):
             raise InvalidInputError(f"the Trainer passed no torch.nn.Module to its callbacks, "
                                     f"got {type(model).__name__}")
-        self._close()
-        self._state, self._last = state, None
-        sinks: list[Any] = ["jsonl"] if self.log_dir is not None else []
-        sinks.append(self._to_trainer)
-        self.tracker = CurvatureTracker(model, self.loss_fn, self.probe, every=self.every, log_dir=self.log_dir,
-                                        sinks=sinks, **self._options)
-        self._open = True
-        self._at(state.global_step)
+        self._state = state
+        self._schedule.start(model, [self._to_trainer])
+        self._schedule.at(state.global_step)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """After an optimizer step whose ``global_step`` is a multiple of ``every``, and after the last one."""
         last = bool(control.should_training_stop) or (state.max_steps > 0 and state.global_step >= state.max_steps)
-        self._at(state.global_step, always=last)
+        self._schedule.at(state.global_step, always=last)
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """The final model, unless its step is already recorded (it is, unless training stopped early);
         then the tracker is closed."""
-        self._at(state.global_step, always=True)
-        self._close()
-
-    def _at(self, step: int, *, always: bool = False) -> None:
-        if self.tracker is None or not self._open or step == self._last:
-            return
-        if always:
-            self.tracker.record(step)
-        elif self.tracker.step(step) is None:
-            return
-        self._last = step
+        self._schedule.at(state.global_step, always=True)
+        self._schedule.close()
 
     def _to_trainer(self, record: dict[str, Any]) -> None:
-        metrics = {PREFIX + k: float(v) for k, v in record.items()
-                   if k not in ("step", "wall_time") and isinstance(v, (int, float)) and not isinstance(v, bool)
-                   and math.isfinite(v)}
+        metrics = logged_values(record, PREFIX)
         if not metrics:
             return
         if self.trainer is not None:
@@ -193,11 +178,6 @@ class CurvatureCallback(_Callback):  # type: ignore[misc,valid-type]
         if self._state.epoch is not None:
             metrics["epoch"] = self._state.epoch
         self._state.log_history.append({**metrics, "step": int(record["step"])})  # as Trainer.log writes it
-
-    def _close(self) -> None:
-        self._open = False
-        if self.tracker is not None:
-            self.tracker.close()
 
 
 def _logits_forward(self: nn.Module, *args: Any, **kwargs: Any) -> Any:

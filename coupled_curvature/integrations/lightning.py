@@ -41,15 +41,14 @@ coupled_curvature.errors.InvalidInputError: every must be an int ≥ 1 (compute 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from torch import nn
 
 from coupled_curvature.errors import MissingExtraError
-from coupled_curvature.numeric.tracking.sinks import check_log_dir
-from coupled_curvature.numeric.tracking.tracker import CurvatureTracker, check_options
+from coupled_curvature.integrations.schedule import TrackerSchedule, logged_values
+from coupled_curvature.numeric.tracking.tracker import CurvatureTracker
 
 try:
     from lightning.pytorch.callbacks import Callback as _Callback
@@ -80,71 +79,53 @@ class CurvatureCallback(_Callback):  # type: ignore[misc,valid-type]
                  inverse: bool = False, blocks: str | Mapping[str, Sequence[str]] = "tensor",
                  measures: Sequence[str] = ("D",), strict: bool = False,
                  transform: Callable[[nn.Module], nn.Module] | None = None) -> None:
-        check_options(every=every, inverse=inverse, strict=strict, measures=measures, transform=transform)
+        self._schedule = TrackerSchedule(loss_fn, probe, every=every, log_dir=log_dir, inverse=inverse, blocks=blocks,
+                                         measures=measures, strict=strict, transform=transform)
         if not _LIGHTNING:
             MissingExtraError.require("lightning", "CurvatureCallback", "lightning",
                                       "in a hand-written loop, CurvatureTracker(...).step(step) does the same")
         super().__init__()
         self.loss_fn, self.probe, self.every, self.strict = loss_fn, probe, every, strict
-        self.log_dir = None if log_dir is None else check_log_dir(log_dir)
-        self._options: dict[str, Any] = {"inverse": inverse, "blocks": blocks, "measures": tuple(measures),
-                                         "strict": strict, "transform": transform}
-        self.tracker: CurvatureTracker | None = None
+        self.log_dir = self._schedule.log_dir
         self._trainer: Any = None
-        self._last: int | None = None
+
+    @property
+    def tracker(self) -> CurvatureTracker | None:
+        """The tracker (``None`` before fitting)."""
+        return self._schedule.tracker
 
     @property
     def history(self) -> list[dict[str, Any]]:
         """The records so far (an earlier run's first, when ``log_dir`` held one)."""
-        return [] if self.tracker is None else self.tracker.history
+        return self._schedule.history
 
     def setup(self, trainer: Any, pl_module: nn.Module, stage: str) -> None:
         """Build the tracker when fitting starts; a probe the model cannot take fails here."""
         if stage != "fit" or not trainer.is_global_zero:
             return
-        self.teardown(trainer, pl_module, stage)
-        self._trainer, self._last = trainer, None
-        sinks: list[Any] = ["jsonl"] if self.log_dir is not None else []
-        if trainer.loggers:
-            sinks.append(self._to_loggers)
-        self.tracker = CurvatureTracker(pl_module, self.loss_fn, self.probe, every=self.every, log_dir=self.log_dir,
-                                        sinks=sinks, **self._options)
+        self._trainer = trainer
+        self._schedule.start(pl_module, [self._to_loggers] if trainer.loggers else [])
 
     def _to_loggers(self, record: dict[str, Any]) -> None:
-        metrics = {PREFIX + k: float(v) for k, v in record.items()
-                   if k not in ("step", "wall_time") and isinstance(v, (int, float)) and not isinstance(v, bool)
-                   and math.isfinite(v)}
+        metrics = logged_values(record, PREFIX)
         for logger in self._trainer.loggers:
             logger.log_metrics(metrics, step=int(record["step"]))
 
-    def _at(self, step: int, *, always: bool = False) -> None:
-        if self.tracker is None or step == self._last:
-            return
-        if always:
-            self.tracker.record(step)
-        elif self.tracker.step(step) is None:
-            return
-        self._last = step
-
     def on_train_start(self, trainer: Any, pl_module: nn.Module) -> None:
         """The model before the first update (or at the resumed step)."""
-        self._at(trainer.global_step)
+        self._schedule.at(trainer.global_step)
 
     def on_train_batch_end(self, trainer: Any, pl_module: nn.Module, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
         """After an optimizer step whose ``global_step`` is a multiple of ``every``."""
-        self._at(trainer.global_step)
+        self._schedule.at(trainer.global_step)
 
     def on_train_end(self, trainer: Any, pl_module: nn.Module) -> None:
         """The final model, unless its step is already recorded; then the tracker is closed."""
-        self._at(trainer.global_step, always=True)
-        self._close()
+        self._schedule.at(trainer.global_step, always=True)
+        self._schedule.close()
 
     def teardown(self, trainer: Any, pl_module: nn.Module, stage: str) -> None:
         """Close the tracker's sinks (also after an exception)."""
         if stage == "fit":
-            self._close()
-
-    def _close(self) -> None:
-        if self.tracker is not None:
-            self.tracker.close()
+            self._schedule.close()

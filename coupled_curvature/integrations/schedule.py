@@ -1,0 +1,94 @@
+"""What the framework callbacks share: a :class:`TrackerSchedule` checks the tracker's options when the
+callback is made, builds the :class:`~coupled_curvature.numeric.tracking.tracker.CurvatureTracker` when
+training starts, and records at each multiple of ``every`` and at a forced (final) step, never twice at
+one step; :func:`logged_values` turns a record into the flat metrics a framework's loggers take.
+
+>>> import torch
+>>> net = torch.nn.Sequential(torch.nn.Linear(3, 2)).double()
+>>> X, y = torch.randn(8, 3, dtype=torch.float64), torch.tensor([0, 1] * 4)
+>>> s = TrackerSchedule(torch.nn.CrossEntropyLoss(), (X, y), every=2)
+>>> _ = s.start(net, sinks=[])
+>>> for step in range(5):
+...     s.at(step)
+>>> s.at(4, always=True)  # already recorded: not again
+>>> s.at(5, always=True)  # the final step
+>>> [r["step"] for r in s.history]
+[0, 2, 4, 5]
+>>> sorted(logged_values(s.history[-1], "c/"))[:2]
+['c/D/0.bias', 'c/D/0.weight']
+>>> s.close()
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from torch import nn
+
+from coupled_curvature.numeric.tracking.sinks import check_log_dir
+from coupled_curvature.numeric.tracking.tracker import CurvatureTracker, check_options
+
+__all__ = ["TrackerSchedule", "logged_values"]
+
+
+class TrackerSchedule:
+    """The tracker a callback drives: ``TrackerSchedule(loss_fn, probe, *, every, log_dir, inverse, blocks,
+    measures, strict, transform)`` with the options of
+    :class:`~coupled_curvature.numeric.tracking.tracker.CurvatureTracker`, checked here (before training)."""
+
+    def __init__(self, loss_fn: Callable, probe: object, *, every: int = 100, log_dir: str | None = None,
+                 inverse: bool = False, blocks: str | Mapping[str, Sequence[str]] = "tensor",
+                 measures: Sequence[str] = ("D",), strict: bool = False,
+                 transform: Callable[[nn.Module], nn.Module] | None = None) -> None:
+        check_options(every=every, inverse=inverse, strict=strict, measures=measures, transform=transform)
+        self.loss_fn, self.probe, self.every, self.strict = loss_fn, probe, every, strict
+        self.log_dir = None if log_dir is None else check_log_dir(log_dir)
+        self._options: dict[str, Any] = {"inverse": inverse, "blocks": blocks, "measures": tuple(measures),
+                                         "strict": strict, "transform": transform}
+        self.tracker: CurvatureTracker | None = None
+        self._last: int | None = None
+        self._open = False
+
+    @property
+    def history(self) -> list[dict[str, Any]]:
+        """The records so far (an earlier run's first, when ``log_dir`` held one)."""
+        return [] if self.tracker is None else self.tracker.history
+
+    def start(self, model: nn.Module, sinks: Sequence[Any]) -> CurvatureTracker:
+        """A new tracker on ``model`` (the previous one closed), writing to ``log_dir`` and ``sinks``."""
+        self.close()
+        self._last = None
+        named: list[Any] = ["jsonl"] if self.log_dir is not None else []
+        self.tracker = CurvatureTracker(model, self.loss_fn, self.probe, every=self.every, log_dir=self.log_dir,
+                                        sinks=[*named, *sinks], **self._options)
+        self._open = True
+        return self.tracker
+
+    def at(self, step: int, *, always: bool = False) -> None:
+        """Record at ``step`` when it is a multiple of ``every`` (any step with ``always``), once per step."""
+        if self.tracker is None or not self._open or step == self._last:
+            return
+        if always:
+            self.tracker.record(step)
+        elif self.tracker.step(step) is None:
+            return
+        self._last = step
+
+    def close(self) -> None:
+        """Close the tracker's sinks (idempotent); later :meth:`at` calls do nothing."""
+        self._open = False
+        if self.tracker is not None:
+            self.tracker.close()
+
+
+def logged_values(record: Mapping[str, Any], prefix: str) -> dict[str, float]:
+    """The record's finite numbers (not its step or wall time), keys prefixed: what loggers take.
+
+    >>> logged_values({"step": 3, "wall_time": 1.0, "loss": 0.5, "D/w": None, "error": None}, "c/")
+    {'c/loss': 0.5}
+    """
+    return {prefix + k: float(v) for k, v in record.items()
+            if k not in ("step", "wall_time") and isinstance(v, (int, float)) and not isinstance(v, bool)
+            and math.isfinite(v)}
