@@ -47,7 +47,7 @@ def diagnose(
         D⁺ = (wᵀH⁺w / wᵀw) · ‖g‖²,  H⁺ = Σ_{|λ_i| > pinv_rtol·max|λ|} λ_i⁻¹ u_i u_iᵀ
 
     ``wᵀHw`` comes from Hessian-vector products on one retained gradient graph per
-    batch, or, when no ``H⁺`` is asked for, by the tangent route wherever it applies
+    batch, or, when no ``H⁺`` is asked for or it comes from the Gram route, by the tangent route wherever it applies
     (:mod:`~coupled_curvature.numeric.factors.tangent_forms`): for a block that is one Linear/Conv/
     normalisation module's weight and/or bias, with only linear and piecewise-linear operations
     (ReLU, pooling, eval BatchNorm, residual sums) between its output and the network outputs

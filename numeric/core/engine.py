@@ -19,7 +19,7 @@ off :class:`~coupled_curvature.numeric.core.routes.BlockCurvature`. Routes are
 >>> X, y = torch.randn(16, 3), torch.randint(0, 2, (16,))
 >>> p = plan(net, torch.nn.CrossEntropyLoss(), (X, y), run_options())
 >>> p.blocks["0.weight"].spectral, p.blocks["0.weight"].wHw
-(<SpectralRoute.GRAM: 'gram'>, <WHwRoute.HVP: 'hvp'>)
+(<SpectralRoute.GRAM: 'gram'>, <WHwRoute.TANGENT: 'tangent'>)
 >>> run = execute(p)
 >>> run.blocks["0.weight"].spectral_reason.startswith("Gram: the network is piecewise affine")
 True

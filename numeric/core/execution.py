@@ -1,8 +1,8 @@
 """The engine's second half: :func:`execute` runs a :class:`~.routes.Plan` and returns each block's curvature.
 
-Order of work: one pass over the data for ``g`` and ``H_bb w`` when a Gram block needs them for
-its check; the Gram route; the tangent route (``D`` only); dense blocks and the graphs Lanczos
-reuses; Lanczos. A block the Gram checks refuse takes its planned fallback, with both reasons
+Order of work: when a Gram block needs ``g`` and ``wᵀH_bbw`` for its check, the tangent route for
+the Gram blocks it takes and Hessian-vector products for the others (one pass over the data each);
+the Gram route; the tangent route (``D`` only); dense blocks and the graphs Lanczos reuses; Lanczos. A block the Gram checks refuse takes its planned fallback, with both reasons
 recorded. A fast route that fails to run on the model (:func:`~.hvp.route_failure`: a checkpoint,
 a missing second derivative) gives way to Hessian-vector products with a note; any other error
 propagates.
@@ -50,6 +50,11 @@ def execute(p: Plan, bar: Progress | None = None) -> Execution:
     values = {b: torch.cat([objective.values[m].reshape(-1) for m in ms]) for b, ms in partition.items()}
     stage(f"curvature of {len(partition)} block(s) over {len(p.batches)} batch(es)")
     curv: dict[str, CurvatureSums] | None = None
+    wHw: dict[str, float] = {}
+    wHw_routes = {b: (bp.wHw, bp.wHw_reason) for b, bp in p.blocks.items()}
+    tangent_refused: dict[str, str] = {}
+    model_notes = list(p.notes)
+    loss = None
     gram, gram_refused = {}, {}
     on_gram = [b for b, (r, _) in routes.items() if r is SpectralRoute.GRAM]
     collective = None
@@ -61,14 +66,14 @@ def execute(p: Plan, bar: Progress | None = None) -> Execution:
                                  "routes": {b: (str(bp.spectral), str(bp.wHw)) for b, bp in p.blocks.items()}},
                                 o.process_group)
     if on_gram:
-        curv = block_curvature(objective, partition, set())
+        curv, wHw, loss = _gram_prepass(p, on_gram, values, wHw_routes, tangent_refused, model_notes, stage)
         if collective is not None:
             dist.reduce_block_curvature(curv, o.process_group)
         stage("Gram route")
-        wHw_hvp = {b: float(values[b] @ curv[b].Hw) for b in partition}
+        wHw_check = {b: wHw[b] if b in wHw else float(values[b] @ curv[b].Hw) for b in partition}
         try:
             with math_attention():
-                found = gram_forms(objective, {b: partition[b] for b in on_gram}, wHw_hvp, rtol=p.rtol,
+                found = gram_forms(objective, {b: partition[b] for b in on_gram}, wHw_check, rtol=p.rtol,
                                    memory_budget=o.gram_memory, collective=collective)
         except RuntimeError as e:  # a checkpointed model, a missing derivative: not any error
             if route_failure(e) is None:
@@ -94,11 +99,6 @@ def execute(p: Plan, bar: Progress | None = None) -> Execution:
     dense = {b for b, (r, _) in routes.items() if r is SpectralRoute.DENSE}
     krylov = [b for b, (r, _) in routes.items() if r is SpectralRoute.KRYLOV]
     retained: list | None = [] if krylov and len(p.batches) <= KRYLOV_RETAIN_BATCHES else None
-    wHw: dict[str, float] = {}
-    wHw_routes = {b: (bp.wHw, bp.wHw_reason) for b, bp in p.blocks.items()}
-    tangent_refused: dict[str, str] = {}
-    model_notes = list(p.notes)
-    loss = None
     if curv is None and all(r is WHwRoute.TANGENT for r, _ in wHw_routes.values()):
         stage("tangent route")
         try:
@@ -126,7 +126,7 @@ def execute(p: Plan, bar: Progress | None = None) -> Execution:
                 stage(f"Hessian-vector products of {len(rest)} block(s)")
                 curv.update(block_curvature(objective, rest, set()))
             curv = {b: curv[b] for b in partition}
-    if curv is not None and not wHw:  # the Gram pre-pass has g and Hw; build the fallback blocks it left
+    if on_gram:  # the Gram pre-pass has g and wᵀHw; build the fallback blocks it left
         if dense or retained is not None:
             again = block_curvature(objective, partition if retained is not None else
                                     {b: partition[b] for b in dense}, dense, retain=retained)
@@ -135,7 +135,7 @@ def execute(p: Plan, bar: Progress | None = None) -> Execution:
             for b in dense:
                 again[b].notes[:0] = curv[b].notes
                 curv[b] = again[b]
-        loss = objective.loss()
+        loss = objective.loss() if loss is None else loss
     elif curv is None:
         curv = block_curvature(objective, partition, dense, retain=retained)
         if collective is not None:
@@ -171,6 +171,40 @@ def execute(p: Plan, bar: Progress | None = None) -> Execution:
         blocks[b] = BlockCurvature(b, list(members), values[b], c.grad, value, wr, wreason, route, reason,
                                    spectrum, forms.get(b), gram.get(b), c.Hw, c.dense, [*c.notes, *notes[b]])
     return Execution(p, blocks, float(loss), n_samples, model_notes, gram_refused, tangent_refused)
+
+
+def _gram_prepass(p: Plan, on_gram: list[str], values: dict, wHw_routes: dict, tangent_refused: dict,
+                  notes: list[str], stage) -> tuple[dict[str, CurvatureSums], dict[str, float], float | None]:
+    """``g`` of every block and the ``wᵀH_bbw`` the Gram checks compare with: the tangent route (exact, its
+    affinity read off the autograd graph, samples checked independent) for the Gram blocks planned on it,
+    Hessian-vector products for every other block. Returns the sums, the tangent route's ``wᵀHw`` and the
+    loss when the tangent route ran over every batch."""
+    objective, partition = p.objective, p.partition
+    on_tangent = {b: partition[b] for b in on_gram if p.blocks[b].wHw is WHwRoute.TANGENT}
+    tf = None
+    if on_tangent:
+        stage("tangent route")
+        try:
+            with math_attention():
+                tf = tangent_forms(objective, on_tangent)
+        except RuntimeError as e:
+            if route_failure(e) is None:
+                raise
+            notes.append(f"the tangent route failed ({route_failure(e)}): wᵀHw comes from Hessian-vector products")
+    wHw = dict(tf.wHw) if tf is not None else {}
+    for b in on_tangent:
+        if b not in wHw:
+            why = "the tangent route failed to run" if tf is None else tf.reasons.get(b, "not taken")
+            wHw_routes[b] = (WHwRoute.HVP, f"Hessian-vector product: {why}")
+    if tf is not None:
+        tangent_refused.update(tf.reasons)
+    curv = {b: CurvatureSums(torch.cat([tf.grads[m].reshape(-1) for m in partition[b]]), None, None)
+            for b in wHw} if tf is not None else {}
+    rest = {b: ms for b, ms in partition.items() if b not in curv}
+    if rest:
+        stage(f"Hessian-vector products of {len(rest)} block(s)")
+        curv.update(block_curvature(objective, rest, set()))
+    return {b: curv[b] for b in partition}, wHw, tf.loss if tf is not None and wHw else None
 
 
 def _refuse_hidden(objective, partition, curv) -> None:

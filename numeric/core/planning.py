@@ -9,8 +9,8 @@ Spectral route (when ``D⁺`` is asked for), by ``method``:
 
 On the data-parallel path (a ``process_group``) every route sums over ranks; the Gram route gathers
 the rows of ``B`` from every rank within ``gram_memory``. ``wᵀHw`` takes the
-tangent route when no block needs ``H_bb w`` (``D`` only), no parameter is tied and no process group
-is given; else Hessian-vector products.
+tangent route on a Gram block and, when no block is dense or Krylov, on a block without a spectral
+route (``D`` only), if no parameter is tied and no process group is given; else Hessian-vector products.
 
 >>> import torch
 >>> from coupled_curvature.numeric.core.options import run_options
@@ -135,17 +135,22 @@ def _block_plan(name: str, members: list[str], size: int, o: RunOptions, gram_ok
 
 
 def _choose_wHw(blocks: dict[str, BlockPlan], tied: bool, dist_on: bool, tangent_ok: bool) -> None:
-    """The tangent route when no block needs ``H_bb w`` and nothing rules it out; else Hessian-vector products."""
-    needs_hw = [bp.name for bp in blocks.values() if bp.spectral is not SpectralRoute.NONE]
-    why = ("a spectral route runs and uses H_bb w" if needs_hw else "the model ties parameters" if tied
-           else "the data-parallel path sums Hessian-vector products over ranks" if dist_on
-           else "the tangent route is switched off" if not tangent_ok else "")
+    """The tangent route for a Gram block (whose check compares ``‖Bw‖²`` with it) and, when no block is
+    dense or Krylov, for a block without a spectral route, when nothing rules it out; else Hessian-vector
+    products (a dense or Krylov block uses ``H_bb w``, and one pass then serves every block)."""
+    why = ("the model ties parameters" if tied else "the data-parallel path sums Hessian-vector products over ranks"
+           if dist_on else "the tangent route is switched off" if not tangent_ok else "")
+    uses_hw = any(bp.spectral in (SpectralRoute.DENSE, SpectralRoute.KRYLOV) for bp in blocks.values())
     for bp in blocks.values():
         if why:
             bp.wHw, bp.wHw_reason = WHwRoute.HVP, f"Hessian-vector product: {why}"
-        else:
+        elif bp.spectral is SpectralRoute.GRAM or (bp.spectral is SpectralRoute.NONE and not uses_hw):
             bp.wHw, bp.wHw_reason = WHwRoute.TANGENT, ("tangent: Σ_n ‖A_n J_n w‖², exact where the outputs are "
-                                                       "affine in the block (checked when it runs)")
+                                                       "affine in the block (checked when it runs)" +
+                                                       ("; the Gram route's check ‖Bw‖² = wᵀHw compares with it"
+                                                        if bp.spectral is SpectralRoute.GRAM else ""))
+        else:
+            bp.wHw, bp.wHw_reason = WHwRoute.HVP, "Hessian-vector product: a spectral route runs and uses H_bb w"
 
 
 def _partition(names: list[str], blocks: str | Mapping[str, Sequence[str]], skipped: list[str]) -> dict[str, list[str]]:

@@ -21,7 +21,8 @@ Before a block's value is trusted, :func:`gram_forms` proves the route applies t
 ``check_samples`` samples the outputs' second directional derivative along ``w_b`` and along two random
 in-block directions (projected on a random Gaussian ``v``: :func:`second_derivative_ratios`) is at most
 ``1e-8`` of the first derivative,
-and ``‖u‖²`` reproduces autograd's ``wᵀHw`` (all samples) to ``1e-8`` relative. A block that fails
+and ``‖u‖²`` reproduces the engine's ``wᵀHw`` (all samples: the tangent route's, or a Hessian-vector
+product's) to ``1e-8`` relative. A block that fails
 gets a reason instead of a form.
 """
 
@@ -37,7 +38,9 @@ from torch.func import functional_call
 
 from coupled_curvature.numeric.core.objective import Objective
 from coupled_curvature.numeric.factors.forms import columns_gram, factor_side, factor_spectrum, reproduces_wHw
+from coupled_curvature.numeric.factors.layers import layer_rows, linear_module_of
 from coupled_curvature.numeric.factors.outputs import OutputFactors, output_factors
+from coupled_curvature.numeric.factors.patch_gram import patch_gram, patch_gram_cost, rows_cost
 from coupled_curvature.numeric.factors.rows import block_rows
 
 #: the rows ``B`` held at once stay under this many bytes by default
@@ -153,7 +156,9 @@ def gram_forms(
     """``wᵀH_bb⁺w = Σ_{λ_i(G) > τ} (q_iᵀu)²/λ_i(G)²`` and ``wᵀH_bbw = ‖u‖²`` (``u = B_bw``,
     ``G = B_bB_bᵀ``, ``τ = rtol·λ_max``) for every block of ``partition`` where the route applies.
 
-    ``wHw`` holds autograd's ``wᵀH_bbw`` per block (the check ``‖u‖² = wᵀHw``); ``force=True`` skips
+    ``wHw`` holds the engine's ``wᵀH_bbw`` per block (the check ``‖u‖² = wᵀHw``: from the tangent route,
+    whose affinity is read off the autograd graph and whose samples are checked independent, or from a
+    Hessian-vector product where that route does not take the block); ``force=True`` skips
     both checks (a negative control: on a network that is not piecewise affine the value is wrong).
     A block whose checks fail, or a model the route cannot take, gets a :class:`GramResult` with a
     ``reason``. ``collective`` (a :class:`~coupled_curvature.numeric.distributed.RankCollective`) runs
@@ -231,7 +236,7 @@ def gram_forms(
         spectrum = factor_spectrum(acc.side, acc.mat, u, w)
         pf = spectrum.form(rtol)
         if not force and wHw is not None and not reproduces_wHw(u_sq, wHw[block]):
-            out[block] = GramResult(None, f"‖Bw‖² = {u_sq:.10g} does not reproduce autograd's wᵀHw = "
+            out[block] = GramResult(None, f"‖Bw‖² = {u_sq:.10g} does not reproduce the engine's wᵀHw = "
                                           f"{wHw[block]:.10g} (the network is not piecewise affine in the block)")
             continue
         out[block] = GramResult(GramForm(pf.value, u_sq, pf.rank, pf.cutoff, pf.max_abs_eig, pf.min_kept_rel_eig,
@@ -258,7 +263,9 @@ def _assemble(objective: Objective, partition: Mapping[str, Sequence[str]], bloc
                          f"gram_memory = {budget:,} bytes; raise gram_memory")
     units: list[tuple[str, int, int]] = []  # (block, first column, stop) on the gram side
     accs: dict[str, _Acc] = {}
-    for block in blocks:
+    if collective is None:
+        accs.update(_patch_blocks(objective, partition, [b for b in gram_side], factors, m, budget))
+    for block in (b for b in blocks if b not in accs):
         n_b = sum(objective.values[p].numel() for p in partition[block])
         side = factor_side(n_b, m)
         dev = objective.values[partition[block][0]].device
@@ -303,6 +310,63 @@ def _assemble(objective: Objective, partition: Mapping[str, Sequence[str]], bloc
             if acc.side == "factor":
                 collective.sum(acc.mat)
     return accs
+
+
+def _patch_blocks(objective: Objective, partition: Mapping[str, Sequence[str]], blocks: Sequence[str],
+                  factors: Sequence[OutputFactors], m: int, budget: int) -> dict[str, _Acc]:
+    """``G`` and ``u`` of the gram-side blocks of one Linear/Conv2d layer for which :mod:`.patch_gram` costs
+    under half of forming ``B`` (few output positions, many parameters), within ``budget`` bytes; the
+    factored rows of every batch come from one :func:`~.layers.layer_rows` pass for all of them."""
+    n = sum(f.A.shape[0] for f in factors)
+    layer = {b: linear_module_of(objective.model, partition[b]) for b in blocks}
+    positions = _positions(objective, {p for p in layer.values() if p is not None})
+    chosen: dict[str, tuple[str, list[str]]] = {}
+    for b, path in layer.items():
+        pos = positions.get(path)
+        if pos is None or 3 * 8 * (m * pos) ** 2 > budget:
+            continue
+        weight = objective.values[f"{path}.weight"]
+        C, Q = weight.shape[0], weight[0].numel()
+        if patch_gram_cost(m, n, C, Q, pos) < rows_cost(m, C * Q, pos) / 2:
+            chosen[b] = (path, [x.rpartition(".")[2] for x in partition[b]])
+    if not chosen:
+        return {}
+    paths = list(dict.fromkeys(p for p, _ in chosen.values()))
+    parts: dict[str, list] = {p: [] for p in paths}
+    for i, f in enumerate(factors):
+        got = layer_rows(objective, i, paths, f.A)
+        for p in paths:
+            parts[p].append(got.get(p))
+    out = {}
+    for b, (path, attrs) in chosen.items():
+        if any(x is None for x in parts[path]):
+            continue  # the layer ran twice or its layout is not supported: the rows route takes it
+        weight = objective.values[f"{path}.weight"]
+        G, u = patch_gram(parts[path], attrs, weight.reshape(weight.shape[0], -1), objective.values.get(f"{path}.bias"))
+        out[b] = _Acc("gram", G, [u])
+    return out
+
+
+def _positions(objective: Objective, paths: set[str]) -> dict[str, int]:
+    """Output positions per sample of each Linear (tokens) or Conv2d (pixels) layer at ``paths`` that runs
+    once, from one forward pass of one sample of the first batch."""
+    seen: dict[str, list[int]] = {p: [] for p in paths}
+
+    def hook(path: str):
+        def record(mod, inputs, output):
+            if isinstance(output, Tensor) and output.dim() >= 2:
+                seen[path].append(output[0, 0].numel() if isinstance(mod, nn.Conv2d)
+                                  else output.numel() // (output.shape[0] * output.shape[-1]))
+        return record
+
+    handles = [objective.model.get_submodule(p).register_forward_hook(hook(p)) for p in paths]
+    try:
+        with torch.no_grad():
+            functional_call(objective.model, {**objective.values, **objective.buffers}, (objective.batches[0].X[:1],))
+    finally:
+        for h in handles:
+            h.remove()
+    return {p: v[0] for p, v in seen.items() if len(v) == 1}
 
 
 __all__ = ["CHECK_SAMPLES", "GramForm", "GramResult", "MEMORY_BUDGET", "gram_forms", "second_derivative_ratios"]

@@ -237,3 +237,61 @@ def test_the_default_is_the_gram_route_and_keeps_its_refusals_out_of_the_notes()
     explicit = diagnose(tanh, CE, (X, y), method="gram")
     assert "gram_refused" not in explicit.meta
     assert all(any("Gram route does not apply" in n for n in explicit[b].notes) for b in ("0.weight", "0.bias"))
+
+
+def test_the_patch_gram_of_a_late_conv_equals_the_materialised_rows_and_the_dense_route(monkeypatch):
+    """A conv with few output positions and many parameters takes G from the factored rows (patch_gram,
+    never forming B); its G and u equal B Bᵀ and Bw of the materialised rows over several batches, and D⁺
+    equals the dense route's. Negative control: a wrong u is caught by the route's check."""
+    from coupled_curvature.numeric.factors import gram as gram_module
+    from coupled_curvature.numeric.factors.layers import layer_rows
+    from coupled_curvature.numeric.factors.patch_gram import patch_gram, patch_gram_cost, rows_cost
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.ReLU(), nn.Conv2d(8, 12, 3, padding=1),
+                        nn.ReLU(), nn.Flatten(), nn.Linear(12 * 4, 3)).double().eval()
+    X, y = torch.randn(10, 3, 4, 4, dtype=torch.float64), torch.randint(0, 3, (10,))
+    loss = nn.CrossEntropyLoss()
+    batches = [(X[:6], y[:6]), (X[6:], y[6:])]
+    ob = Objective(net, loss, prepare_batches(batches, loss))
+    from coupled_curvature.numeric.factors.outputs import output_factors
+
+    factors = [output_factors(ob, i) for i in range(2)]
+    parts = [layer_rows(ob, i, ["2"], f.A)["2"] for i, f in enumerate(factors)]
+    B = torch.cat([p.rows(["weight", "bias"]).reshape(-1, 12 * 8 * 9 + 12) for p in parts])
+    w = torch.cat([net[2].weight.detach().reshape(-1), net[2].bias.detach()])
+    G, u = patch_gram(parts, ["weight", "bias"], net[2].weight.detach().reshape(12, -1), net[2].bias.detach())
+    assert torch.allclose(G, B @ B.T, rtol=1e-12, atol=1e-14) and torch.allclose(u, B @ w, rtol=1e-12, atol=1e-14)
+    m = B.shape[0]
+    assert patch_gram_cost(m, 10, 12, 72, 4) < rows_cost(m, 12 * 72, 4) / 2  # so the route takes it
+    taken = []
+    real = gram_module.patch_gram
+    monkeypatch.setattr(gram_module, "patch_gram", lambda *a, **k: taken.append(1) or real(*a, **k))
+    part = {"2.weight": ["2.weight"], "2.bias": ["2.bias"]}
+    got = diagnose(net, loss, batches, blocks=part, method="gram")
+    ref = diagnose(net, loss, batches, blocks=part, method="dense")
+    assert taken and got["2.weight"].method.value == "gram"
+    for b in part:
+        assert got[b].inverse_coupled == pytest.approx(ref[b].inverse_coupled, rel=1e-8)
+        assert got[b].rank == ref[b].rank
+    # negative control: a u off by 1% fails the check ‖u‖² = wᵀHw, and the block falls back to the dense route
+    monkeypatch.setattr(gram_module, "patch_gram", lambda *a, **k: (lambda G, u: (G, 1.01 * u))(*real(*a, **k)))
+    off = diagnose(net, loss, batches, blocks=part, method="gram")
+    assert off["2.weight"].method.value == "dense" and "does not reproduce" in " ".join(off["2.weight"].notes)
+
+
+def test_the_gram_check_compares_with_the_tangent_route_where_it_applies_else_a_hessian_vector_product():
+    from coupled_curvature.numeric.core.routes import SpectralRoute, WHwRoute
+
+    X, y = _data((5,), "ce-mean")
+    relu = mlp([5, 7, 3])
+    d = diagnose(relu, nn.CrossEntropyLoss(), (X, y), method="gram")
+    hvp = diagnose(relu, nn.CrossEntropyLoss(), (X, y), method="gram", routes={WHwRoute.HVP, SpectralRoute.GRAM})
+    assert {b.wHw_route for b in d} == {WHwRoute.TANGENT} and {b.wHw_route for b in hvp} == {WHwRoute.HVP}
+    assert all(b.method == "gram" for b in d)
+    for b in d:
+        assert b.coupled == pytest.approx(hvp[b.name].coupled, rel=1e-12)
+        assert b.inverse_coupled == pytest.approx(hvp[b.name].inverse_coupled, rel=1e-10)
+    tanh = diagnose(mlp([5, 7, 3], act="tanh"), nn.CrossEntropyLoss(), (X, y), method="gram")
+    assert tanh["0.weight"].wHw_route is WHwRoute.HVP and "Tanh" in tanh["0.weight"].wHw_reason
+    assert tanh["2.weight"].wHw_route is WHwRoute.TANGENT
