@@ -14,7 +14,10 @@ The ResNet-18 is defined here because torchvision's CPU wheels do not import wit
 torch build (torch 2.13.0+cpu); when torchvision imports, torchvision.models.resnet18(num_classes=10) is
 measured too (its 7x7 stem and max-pooling, on the same 32x32 inputs).
 With --quick: a ResNet-18 of widths 8-16-32-64 on 8 samples and the MLP's first 3 blocks (a minute).
-Measured 2026-12-01 on the quiet 2-core machine, 2 threads (--skip-mlp): ResNet-18, 32 samples: gradient 1.812 s;
+Measured 2026-12-03 (load 1.0-1.3), 2 threads, --skip-mlp: gradient 1.471 s; D only 11.4 s = 7.8x as the process's first
+call (warm calls 6.3-6.8 s); D and D⁺ by the Gram route 35.9 s = 24.4x, peak RSS 5.77 GiB, 62/62 gram (31 BᵀB, 31 G = BBᵀ,
+the last stage's G from factored rows, numeric/factors/patch_gram.py); with 1 thread 57.6 s, 5.33 GiB.
+Earlier, 2026-12-01 on the quiet 2-core machine, 2 threads (--skip-mlp): ResNet-18, 32 samples: gradient 1.812 s;
 D only 8.0 s = 4.4x (all 62 blocks on the tangent route of numeric/factors/tangent_forms.py; 77.2 s = 45.5x
 by one Hessian-vector product per block before it); D and D⁺ of all 62 blocks by the Gram route 173.1 s
 (95.5x), peak RSS 9.71 GiB; 62/62 blocks gram (31 BᵀB, 31 G = BBᵀ); max |ΔD|/D between the two runs 1.9e-15;

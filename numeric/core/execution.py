@@ -74,7 +74,7 @@ def execute(p: Plan, bar: Progress | None = None) -> Execution:
         try:
             with math_attention():
                 found = gram_forms(objective, {b: partition[b] for b in on_gram}, wHw_check, rtol=p.rtol,
-                                   memory_budget=o.gram_memory, collective=collective)
+                                   memory_budget=o.gram_memory, collective=collective, affine=set(wHw))
         except RuntimeError as e:  # a checkpointed model, a missing derivative: not any error
             if route_failure(e) is None:
                 raise
@@ -82,7 +82,7 @@ def execute(p: Plan, bar: Progress | None = None) -> Execution:
         for b, r in found.items():
             if r.form is not None:
                 gram[b] = r.form
-                routes[b] = (SpectralRoute.GRAM, f"Gram: the network is piecewise affine in this block (checked), "
+                routes[b] = (SpectralRoute.GRAM, f"Gram: the network is piecewise affine in this block ({r.form.affinity}), "
                              f"{'G = BBᵀ' if r.form.side == 'gram' else 'BᵀB'} from {r.form.rows:,} rows of B for "
                              f"{p.blocks[b].size:,} parameters, rank {r.form.rank}")
                 if o.method_given:

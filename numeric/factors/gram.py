@@ -28,7 +28,7 @@ gets a reason instead of a form.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,7 +54,8 @@ SECOND_DERIVATIVE_RTOL = 1e-8
 class GramForm:
     """One block by the Gram route: ``value = wᵀH⁺_τw``, ``wHw = ‖Bw‖²``; ``side`` is ``"gram"``
     (``m × m`` matrix ``G = BBᵀ``) or ``"factor"`` (``n_b × n_b`` matrix ``BᵀB``, when ``n_b ≤ m``);
-    ``second_derivative`` the largest ``‖f''‖/‖f'‖`` the check found (``None`` if forced)."""
+    ``second_derivative`` the largest ``‖f''‖/‖f'‖`` the check found (``None`` where it did not run) and
+    ``affinity`` how the outputs were found affine in the block (the premise of ``H_bb = BᵀB``)."""
 
     value: float
     wHw: float
@@ -68,6 +69,7 @@ class GramForm:
     second_derivative: float | None
     evals: np.ndarray
     weights: np.ndarray
+    affinity: str = ""
 
 
 @dataclass(frozen=True)
@@ -152,6 +154,7 @@ def gram_forms(
     check_samples: int = CHECK_SAMPLES,
     force: bool = False,
     collective: object | None = None,
+    affine: Collection[str] = (),
 ) -> dict[str, GramResult]:
     """``wᵀH_bb⁺w = Σ_{λ_i(G) > τ} (q_iᵀu)²/λ_i(G)²`` and ``wᵀH_bbw = ‖u‖²`` (``u = B_bw``,
     ``G = B_bB_bᵀ``, ``τ = rtol·λ_max``) for every block of ``partition`` where the route applies.
@@ -160,6 +163,8 @@ def gram_forms(
     whose affinity is read off the autograd graph and whose samples are checked independent, or from a
     Hessian-vector product where that route does not take the block); ``force=True`` skips
     both checks (a negative control: on a network that is not piecewise affine the value is wrong).
+    ``affine`` names blocks whose affinity is already established for every sample (the tangent route
+    read it off the autograd graph): the numeric second-derivative check skips them.
     A block whose checks fail, or a model the route cannot take, gets a :class:`GramResult` with a
     ``reason``. ``collective`` (a :class:`~coupled_curvature.numeric.distributed.RankCollective`) runs
     the route over data-parallel ranks: ``BᵀB`` and ``‖Bw‖²`` are sums over ranks (all-reduce), the rows
@@ -202,7 +207,11 @@ def gram_forms(
     else:
         why = None
         try:
-            ratios = second_derivative_ratios(objective, partition, names, objective.batches[0].X[:check_samples])
+            checked = [b for b in names if b not in affine]
+            ratios = dict.fromkeys(names)
+            if checked:
+                ratios.update(second_derivative_ratios(objective, partition, checked,
+                                                       objective.batches[0].X[:check_samples]))
         except (RuntimeError, NotImplementedError) as e:
             why = f"the second-derivative check failed to run ({str(e).splitlines()[0]})"
         why = agree(why)
@@ -211,7 +220,7 @@ def gram_forms(
         if collective is not None:  # the largest ratio any rank saw
             ratios = {b: max(r[b] for r in collective.objects(ratios)) for b in names}
         for block, ratio in ratios.items():
-            if not ratio <= SECOND_DERIVATIVE_RTOL:
+            if ratio is not None and not ratio <= SECOND_DERIVATIVE_RTOL:
                 out[block] = GramResult(None, f"the outputs are not affine in the block (|vᵀf''|/‖v‖‖f'‖ = "
                                               f"{ratio:.2e} > {SECOND_DERIVATIVE_RTOL:g} along w or a random direction)")
     todo = [b for b in names if b not in out]
@@ -239,9 +248,12 @@ def gram_forms(
             out[block] = GramResult(None, f"‖Bw‖² = {u_sq:.10g} does not reproduce the engine's wᵀHw = "
                                           f"{wHw[block]:.10g} (the network is not piecewise affine in the block)")
             continue
+        how = ("not checked (forced)" if force else "read off the autograd graph by the tangent route (every sample)"
+               if ratios[block] is None else f"|vᵀf''|/‖v‖‖f'‖ = {ratios[block]:.1e} ≤ {SECOND_DERIVATIVE_RTOL:g} "
+               f"on {min(check_samples, objective.batches[0].X.shape[0])} sample(s)")
         out[block] = GramResult(GramForm(pf.value, u_sq, pf.rank, pf.cutoff, pf.max_abs_eig, pf.min_kept_rel_eig,
                                          pf.noise_kept, acc.side, rows, ratios[block], spectrum.evals,
-                                         spectrum.weights), None)
+                                         spectrum.weights, how), None)
     return {b: out[b] for b in names}
 
 
@@ -273,11 +285,15 @@ def _assemble(objective: Objective, partition: Mapping[str, Sequence[str]], bloc
                            [])
         step = n_b if side == "factor" else max(1, budget // per_col)
         units.extend((block, s, min(n_b, s + step)) for s in range(0, n_b, step))
+    # blocks of one Linear/Conv2d layer first, the others after, never in one chunk: block_rows takes the
+    # generic per-sample route for a whole chunk that holds any other block, a pass over the whole network
+    layered = {b: linear_module_of(objective.model, partition[b]) is not None for b in blocks}
+    units.sort(key=lambda unit: not layered[unit[0]])
     chunks: list[list[tuple[str, int, int]]] = [[]]
     used = 0
     for unit in units:
         cost = (unit[2] - unit[1]) * per_col
-        if chunks[-1] and used + cost > budget:
+        if chunks[-1] and (used + cost > budget or layered[chunks[-1][-1][0]] != layered[unit[0]]):
             chunks.append([])
             used = 0
         chunks[-1].append(unit)

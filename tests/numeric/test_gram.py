@@ -292,6 +292,8 @@ def test_the_gram_check_compares_with_the_tangent_route_where_it_applies_else_a_
     for b in d:
         assert b.coupled == pytest.approx(hvp[b.name].coupled, rel=1e-12)
         assert b.inverse_coupled == pytest.approx(hvp[b.name].inverse_coupled, rel=1e-10)
+    assert all("read off the autograd graph" in b.method_reason for b in d)  # no numeric second-derivative check
+    assert all("sample(s)" in b.method_reason for b in hvp)  # without the tangent route: the numeric check ran
     tanh = diagnose(mlp([5, 7, 3], act="tanh"), nn.CrossEntropyLoss(), (X, y), method="gram")
     assert tanh["0.weight"].wHw_route is WHwRoute.HVP and "Tanh" in tanh["0.weight"].wHw_reason
     assert tanh["2.weight"].wHw_route is WHwRoute.TANGENT
