@@ -7,19 +7,28 @@ Measured in one run and printed as measured (targets in brackets):
     ball; the refusals (kinks) if any.
   * The same 502-parameter net as bench/bench_highprec.py (ReLU MLP 64-6-6-10 trained 30 epochs on digits,
     first 200 samples): certify(inverse=True) against the mpmath engine highprec.diagnose(inverse=True)
-    at the same precision (256 bits = 77 digits), and the ratio [≥ 50x]; then both with inverse=False (D only).
+    at the same precision (256 bits = 77 digits), and the ratio of the median warm times [≥ 50x]; then both with
+    inverse=False (D only); the load average; with --profile, where certify's time goes.
   * A residual CNN with eval BatchNorm (conv-BN-ReLU stem, one residual block with two conv-BN, max pool,
     adaptive average pool, Linear; 8 channels) on 64 digits images 1x8x8: certify(inverse=True), time.
-Run (from the repository root): PYTHONPATH=. OMP_NUM_THREADS=1 python bench/bench_certify.py [--skip-mlp]
+Run (from the repository root): PYTHONPATH=. OMP_NUM_THREADS=1 python bench/bench_certify.py [--skip-mlp] [--skip-cnn]
+[--repeats 3] [--profile]
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
+import os
+import pstats
 import time
+from collections.abc import Callable
 
 import torch
 from torch import nn
+
+from bench_diagnose import median_time  # the benches' warm-up-then-median timer
 
 from coupled_curvature.numeric.certify.api import certify
 from coupled_curvature.numeric.highprec import engine as highprec
@@ -59,9 +68,21 @@ def dplus_summary(cert) -> str:
     return f"D⁺ certified on {len(got)}/{len(cert)} blocks (widest relative width {worst:.1e}); missing: {missing}"
 
 
+def profile(fn: Callable[[], object], top: int = 12) -> str:
+    """The functions with the most own time in one call (cProfile)."""
+    pr = cProfile.Profile()
+    pr.runcall(fn)
+    out = io.StringIO()
+    pstats.Stats(pr, stream=out).sort_stats("tottime").print_stats(top)
+    return "\n".join(line for line in out.getvalue().splitlines() if line.strip())
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--skip-mlp", action="store_true")
+    ap.add_argument("--skip-cnn", action="store_true")
+    ap.add_argument("--repeats", type=int, default=3, help="runs per timing of the 502-parameter net (median)")
+    ap.add_argument("--profile", action="store_true", help="print a cProfile of certify on the 502-parameter net")
     args = ap.parse_args()
     digits = load("digits", seed=0)
     ce = nn.CrossEntropyLoss()
@@ -84,26 +105,25 @@ def main() -> None:
     net = train_mlp(digits, (6, 6), seed=0, epochs=30).model
     data = (digits.X_train[:200], digits.y_train[:200])
     dps = int(PREC * 0.30103)  # 77 digits: the same precision as 256 bits
-    t0 = time.perf_counter()
-    cert = certify(net, ce, data, prec=PREC)
-    t_cert = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    highprec.diagnose(net, ce, data, dps=dps, inverse=True, pinv_rtol=1e-10)
-    t_mp = time.perf_counter() - t0
-    ratio = t_mp / t_cert
-    print(f"502-parameter MLP, 200 samples: certify {t_cert:.2f} s ({PREC} bits, D and D⁺) vs mpmath engine {t_mp:.2f} s "
-          f"(dps {dps}, D and D⁺): {ratio:.1f}x; target ≥ {TARGET_RATIO:.0f}x: {'PASS' if ratio >= TARGET_RATIO else 'MISS'}")
-    t0 = time.perf_counter()
-    certify(net, ce, data, prec=PREC, inverse=False)
-    t_cert_d = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    highprec.diagnose(net, ce, data, dps=dps, inverse=False)
-    t_mp_d = time.perf_counter() - t0
-    ratio_d = t_mp_d / t_cert_d
-    print(f"  D only (inverse=False both): certify {t_cert_d:.3f} s vs mpmath engine {t_mp_d:.2f} s: {ratio_d:.1f}x; "
-          f"target ≥ {TARGET_RATIO:.0f}x: {'PASS' if ratio_d >= TARGET_RATIO else 'MISS'}")
-    print(f"  refusals: {refusals(cert)}; {dplus_summary(cert)}")
+    for inverse, what, reps in ((True, "D and D⁺", args.repeats), (False, "D only", 3 * args.repeats)):
+        certs: list = []
+        t_cert = median_time(lambda inv=inverse, out=certs: out.append(certify(net, ce, data, prec=PREC, inverse=inv)),
+                             reps)
+        t_mp = median_time(lambda inv=inverse: highprec.diagnose(net, ce, data, dps=dps, inverse=inv, pinv_rtol=1e-10),
+                           reps)
+        cert = certs[-1]
+        ratio = t_mp / t_cert
+        print(f"502-parameter MLP, 200 samples, {what} (inverse={inverse} both): certify {t_cert:.3f} s ({PREC} bits) vs "
+              f"mpmath engine {t_mp:.2f} s (dps {dps}), medians of {reps} after a warm-up: {ratio:.1f}x; target ≥ {TARGET_RATIO:.0f}x: "
+              f"{'PASS' if ratio >= TARGET_RATIO else 'MISS'}")
+        if inverse:
+            print(f"  refusals: {refusals(cert)}; {dplus_summary(cert)}")
+        if args.profile:
+            print(profile(lambda inv=inverse: certify(net, ce, data, prec=PREC, inverse=inv)))
+    print(f"  load average during the run (1, 5, 15 min): {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
 
+    if args.skip_cnn:
+        return
     torch.manual_seed(0)
     res = randomize_batchnorm(ResidualCNN().double(), seed=0).eval()
     img = load("digits", seed=0, image=True)

@@ -11,7 +11,7 @@ from flint import arb_mat, ctx
 from torch import Tensor, nn
 
 from coupled_curvature.numeric.certify.ball import Ball, from_arb
-from coupled_curvature.numeric.certify.blocks import BlockArbs, BlockCertificate, certify_block
+from coupled_curvature.numeric.certify.blocks import BlockArbs, BlockCertificate, certify_blocks
 from coupled_curvature.numeric.certify.exact import as_arb, check_prec, exact_data, exact_params
 from coupled_curvature.numeric.certify.layers import Kink
 from coupled_curvature.numeric.certify.loss import ArbLoss, check_loss
@@ -90,29 +90,33 @@ def prepare(model: nn.Module, loss_fn: Callable, data: object, *, prec: int,
 
 def evaluate(prep: Prepared, loss_fn: Callable, params: Mapping[str, arb_mat], prec: int
              ) -> tuple[Network, ArbLoss, int]:
-    """The network and loss at ``prec`` bits, at ``2·prec`` if a kink was undecided (once)."""
+    """The network and loss at ``prec`` bits, at ``2·prec`` if a kink was undecided (once); the
+    precision used is the third value (``ctx.prec`` is left as it was)."""
     X = as_arb(prep.X.reshape(prep.X.shape[0], -1))
-    used = prec
-    for attempt in (0, 1):
-        used = prec * (attempt + 1)
-        ctx.prec = used
-        net = Network(prep.ops, params, X, tuple(prep.X.shape[1:]))
-        if not net.kinks:
-            break
-    return net, ArbLoss(loss_fn, net.output, prep.y), used
+    saved = ctx.prec
+    try:
+        for attempt in (0, 1):
+            used = prec * (attempt + 1)
+            ctx.prec = used
+            net = Network(prep.ops, params, X, tuple(prep.X.shape[1:]))
+            if not net.kinks:
+                break
+        return net, ArbLoss(loss_fn, net.output, prep.y), used
+    finally:
+        ctx.prec = saved
 
 
 def run(prep: Prepared, loss_fn: Callable, params: Mapping[str, arb_mat], *, prec: int, inverse: bool,
-        pinv_rtol: float) -> Certificate:
-    """The certificate of the parameters ``params`` (exact arb matrices) on the prepared problem."""
+        pinv_rtol: float, evaluated: tuple[Network, ArbLoss, int] | None = None) -> Certificate:
+    """The certificate of the parameters ``params`` (exact arb matrices) on the prepared problem
+    (``evaluated``: the result of :func:`evaluate` for them, when the caller has it already)."""
     start = time.perf_counter()
     saved = ctx.prec
     try:
-        net, loss, used = evaluate(prep, loss_fn, params, prec)
+        net, loss, used = evaluate(prep, loss_fn, params, prec) if evaluated is None else evaluated
+        ctx.prec = used
         grads = net.backward(loss.grad)
-        certs, arbs = {}, {}
-        for name, members in prep.partition.items():
-            certs[name], arbs[name] = certify_block(name, members, net, loss, grads, inverse, Fraction(pinv_rtol))
+        certs, arbs = certify_blocks(prep.partition, net, loss, grads, inverse, Fraction(pinv_rtol))
         return Certificate(certs, prec, used, prep.X.shape[0], from_arb(loss.value), tuple(k for _, k in net.kinks),
                            float(pinv_rtol), time.perf_counter() - start, arbs)
     finally:

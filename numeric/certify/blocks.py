@@ -7,17 +7,18 @@ from fractions import Fraction
 
 from flint import arb, arb_mat
 
+from coupled_curvature.numeric.certify.arrays import Rows
 from coupled_curvature.numeric.certify.ball import Ball, from_arb
-from coupled_curvature.numeric.certify.layers import Kink, Linear
+from coupled_curvature.numeric.certify.hessian import factor_cotangents, hessian
+from coupled_curvature.numeric.certify.layers import Kink
 from coupled_curvature.numeric.certify.loss import ArbLoss
 from coupled_curvature.numeric.certify.network import Network
 from coupled_curvature.numeric.certify.spectrum import pinv_form
 
-__all__ = ["BlockCertificate", "MAX_PINV_DIM", "certify_block"]
+__all__ = ["MAX_PINV_DIM", "BlockArbs", "BlockCertificate", "certify_blocks"]
 
 #: the largest block whose Hessian is assembled for a certified ``D⁺``
 MAX_PINV_DIM = 512
-_CHUNK = 32  # basis directions per tangent pass when H is assembled
 
 
 @dataclass(frozen=True)
@@ -60,41 +61,79 @@ class BlockArbs:
     inverse_coupled: arb | None = None
 
 
-def _dot(entries_a: list[arb], entries_b: list[arb]) -> arb:
-    return sum((a * b for a, b in zip(entries_a, entries_b)), arb(0))
+def _dot(a: arb_mat, b: arb_mat) -> arb:
+    """``aᵀb`` of two column vectors (one arb product)."""
+    return (a.transpose() * b).entries()[0]
+
+
+def _column(mats: list[arb_mat]) -> arb_mat:
+    entries = [e for m in mats for e in m.entries()]
+    return arb_mat(len(entries), 1, entries)
 
 
 def _ball(x: arb | None) -> Ball | None:
     return None if x is None else from_arb(x)
 
 
-def certify_block(name: str, members: list[str], net: Network, loss: ArbLoss, grads: dict[str, arb_mat],
-                  inverse: bool, rtol: Fraction) -> tuple[BlockCertificate, BlockArbs]:
-    """One block's certificate on an evaluated network (``net``), loss and gradient."""
+def _locate(name: str, members: list[str], net: Network) -> tuple[int | None, BlockCertificate]:
+    """The op whose parameters the block is (``None`` with a refusal certificate when the tangent form of
+    ``wᵀHw`` does not apply or an undecided kink lies downstream of the block)."""
     size = sum(net.params[m].nrows() * net.params[m].ncols() for m in members)
     base = BlockCertificate(name, tuple(members), size)
     owners = {m: [i for i, layer in enumerate(net.layers) if layer is not None and m in layer.params] for m in members}
     for m, where in owners.items():
         if not where:
-            return _refused(base, f"parameter {m!r} is not used by the traced forward: its gradient is 0"), BlockArbs()
+            return None, _refused(base, f"parameter {m!r} is not used by the traced forward: its gradient is 0")
         if len(where) > 1:
-            return _refused(base, f"parameter {m!r} is used by {len(where)} calls (shared): the output is not "
-                                  "affine in the block, so the tangent form of wᵀHw does not apply"), BlockArbs()
+            return None, _refused(base, f"parameter {m!r} is used by {len(where)} calls (shared): the output is not "
+                                        "affine in the block, so the tangent form of wᵀHw does not apply")
     ops = {where[0] for where in owners.values()}
     if len(ops) != 1:
-        return _refused(base, "the block spans several modules: the output is not affine in it, so the tangent "
-                              "form of wᵀHw does not apply; use blocks='tensor' or 'layer'"), BlockArbs()
-    start = ops.pop()
+        return None, _refused(base, "the block spans several modules: the output is not affine in it, so the tangent "
+                                    "form of wᵀHw does not apply; use blocks='tensor' or 'layer'")
     for i, k in net.kinks:
         if any(m in net.upstream[i] for m in members):
-            return _refused(base, f"undecided kink at sample {k.sample}, module {k.layer!r}, unit {k.unit} "
-                                  f"(ball {k.value}) upstream of the block: its derivatives are not determined",
-                            kink=k), BlockArbs()
-    w = [e for m in members for e in net.params[m].entries()]
-    g = [e for m in members for e in grads[m].entries()]
+            return None, _refused(base, f"undecided kink at sample {k.sample}, module {k.layer!r}, unit {k.unit} "
+                                        f"(ball {k.value}) upstream of the block: its derivatives are not determined",
+                                  kink=k)
+    return ops.pop(), base
+
+
+def certify_blocks(partition: dict[str, list[str]], net: Network, loss: ArbLoss, grads: dict[str, arb_mat],
+                   inverse: bool, rtol: Fraction) -> tuple[dict[str, BlockCertificate], dict[str, BlockArbs]]:
+    """Every block's certificate on an evaluated network (``net``), loss and gradient. The tangents
+    along the blocks' values ``w`` run as one pass per module (the module's blocks stacked as
+    directions) and their curvatures ``wᵀHw`` as one entry-wise pass."""
+    located = {name: _locate(name, members, net) for name, members in partition.items()}
+    by_op: dict[int, list[str]] = {}
+    for name, (start, _) in located.items():
+        if start is not None:
+            by_op.setdefault(start, []).append(name)
+    order = [name for names in by_op.values() for name in names]
+    tangents = [net.tangent(start, [{m: net.params[m] for m in partition[n]} for n in names])
+                for start, names in by_op.items()]
+    curvatures = dict(zip(order, loss.curvature(tangents))) if tangents else {}
+    reverse = [start for start, base in located.values() if start is not None and inverse
+               and base.size <= MAX_PINV_DIM]
+    cotangents = factor_cotangents(net, loss, min(reverse)) if reverse else {}  # one reverse pass for all
+    certs, arbs = {}, {}
+    for name, (start, base) in located.items():
+        if start is None:
+            certs[name], arbs[name] = base, BlockArbs()
+        else:
+            certs[name], arbs[name] = _certify_block(base, start, net, loss, grads, curvatures[name], inverse, rtol,
+                                                     cotangents)
+    return certs, arbs
+
+
+def _certify_block(base: BlockCertificate, start: int, net: Network, loss: ArbLoss, grads: dict[str, arb_mat],
+                   wHw: arb, inverse: bool, rtol: Fraction, cotangents: dict[int, Rows]
+                   ) -> tuple[BlockCertificate, BlockArbs]:
+    """One located block's certificate from its curvature ``wHw``."""
+    name, members, size = base.name, list(base.params), base.size
+    w = _column([net.params[m] for m in members])
+    g = _column([grads[m] for m in members])
     w_sq, g_sq, w_dot_g = _dot(w, w), _dot(g, g), _dot(w, g)
-    df = net.tangent(start, [{m: net.params[m] for m in members}])
-    wHw = loss.curvature(df)[0]
     rayleigh = coupled = dplus = wHpinvw = None
     reason = inverse_reason = None
     straddling, rank = None, None
@@ -112,14 +151,14 @@ def certify_block(name: str, members: list[str], net: Network, loss: ArbLoss, gr
         inverse_reason = (f"block of {size} parameters > {MAX_PINV_DIM}: its Hessian is not assembled for a certified "
                           "eigenvalue enclosure (the Gram route is not certified yet)")
     elif rayleigh is not None:
-        form = pinv_form(_hessian(net, loss, start, members, size), arb_mat(size, 1, w), rtol)
+        form = pinv_form(hessian(net, loss, start, members, cotangents), w, rtol)
         rank = form.rank
         if form.value is None:
             inverse_reason, straddling = form.reason, _ball(form.straddling)
         else:
             wHpinvw = form.value
             dplus = wHpinvw / w_sq * g_sq
-    elif inverse:
+    else:
         inverse_reason = reason
     cert = BlockCertificate(name, tuple(members), size, _ball(w_sq), _ball(g_sq), _ball(w_dot_g), _ball(wHw),
                             _ball(rayleigh), _ball(coupled), _ball(wHpinvw), _ball(dplus), rank, reason,
@@ -127,59 +166,5 @@ def certify_block(name: str, members: list[str], net: Network, loss: ArbLoss, gr
     return cert, BlockArbs(w_sq, g_sq, wHw, rayleigh, coupled, dplus)
 
 
-def _linear_hessian(net: Network, loss: ArbLoss, start: int, layer: Linear, members: list[str]) -> arb_mat:
-    """A Linear block: ``∂f_n/∂W_ij = (∂f_n/∂z_i)·x_nj``, so ``B_(n,c),(i,j) = (A_n∂f_n/∂z_i)_c·x_nj`` and
-    ``B_(n,c),i = (A_n∂f_n/∂z_i)_c`` for the bias: one tangent per output unit instead of one per weight."""
-    N, out = net.N, layer.out_shape[0]
-    G: list[list[arb]] = []  # G[i]: the factor rows (n, c) of unit i
-    for s in range(0, out, _CHUNK):
-        units = list(range(s, min(out, s + _CHUNK)))
-        seed = arb_mat(len(units) * N, out)
-        for k, i in enumerate(units):
-            for n in range(N):
-                seed[k * N + n, i] = 1
-        rows = loss.factor_rows(net.tangent(start, None, seed=seed)).entries()
-        per = len(rows) // len(units)
-        G.extend(rows[k * per:(k + 1) * per] for k in range(len(units)))
-    C = len(G[0]) // N
-    x = layer.x.entries()
-    fan_in = layer.x.ncols()
-    cols: list[tuple[int, int | None]] = []  # (unit, input index or None for the bias)
-    for m in members:
-        cols.extend((i, j) for i in range(out) for j in range(fan_in)) if m == layer.w else cols.extend(
-            (i, None) for i in range(out))
-    entries = []
-    for n in range(N):
-        xn = x[n * fan_in:(n + 1) * fan_in]
-        for c in range(C):
-            r = n * C + c
-            entries.extend(G[i][r] if j is None else G[i][r] * xn[j] for i, j in cols)
-    B = arb_mat(N * C, len(cols), entries)
-    return (B.transpose() * B) * loss.scale
-
-
 def _refused(base: BlockCertificate, why: str, kink: Kink | None = None) -> BlockCertificate:
     return BlockCertificate(base.name, base.params, base.size, reason=why, inverse_reason=why, kink=kink)
-
-
-def _hessian(net: Network, loss: ArbLoss, start: int, members: list[str], size: int) -> arb_mat:
-    """``H_bb = scale·BᵀB``, ``B`` the factor rows ``A_nJ_n`` of the block's basis directions (exact: the
-    output is affine in a one-module block away from kinks)."""
-    layer = net.layers[start]
-    if isinstance(layer, Linear):
-        return _linear_hessian(net, loss, start, layer, members)
-    basis = [(m, r, c) for m in members for r in range(net.params[m].nrows()) for c in range(net.params[m].ncols())]
-    cols: list[list[arb]] = []
-    for s in range(0, size, _CHUNK):
-        dirs = []
-        for m, r, c in basis[s:s + _CHUNK]:
-            p = net.params[m]
-            e = arb_mat(p.nrows(), p.ncols())
-            e[r, c] = 1
-            dirs.append({m: e})
-        rows = loss.factor_rows(net.tangent(start, dirs)).entries()
-        per = len(rows) // len(dirs)
-        cols.extend(rows[k * per:(k + 1) * per] for k in range(len(dirs)))
-    m = len(cols[0])
-    B = arb_mat(m, size, [cols[j][i] for i in range(m) for j in range(size)])
-    return (B.transpose() * B) * loss.scale

@@ -13,6 +13,7 @@ from coupled_curvature.numeric.certify.api import Certificate, Prepared, evaluat
 from coupled_curvature.numeric.certify.ball import Ball, from_arb
 from coupled_curvature.numeric.certify.blocks import BlockCertificate
 from coupled_curvature.numeric.certify.exact import exact_params
+from coupled_curvature.numeric.certify.network import Network
 from coupled_curvature.numeric.certify.symmetry import ExactSymmetry, apply_exact, parse_symmetry
 from coupled_curvature.numeric.certify.trace import trace
 from coupled_curvature.numeric.core.inputs import check_flag
@@ -62,14 +63,14 @@ def _change(a: arb | None, b: arb | None) -> Ball | None:
     return None if a is None or b is None else from_arb(b - a)
 
 
-def _output_gap(prep: Prepared, moved: Prepared, loss_fn: Callable, params: dict, new: dict, prec: int) -> Ball:
+def _output_gap(before: Network, after: Network, prec: int) -> Ball:
     """The exact function gap on the data, as a ball; a gap certainly ≠ 0 is an ``InvalidInputError``."""
     saved = ctx.prec
     try:
-        f0 = evaluate(prep, loss_fn, params, prec)[0].output.entries()
-        f1 = evaluate(moved, loss_fn, new, prec)[0].output.entries()
+        ctx.prec = prec
+        f0, f1 = before.output.entries(), after.output.entries()
         gaps = [b - a for a, b in zip(f0, f1)]
-        C = len(f0) // prep.X.shape[0]
+        C = before.output.ncols()
         for i, g in enumerate(gaps):
             if not g.contains(0):
                 raise InvalidInputError(
@@ -118,9 +119,10 @@ def certify_invariance(model: nn.Module, loss_fn: Callable, data: object, symmet
         ctx.prec = saved
     moved = prep if moved_model is prep.model64 else Prepared(moved_model, trace(moved_model), prep.X, prep.y,
                                                                prep.partition)
-    gap = _output_gap(prep, moved, loss_fn, params, new, prec)
-    before = run(prep, loss_fn, params, prec=prec, inverse=inverse, pinv_rtol=rtol)
-    after = run(moved, loss_fn, new, prec=prec, inverse=inverse, pinv_rtol=rtol)
+    e0, e1 = evaluate(prep, loss_fn, params, prec), evaluate(moved, loss_fn, new, prec)  # shared by all below
+    gap = _output_gap(e0[0], e1[0], max(e0[2], e1[2]))
+    before = run(prep, loss_fn, params, prec=prec, inverse=inverse, pinv_rtol=rtol, evaluated=e0)
+    after = run(moved, loss_fn, new, prec=prec, inverse=inverse, pinv_rtol=rtol, evaluated=e1)
     out = {}
     ctx.prec, saved = max(before.prec_used, after.prec_used), ctx.prec  # the differences at the runs' precision
     try:

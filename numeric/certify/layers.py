@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from itertools import chain, cycle
 
+import numpy as np
 from flint import arb, arb_mat
 from torch import nn
 
+from coupled_curvature.numeric.certify.arrays import Rows, arr, as_array, as_mat, mat
 from coupled_curvature.numeric.certify.ball import Ball, from_arb
 from coupled_curvature.numeric.certify.geometry import ConvMap, PoolMap, conv_map, pool_map
 
@@ -28,9 +31,11 @@ def ones(n: int) -> arb_mat:
     return arb_mat(n, 1, [1] * n)
 
 
-def vstack(mats: list[arb_mat]) -> arb_mat:
-    """Rows of ``mats`` one under the other."""
-    return arb_mat(sum(m.nrows() for m in mats), mats[0].ncols(), [e for m in mats for e in m.entries()])
+def vstack(mats: list[Rows]) -> Rows:
+    """Rows of ``mats`` one under the other (an arb_mat when all are, else an object array)."""
+    if all(isinstance(m, arb_mat) for m in mats):
+        return arb_mat(sum(m.nrows() for m in mats), mats[0].ncols(), list(chain.from_iterable(m.entries() for m in mats)))
+    return np.concatenate([arr(m) for m in mats])
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,8 @@ class Layer:
     ``tangent`` and ``backward`` use."""
 
     params: tuple[str, ...] = ()
+    #: whether ``backward`` must return the input's cotangent (not when the input is the model's input)
+    needs_dx: bool = True
     #: per output entry (``N·F``): locally the constant 0 (a ReLU on a certified negative input)
     locally_zero: list[bool] | None = None
 
@@ -59,15 +66,24 @@ class Layer:
     def value(self, x: arb_mat, p: dict[str, arb_mat]) -> arb_mat:
         return x
 
-    def tangent(self, dx: arb_mat | None, dirs: list[dict[str, arb_mat]] | None, p: dict[str, arb_mat]) -> arb_mat | None:
+    def tangent(self, dx: Rows | None, dirs: list[dict[str, arb_mat]] | None, p: dict[str, arb_mat]) -> Rows | None:
         return dx
 
-    def backward(self, dy: arb_mat, p: dict[str, arb_mat]) -> tuple[arb_mat, dict[str, arb_mat]]:
-        return dy, {}
+    def vjp(self, dy: Rows, p: dict[str, arb_mat]) -> Rows:
+        """The cotangent of the input from that of the output, for any number of stacked directions
+        (``K·N`` rows); no parameter gradients."""
+        return dy
+
+    def backward(self, dy: arb_mat, p: dict[str, arb_mat]) -> tuple[arb_mat | None, dict[str, arb_mat]]:
+        """The input's cotangent and the parameters' gradients from the output's cotangent (``N`` rows)."""
+        return mat(self.vjp(dy, p)), {}
 
 
-def _add(a: arb_mat | None, b: arb_mat | None) -> arb_mat | None:
-    return b if a is None else a if b is None else a + b
+def add(a: Rows | None, b: Rows | None) -> Rows | None:
+    """``a + b`` (``None`` is 0; an arb_mat plus an array is an array)."""
+    if a is None or b is None:
+        return b if a is None else a
+    return a + b if isinstance(a, arb_mat) and isinstance(b, arb_mat) else arr(a) + arr(b)
 
 
 class Linear(Layer):
@@ -86,19 +102,22 @@ class Linear(Layer):
         return self._apply(x, p[self.w], p[self.b] if self.b else None)
 
     def tangent(self, dx, dirs, p):
-        out = None if dx is None else dx * p[self.w].transpose()
+        out = None if dx is None else mat(dx) * p[self.w].transpose()
         if dirs:
             n = self.x.ncols()
             zero_w = arb_mat(p[self.w].nrows(), n)
-            out = _add(out, vstack([self._apply(self.x, d.get(self.w, zero_w), d.get(self.b) if self.b else None)
+            out = add(out, vstack([self._apply(self.x, d.get(self.w, zero_w), d.get(self.b) if self.b else None)
                                     for d in dirs]))
         return out
+
+    def vjp(self, dy, p):
+        return mat(dy) * p[self.w]
 
     def backward(self, dy, p):
         grads = {self.w: dy.transpose() * self.x}
         if self.b:
             grads[self.b] = ones(dy.nrows()).transpose() * dy
-        return dy * p[self.w], grads
+        return (self.vjp(dy, p) if self.needs_dx else None), grads
 
 
 class Conv(Layer):
@@ -109,36 +128,28 @@ class Conv(Layer):
         self.w, self.b = f"{name}.weight", (f"{name}.bias" if m.bias is not None else None)
         self.params = (self.w,) + ((self.b,) if self.b else ())
         self.P = math.prod(self.out_shape[1:])
+        fin = math.prod(in_shape)
+        #: per group, ``P × k`` input indices of the im2col rows (``fin`` for the zero padding)
+        self.gather = [np.where(np.array(c) >= 0, np.array(c), fin) for c in self.map.cols]
 
-    def _cols(self, x: arb_mat) -> list[arb_mat]:
-        """im2col of every group: ``(rows·P) × (C_in/groups·|kernel|)``."""
-        e, F, rows = x.entries(), x.ncols(), x.nrows()
-        out = []
-        for cols in self.map.cols:
-            k = len(cols[0])
-            flat = [e[r * F + i] if i >= 0 else ZERO for r in range(rows) for row in cols for i in row]
-            out.append(arb_mat(rows * self.P, k, flat))
-        return out
+    def _cols(self, x: Rows) -> list[arb_mat]:
+        """im2col of every group: ``(rows·P) × (C_in/groups·|kernel|)`` (one gather per group; index
+        ``F`` is an appended exact zero column: the zero padding)."""
+        E = arr(x)
+        E = np.concatenate([E, np.full((E.shape[0], 1), ZERO, dtype=object)], axis=1)
+        return [as_mat(E[:, idx].reshape(-1, idx.shape[1])) for idx in self.gather]
 
-    def _assemble(self, ys: list[arb_mat], rows: int) -> arb_mat:
-        cg, P = self.map.out_per_group, self.P
-        F = cg * len(ys) * P
-        out = [ZERO] * (rows * F)
-        for g, y in enumerate(ys):
-            e = y.entries()
-            for r in range(rows):
-                for p in range(P):
-                    base = (r * P + p) * cg
-                    for co in range(cg):
-                        out[r * F + (g * cg + co) * P + p] = e[base + co]
-        return arb_mat(rows, F, out)
+    def _assemble(self, ys: list[arb_mat], rows: int) -> np.ndarray:
+        """Per-group ``(rows·P) × cg`` outputs into ``rows × (C_out·P)`` (channel-major)."""
+        parts = [as_array(y).reshape(rows, self.P, -1).transpose(0, 2, 1) for y in ys]
+        return np.concatenate(parts, axis=1).reshape(rows, -1)
 
     def _split(self, w: arb_mat) -> list[arb_mat]:
         cg, k = self.map.out_per_group, w.ncols()
         e = w.entries()
         return [arb_mat(cg, k, e[g * cg * k:(g + 1) * cg * k]) for g in range(self.map.groups)]
 
-    def _apply(self, cols: list[arb_mat], w: arb_mat, b: arb_mat | None, rows: int) -> arb_mat:
+    def _apply(self, cols: list[arb_mat], w: arb_mat, b: arb_mat | None, rows: int) -> np.ndarray:
         ws = self._split(w)
         ys = [c * wg.transpose() for c, wg in zip(cols, ws)]
         if b is not None:
@@ -149,38 +160,40 @@ class Conv(Layer):
     def value(self, x, p):
         self.rows = x.nrows()
         self.cols = self._cols(x)
-        return self._apply(self.cols, p[self.w], p[self.b] if self.b else None, self.rows)
+        return as_mat(self._apply(self.cols, p[self.w], p[self.b] if self.b else None, self.rows))
 
     def tangent(self, dx, dirs, p):
-        out = None if dx is None else self._apply(self._cols(dx), p[self.w], None, dx.nrows())
+        if dx is not None:
+            dx = arr(dx)
+        out = None if dx is None else self._apply(self._cols(dx), p[self.w], None, dx.shape[0])
         if dirs:
             zero_w = arb_mat(p[self.w].nrows(), p[self.w].ncols())
-            out = _add(out, vstack([self._apply(self.cols, d.get(self.w, zero_w), d.get(self.b) if self.b else None,
+            out = add(out, vstack([self._apply(self.cols, d.get(self.w, zero_w), d.get(self.b) if self.b else None,
                                                 self.rows) for d in dirs]))
         return out
 
+    def _per_group(self, dy: Rows) -> list[arb_mat]:
+        """The output cotangent of every group as ``(rows·P) × cg``, the layout of :meth:`_cols`'s rows."""
+        D = arr(dy)
+        rows = D.shape[0]
+        D = D.reshape(rows, self.map.groups, self.map.out_per_group, self.P)
+        return [as_mat(D[:, g].transpose(0, 2, 1).reshape(rows * self.P, -1)) for g in range(self.map.groups)]
+
+    def vjp(self, dy, p, dgs: list[arb_mat] | None = None):
+        dgs = self._per_group(dy) if dgs is None else dgs
+        rows, Fin = dgs[0].nrows() // self.P, math.prod(self.in_shape)
+        dx = np.full(rows * (Fin + 1), ZERO, dtype=object)  # column Fin of each row collects the padding
+        for g, (dg, wg) in enumerate(zip(dgs, self._split(p[self.w]))):
+            target = (np.arange(rows)[:, None, None] * (Fin + 1) + self.gather[g][None]).ravel()
+            np.add.at(dx, target, as_array(dg * wg).ravel())
+        return dx.reshape(rows, Fin + 1)[:, :Fin]
+
     def backward(self, dy, p):
-        cg, P, rows = self.map.out_per_group, self.P, dy.nrows()
-        e, F = dy.entries(), dy.ncols()
-        gws, gbs, dx = [], [], [ZERO] * (rows * math.prod(self.in_shape))
-        Fin = math.prod(self.in_shape)
-        for g, (cols, wg) in enumerate(zip(self.cols, self._split(p[self.w]))):
-            dg = arb_mat(rows * P, cg, [e[r * F + (g * cg + co) * P + q] for r in range(rows) for q in range(P)
-                                         for co in range(cg)])
-            gws.append(dg.transpose() * cols)
-            gbs.extend((ones(rows * P).transpose() * dg).entries())
-            dcols = (dg * wg).entries()
-            k = wg.ncols()
-            for r in range(rows):
-                for q, row in enumerate(self.map.cols[g]):
-                    base = (r * P + q) * k
-                    for j, i in enumerate(row):
-                        if i >= 0:
-                            dx[r * Fin + i] += dcols[base + j]
-        grads = {self.w: vstack(gws)}
+        dgs = self._per_group(dy)
+        grads = {self.w: vstack([dg.transpose() * cols for dg, cols in zip(dgs, self.cols)])}
         if self.b:
-            grads[self.b] = arb_mat(1, len(gbs), gbs)
-        return arb_mat(rows, Fin, dx), grads
+            grads[self.b] = as_mat(np.concatenate([as_array(ones(dg.nrows()).transpose() * dg)[0] for dg in dgs]), 1)
+        return as_mat(self.vjp(dy, p, dgs)), grads
 
 
 class Relu(Layer):
@@ -192,33 +205,41 @@ class Relu(Layer):
         self.hull = arb(min(1.0, slope)).union(arb(max(1.0, slope)))
 
     def value(self, x, p):
-        F, factors, out = x.ncols(), [], []
-        for idx, v in enumerate(x.entries()):
-            if v > 0:
-                factors.append(1)  # an int: the entry passes unchanged
-                out.append(v)
-            elif v < 0:
-                factors.append(self.slope)
-                out.append(v * self.slope)
-            else:  # undecided: the ball contains the kink
-                self.kinks.append(Kink(idx // F, self.name, idx % F, from_arb(v)))
-                factors.append(self.hull)
-                out.append(v.max(v * self.slope) if self.slope <= 1 else v.min(v * self.slope))
+        X = as_array(x)
+        pos, neg = (X > 0).astype(bool), (X < 0).astype(bool)
+        self.passes = pos  # the entries that pass unchanged (factor 1)
+        factors = np.full(X.shape, 1, dtype=object)
+        factors[neg] = self.slope
+        out = X.copy()
+        out[neg] = X[neg] * self.slope
+        for r, c in zip(*np.nonzero(~(pos | neg))):  # undecided: the ball contains the kink
+            v = X[r, c]
+            self.kinks.append(Kink(int(r), self.name, int(c), from_arb(v)))
+            factors[r, c] = self.hull
+            out[r, c] = v.max(v * self.slope) if self.slope <= 1 else v.min(v * self.slope)
         self.factors = factors
+        self.dead_only = self.slope == 0 and not self.kinks  # every other factor is an exact 0
+        self.keep = pos.ravel().tolist()
         if self.slope == 0:
-            self.locally_zero = [f is self.slope for f in factors]
-        return arb_mat(x.nrows(), F, out)
+            self.locally_zero = neg.ravel().tolist()
+        return as_mat(out)
 
-    def _times(self, d: arb_mat) -> arb_mat:
-        f, n = self.factors, len(self.factors)
-        e = d.entries()
-        return arb_mat(d.nrows(), d.ncols(), [v if f[i % n] == 1 else v * f[i % n] for i, v in enumerate(e)])
+    def _times(self, d: Rows) -> Rows:
+        if self.dead_only and isinstance(d, arb_mat):  # a selection: cheaper on the entry list than via arrays
+            return arb_mat(d.nrows(), d.ncols(), [v if k else ZERO for v, k in zip(d.entries(), cycle(self.keep))])
+        D = arr(d)
+        rows = D.shape[0]
+        D = D.reshape(-1, *self.passes.shape)
+        out = D.copy()
+        other = ~self.passes
+        out[:, other] = ZERO if self.dead_only else D[:, other] * self.factors[other]
+        return out.reshape(rows, -1)
 
     def tangent(self, dx, dirs, p):
         return None if dx is None else self._times(dx)
 
-    def backward(self, dy, p):
-        return self._times(dy), {}
+    def vjp(self, dy, p):
+        return self._times(dy)
 
 
 class Pool(Layer):
@@ -228,20 +249,19 @@ class Pool(Layer):
         super().__init__(name, in_shape)
         self.map: PoolMap = pool_map(m, in_shape)
         self.out_shape = self.map.out_shape
-        self.inv = None if self.map.divisors is None else [arb(1) / d for d in self.map.divisors]
+        fin, wmax = math.prod(in_shape), max(len(w) for w in self.map.windows)
+        #: ``n_out × wmax`` input indices of the windows, ``fin`` (an appended zero column) as padding
+        self.windows = np.array([list(w) + [fin] * (wmax - len(w)) for w in self.map.windows])
+        self.inv = None if self.map.divisors is None else np.array([arb(1) / d for d in self.map.divisors])
 
     #: ``locally_zero`` of the op that feeds this one (set by the network before ``value``)
     feed_zero: list[bool] | None = None
 
     def value(self, x, p):
-        e, F, rows = x.entries(), x.ncols(), x.nrows()
-        out = []
         if self.inv is not None:
-            for r in range(rows):
-                b = r * F
-                out.extend(sum((e[b + i] for i in win), ZERO) * c for win, c in zip(self.map.windows, self.inv))
-            return arb_mat(rows, len(self.map.windows), out)
-        self.sel = []
+            return as_mat(self._linear(x))
+        e, F, rows = x.entries(), x.ncols(), x.nrows()
+        out, self.sel = [], []
         for r in range(rows):
             b = r * F
             for o, win in enumerate(self.map.windows):
@@ -259,6 +279,8 @@ class Pool(Layer):
                 else:
                     self.kinks.append(Kink(r, self.name, o, from_arb(m)))
                     self.sel.append(None)
+        fin = math.prod(self.in_shape)  # a pooled entry that is not live follows the appended zero column
+        self.source = np.array([fin if s is None or s < 0 else s for s in self.sel]).reshape(rows, -1)
         return arb_mat(rows, len(self.map.windows), out)
 
     def _constant(self, base: int, win: tuple[int, ...], vals: list[arb], best: int) -> bool:
@@ -269,41 +291,29 @@ class Pool(Layer):
             return False
         top = [j for j, v in enumerate(vals) if not vals[best] > v]
         return all(z[base + win[j]] for j in top) and all(v < 0 for j, v in enumerate(vals) if j not in top)
-    def _linear(self, d: arb_mat) -> arb_mat:
-        e, F, rows, n_out = d.entries(), d.ncols(), d.nrows(), len(self.map.windows)
-        out = []
+    def _linear(self, d: Rows) -> np.ndarray:
+        """The pooling's (local) linear map on the rows of ``d`` (``K·N`` rows for ``K`` directions)."""
+        E = arr(d)
+        E = np.concatenate([E, np.full((E.shape[0], 1), ZERO, dtype=object)], axis=1)
         if self.inv is not None:
-            for r in range(rows):
-                b = r * F
-                out.extend(sum((e[b + i] for i in win), ZERO) * c for win, c in zip(self.map.windows, self.inv))
-        else:
-            n = len(self.sel) // n_out  # samples; rows = K·samples
-            for r in range(rows):
-                b, s = r * F, (r % n) * n_out
-                out.extend(e[b + self.sel[s + o]] if self._live(s + o) else ZERO for o in range(n_out))
-        return arb_mat(rows, n_out, out)
-
-    def _live(self, k: int) -> bool:
-        """The pooled entry ``k`` follows one selected input (not a kink, not a dead tie)."""
-        s = self.sel[k]
-        return s is not None and s >= 0
+            return E[:, self.windows].sum(axis=2) * self.inv
+        return np.take_along_axis(E, np.tile(self.source, (E.shape[0] // self.source.shape[0], 1)), axis=1)
 
     def tangent(self, dx, dirs, p):
         return None if dx is None else self._linear(dx)
 
-    def backward(self, dy, p):
-        e, rows, n_out, Fin = dy.entries(), dy.nrows(), dy.ncols(), math.prod(self.in_shape)
-        dx = [ZERO] * (rows * Fin)
-        for r in range(rows):
-            for o, win in enumerate(self.map.windows):
-                v = e[r * n_out + o]
-                if self.inv is not None:
-                    v = v * self.inv[o]
-                    for i in win:
-                        dx[r * Fin + i] += v
-                elif self._live(r * n_out + o):
-                    dx[r * Fin + self.sel[r * n_out + o]] += v
-        return arb_mat(rows, Fin, dx), {}
+    def vjp(self, dy, p):
+        D = arr(dy)
+        rows, Fin = D.shape[0], math.prod(self.in_shape)
+        base = np.arange(rows)[:, None] * (Fin + 1)
+        dx = np.full(rows * (Fin + 1), ZERO, dtype=object)  # column Fin of each row: padding, dead, kinks
+        if self.inv is not None:
+            V = np.broadcast_to((D * self.inv)[:, :, None], (rows, *self.windows.shape))
+            np.add.at(dx, (base[:, :, None] + self.windows[None]).ravel(), V.ravel())
+        else:
+            src = np.tile(self.source, (rows // self.source.shape[0], 1))
+            np.add.at(dx, (base + src).ravel(), D.ravel())
+        return dx.reshape(rows, Fin + 1)[:, :Fin]
 
 
 class BatchNorm(Layer):
@@ -312,49 +322,45 @@ class BatchNorm(Layer):
     def __init__(self, name: str, m: nn.modules.batchnorm._BatchNorm, in_shape: tuple[int, ...]):
         super().__init__(name, in_shape)
         self.P = math.prod(in_shape[1:])
+        self.channel = np.repeat(np.arange(in_shape[0]), self.P)  # the channel of each flat column
         self.mean = [arb(float(v)) for v in m.running_mean.double()]
         self.root = [(arb(float(v)) + arb(float(m.eps))).sqrt() for v in m.running_var.double()]
         self.affine = m.weight is not None
         self.w, self.b = f"{name}.weight", f"{name}.bias"
         self.params = (self.w, self.b) if self.affine else ()
 
-    def _per_channel(self, v: arb_mat | None, default: int) -> list:
-        return [default] * self.in_shape[0] if v is None else v.entries()
+    def _per_column(self, v: arb_mat | list | None, default: arb) -> np.ndarray:
+        """A per-channel vector (``None``: ``default`` everywhere) repeated over each channel's ``P`` columns."""
+        per = [default] * self.in_shape[0] if v is None else (v if isinstance(v, list) else v.entries())
+        return np.array(per, dtype=object)[self.channel]
 
     def value(self, x, p):
-        F, P = x.ncols(), self.P
-        self.xhat = [(v - self.mean[(i % F) // P]) / self.root[(i % F) // P] for i, v in enumerate(x.entries())]
-        g = self._per_channel(p.get(self.w) if self.affine else None, 1)
-        b = self._per_channel(p.get(self.b) if self.affine else None, 0)
-        self.scale = [gc / r for gc, r in zip(g, self.root)]
-        return arb_mat(x.nrows(), F, [v * g[(i % F) // P] + b[(i % F) // P] for i, v in enumerate(self.xhat)])
+        mean, root = self._per_column(self.mean, ZERO), self._per_column(self.root, ZERO)
+        self.xhat = (as_array(x) - mean) / root
+        g = self._per_column(p.get(self.w) if self.affine else None, arb(1))
+        self.scale = g / root
+        return as_mat(self.xhat * g + self._per_column(p.get(self.b) if self.affine else None, ZERO))
 
     def tangent(self, dx, dirs, p):
-        F, P = math.prod(self.in_shape), self.P
-        out = None
-        if dx is not None:
-            out = arb_mat(dx.nrows(), F, [v * self.scale[(i % F) // P] for i, v in enumerate(dx.entries())])
+        out = None if dx is None else arr(dx) * self.scale
         if dirs and self.affine:
-            parts = []
-            for d in dirs:
-                g, b = self._per_channel(d.get(self.w), 0), self._per_channel(d.get(self.b), 0)
-                parts.append(arb_mat(len(self.xhat) // F, F, [v * g[(i % F) // P] + b[(i % F) // P]
-                                                                for i, v in enumerate(self.xhat)]))
-            out = _add(out, vstack(parts))
+            parts = [self.xhat * self._per_column(d.get(self.w), ZERO) + self._per_column(d.get(self.b), ZERO)
+                     for d in dirs]
+            out = add(out, vstack(parts))
         return out
 
+    def vjp(self, dy, p):
+        return arr(dy) * self.scale
+
     def backward(self, dy, p):
-        F, P, C = dy.ncols(), self.P, self.in_shape[0]
-        e = dy.entries()
-        dx = arb_mat(dy.nrows(), F, [v * self.scale[(i % F) // P] for i, v in enumerate(e)])
+        D = as_array(dy)
+        dx = as_mat(D * self.scale)
         if not self.affine:
             return dx, {}
-        gg, gb = [ZERO] * C, [ZERO] * C
-        for i, v in enumerate(e):
-            c = (i % F) // P
-            gg[c] += v * self.xhat[i]
-            gb[c] += v
-        return dx, {self.w: arb_mat(1, C, gg), self.b: arb_mat(1, C, gb)}
+        C = self.in_shape[0]
+        gg = (D * self.xhat).reshape(-1, C, self.P).sum(axis=(0, 2))
+        gb = D.reshape(-1, C, self.P).sum(axis=(0, 2))
+        return dx, {self.w: as_mat(gg, 1), self.b: as_mat(gb, 1)}
 
 
 class Flatten(Layer):

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import torch
 from flint import arb, arb_mat
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.numeric.certify.arrays import Rows, arr, as_array, as_mat
 from coupled_curvature.numeric.core.inputs import loss_reduction
 
 __all__ = ["ArbLoss", "check_loss"]
@@ -40,59 +42,81 @@ def check_loss(loss_fn: Callable) -> str:
 
 
 class ArbLoss:
-    """The loss of outputs ``f`` (``N × C`` arb_mat) against targets ``y`` (a tensor)."""
+    """The loss of outputs ``f`` (``N × C`` arb_mat) against targets ``y`` (a tensor). Entry-wise steps
+    run on object arrays of balls (:mod:`.arrays`): each entry is still one arb operation."""
 
     def __init__(self, loss_fn: nn.Module, f: arb_mat, y: torch.Tensor):
         self.kind = check_loss(loss_fn)
         self.N, self.C = f.nrows(), f.ncols()
         mean = loss_reduction(loss_fn) == "mean"
-        fe = f.entries()
-        rows = [fe[n * self.C:(n + 1) * self.C] for n in range(self.N)]
+        F = as_array(f)
         if self.kind == "ce":
-            labels = [int(v) for v in y.reshape(-1).tolist()]
-            if len(labels) != self.N or any(not 0 <= c < self.C for c in labels):
+            labels = np.array([int(v) for v in y.reshape(-1).tolist()], dtype=np.int64)
+            if len(labels) != self.N or ((labels < 0) | (labels >= self.C)).any():
                 raise InvalidInputError(f"CrossEntropyLoss targets must be {self.N} labels in 0..{self.C - 1}")
             self.scale = arb(1) / self.N if mean else arb(1)
-            self.p, total, grad = [], arb(0), []
-            for row, c in zip(rows, labels):
-                m = arb(max(v.mid() for v in row))  # exact shift: exp(f − m) cannot overflow
-                e = [(v - m).exp() for v in row]
-                z = sum(e, arb(0))
-                p = [v / z for v in e]
-                self.p.append(p)
-                total += z.log() + m - row[c]
-                grad.extend((pc - (1 if k == c else 0)) * self.scale for k, pc in enumerate(p))
-            self.value = total * self.scale
-            self.root_p = [[v.sqrt() for v in p] for p in self.p]
+            # an exact shift per sample (any exact m gives log Σ exp(f) = m + log Σ exp(f − m)): no overflow
+            shift = np.empty(self.N, dtype=object)
+            shift[:] = [arb(max(v.mid() for v in row)) for row in F]
+            E = _EXP(F - shift[:, None])
+            z = E.sum(axis=1)
+            self.P = E / z[:, None]
+            picked = F[np.arange(self.N), labels]
+            self.value = (_LOG(z) + shift - picked).sum() * self.scale
+            onehot = np.zeros((self.N, self.C), dtype=object)  # Python ints 0 and 1: exact
+            onehot[np.arange(self.N), labels] = 1
+            grad = (self.P - onehot) * self.scale
+            self._root_p: np.ndarray | None = None
         else:
             t = y.double().reshape(self.N, -1).tolist()
             if len(t[0]) != self.C:
                 raise InvalidInputError(f"MSELoss targets must have the outputs' shape ({self.N}, {self.C})")
             self.scale = arb(1) / (self.N * self.C) if mean else arb(1)
-            diff = [v - arb(tv) for row, trow in zip(rows, t) for v, tv in zip(row, trow)]
-            self.value = sum((d * d for d in diff), arb(0)) * self.scale
-            grad = [2 * d * self.scale for d in diff]
-        self.grad = arb_mat(self.N, self.C, grad)
+            diff = F - as_array(arb_mat(t))
+            self.value = (diff * diff).sum() * self.scale
+            grad = diff * (2 * self.scale)
+        self.grad = as_mat(grad)
 
-    def factor_rows(self, df: arb_mat) -> arb_mat:
-        """``A_n ḟ`` for every direction and sample: ``(K·N·C) × 1``, so that ``ḟᵀ∇²ℓḟ = Σ (A_n ḟ)²``
-        (``∇²ℓ`` without ``scale``)."""
-        e, C, out = df.entries(), self.C, []
-        two = arb(2).sqrt()
-        for r in range(df.nrows()):
-            d = e[r * C:(r + 1) * C]
-            if self.kind == "ce":
-                n = r % self.N
-                pd = sum((pc * dc for pc, dc in zip(self.p[n], d)), arb(0))
-                out.extend(s * (dc - pd) for s, dc in zip(self.root_p[n], d))
-            else:
-                out.extend(two * dc for dc in d)
-        return arb_mat(len(out), 1, out)
+    def factor_array(self, df: Rows) -> np.ndarray:
+        """``A_n ḟ`` for every direction and sample as a ``(K, N, C)`` object array, so that
+        ``ḟᵀ∇²ℓḟ = Σ_c (A_n ḟ)_c²`` (``∇²ℓ`` without ``scale``)."""
+        D = arr(df).reshape(-1, self.N, self.C)
+        if self.kind == "mse":
+            return D * arb(2).sqrt()
+        if self._root_p is None:
+            self._root_p = _SQRT(self.P)
+        pd = (D * self.P).sum(axis=2)
+        return self._root_p * (D - pd[:, :, None])
 
-    def curvature(self, df: arb_mat) -> list[arb]:
-        """``Σ_n ḟ_nᵀ ∇²L ḟ_n`` per direction (``df`` is ``K·N × C``): the second derivative of ``L``
-        along a direction in which the outputs move affinely."""
-        rows = self.factor_rows(df).entries()
-        per = self.N * self.C
-        return [sum((v * v for v in rows[k * per:(k + 1) * per]), arb(0)) * self.scale
-                for k in range(df.nrows() // self.N)]
+    def factor_seed(self) -> np.ndarray:
+        """The rows of ``A_n`` as output cotangents, ``(C·N) × C`` direction-major: row ``(c, n)`` is
+        ``√p_c(e_c − p)`` (cross-entropy) or ``√2·e_c``, so that ``(A_nḟ)_c`` is its dot with ``ḟ_n``."""
+        eye = np.zeros((self.C, 1, self.C), dtype=object)
+        eye[np.arange(self.C), 0, np.arange(self.C)] = 1
+        if self.kind == "mse":
+            return np.broadcast_to(eye * arb(2).sqrt(), (self.C, self.N, self.C)).reshape(-1, self.C)
+        if self._root_p is None:
+            self._root_p = _SQRT(self.P)
+        return (self._root_p.T[:, :, None] * (eye - self.P[None])).reshape(-1, self.C)
+
+    def factor_rows(self, df: Rows) -> arb_mat:
+        """``A_n ḟ`` for every direction and sample: ``(K·N·C) × 1`` (direction-major)."""
+        rows = self.factor_array(df)
+        return as_mat(rows, rows.size)
+
+    def curvature(self, dfs: list[Rows]) -> list[arb]:
+        """``Σ_n ḟ_nᵀ ∇²L ḟ_n`` per direction of each ``df`` in ``dfs`` (each ``K·N × C``): the second
+        derivative of ``L`` along a direction in which the outputs move affinely; for cross-entropy
+        ``Σ_c p_c(ḟ_c − pᵀḟ)²`` (no square roots)."""
+        D = np.concatenate([arr(df).reshape(-1, self.N, self.C) for df in dfs])
+        if self.kind == "mse":
+            sq = D * D * 2
+        else:
+            Y = D - (D * self.P).sum(axis=2)[:, :, None]
+            sq = Y * Y * self.P
+        return [v * self.scale for v in sq.reshape(sq.shape[0], -1).sum(axis=1)]
+
+
+_EXP = np.frompyfunc(lambda v: v.exp(), 1, 1)
+_LOG = np.frompyfunc(lambda v: v.log(), 1, 1)
+_SQRT = np.frompyfunc(lambda v: v.sqrt(), 1, 1)

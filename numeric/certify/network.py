@@ -6,7 +6,8 @@ from collections.abc import Mapping
 
 from flint import arb_mat
 
-from coupled_curvature.numeric.certify.layers import Kink, Layer, make_layer, vstack
+from coupled_curvature.numeric.certify.arrays import Rows
+from coupled_curvature.numeric.certify.layers import Kink, Layer, add, make_layer, vstack
 from coupled_curvature.numeric.certify.trace import Op
 
 __all__ = ["Network"]
@@ -41,6 +42,7 @@ class Network:
                 layer = make_layer(op.kind, op.name, op.module, in_shapes[0])
                 feed = self.layers[op.inputs[0]] if op.inputs[0] >= 0 else None
                 layer.feed_zero = None if feed is None else feed.locally_zero
+                layer.needs_dx = op.inputs[0] >= 0
                 self.layers.append(layer)
                 self.values.append(layer.value(ins[0], self.params))
                 shapes.append(layer.out_shape)
@@ -58,10 +60,11 @@ class Network:
                 return i
         return None
 
-    def tangent(self, start: int, dirs: list[dict[str, arb_mat]] | None, seed: arb_mat | None = None) -> arb_mat:
+    def tangent(self, start: int, dirs: list[dict[str, arb_mat]] | None, seed: arb_mat | None = None) -> Rows:
         """``d output`` along each parameter direction of ``dirs`` (all on op ``start``'s parameters), or
-        along the tangent ``seed`` of op ``start``'s output (``K·N × F``): ``K·N × C``, direction-major."""
-        tangents: dict[int, arb_mat] = {}
+        along the tangent ``seed`` of op ``start``'s output (``K·N × F``): ``K·N × C``, direction-major
+        (an arb_mat or its entries as an object array)."""
+        tangents: dict[int, Rows] = {}
         first = start
         if seed is not None:
             tangents[start] = seed
@@ -72,7 +75,7 @@ class Network:
             ins = [tangents.get(j) if j >= 0 else None for j in op.inputs]
             if layer is None:
                 t = [a for a in ins if a is not None]
-                out = None if not t else t[0] if len(t) == 1 else t[0] + t[1]
+                out = None if not t else t[0] if len(t) == 1 else add(t[0], t[1])
             else:
                 out = layer.tangent(ins[0], dirs if i == start else None, self.params)
             if out is not None:
@@ -80,6 +83,22 @@ class Network:
         if len(self.ops) - 1 not in tangents:
             return vstack([arb_mat(self.N, self.output.ncols())] * len(dirs))
         return tangents[len(self.ops) - 1]
+
+    def cotangents(self, seed: Rows, upto: int) -> dict[int, Rows]:
+        """The cotangents of the outputs of ops ``upto`` … last from the output's ``seed`` (``K·N × C``,
+        direction-major; ops in topological order, so each is complete when reached); no gradients."""
+        cot: dict[int, Rows] = {len(self.ops) - 1: seed}
+        out: dict[int, Rows] = {}
+        for i in range(len(self.ops) - 1, upto - 1, -1):
+            if i not in cot:
+                continue
+            out[i] = dy = cot.pop(i)
+            layer = self.layers[i]
+            dxs = [dy, dy] if layer is None else [layer.vjp(dy, self.params)]
+            for j, dx in zip(self.ops[i].inputs, dxs):
+                if j >= upto:
+                    cot[j] = add(cot[j], dx) if j in cot else dx
+        return out
 
     def backward(self, d_output: arb_mat) -> dict[str, arb_mat]:
         """``∂L/∂θ`` for every parameter from ``∂L/∂output`` (``N × C``)."""

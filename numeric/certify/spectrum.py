@@ -17,6 +17,11 @@ them within ``|λ| ≤ δ``, the kept ones ``|λ| ≥ κ``), the rational filter
 ``r(λ) = λ^(2k−1)/(λ^(2k) + μ^(2k))`` is within ``e = max((μ/κ)^(2k)/κ, δ^(2k−1)/μ^(2k))`` of ``1/λ`` on
 the kept and of 0 on the dropped eigenvalues, so ``wᵀH⁺_τw ∈ wᵀ(H^(2k) + μ^(2k)I)⁻¹H^(2k−1)w ± e‖w‖²``.
 The ball is as narrow as the gap ``κ/δ`` and the precision allow; its width is part of the result.
+
+On the first route both forms are evaluated by :mod:`.resolvent` (``wᵀr(H)w`` as ``k`` shifted solves,
+certified by their residuals, no ``n³`` work), which aims at ``2^-(min(70, prec/3)+16)·‖w‖²/max|λ|``
+for the filter and ``2^-(prec−32)·‖w‖²/max|λ|`` without one; where its float64 corrections cannot converge
+(``max|λ|/κ`` beyond about ``2^38``) the ball solves above are used.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from fractions import Fraction
 import numpy as np
 from flint import arb, arb_mat, ctx
 
+from coupled_curvature.numeric.certify.arrays import as_array, as_mat
+from coupled_curvature.numeric.certify.resolvent import filtered_form, inverse_form
 from coupled_curvature.numeric.certify.separation import split
 
 __all__ = ["PinvForm", "eigenvalue_balls", "pinv_form"]
@@ -46,7 +53,7 @@ class PinvForm:
 
 
 def _mid_matrix(m: arb_mat) -> np.ndarray:
-    return np.array([float(v.mid()) for v in m.entries()]).reshape(m.nrows(), m.ncols())
+    return as_array(m).astype(float)  # each ball's midpoint, rounded to float64
 
 
 def _refine(H: arb_mat, X: arb_mat) -> arb_mat:
@@ -179,23 +186,29 @@ def _classify(lam: list[arb], rtol: Fraction) -> tuple[list[arb], list[arb], lis
     return kept, dropped, straddling
 
 
-def _deflate(H: arb_mat, w: arb_mat) -> tuple[arb_mat, arb_mat, int]:
+def _wanted_bits() -> int:
+    """The relative accuracy a ``D⁺`` ball of the first route must reach (``2^-70 ≈ 1e-21`` at 256 bits)."""
+    return min(70, ctx.prec // 3)
+
+
+def _deflate(H: arb_mat, w: arb_mat) -> tuple[arb_mat, arb_mat, np.ndarray]:
     """``H`` without its exactly-zero rows and columns (each is an exact eigenvector ``e_i`` with
     eigenvalue 0, always below the cutoff, and ``H⁺`` is 0 there too), ``w`` restricted alike, and
-    how many were removed: dead units and constant-zero inputs cost nothing."""
+    the float64 midpoint of what is left: dead units and constant-zero inputs cost nothing."""
     n = H.nrows()
-    e = H.entries()
-    live = [i for i in range(n) if not all(e[i * n + j].is_zero() for j in range(n))]
-    if len(live) == n:
-        return H, w, 0
-    we = w.entries()
-    return (arb_mat(len(live), len(live), [e[i * n + j] for i in live for j in live]),
-            arb_mat(len(live), 1, [we[i] for i in live]), n - len(live))
+    a = as_array(H)
+    dead = [i for i in range(n) if a[i, i].is_zero() and all(v.is_zero() for v in a[i])]
+    if dead:
+        live = np.setdiff1d(np.arange(n), dead)
+        a = a[np.ix_(live, live)]
+        H, w = as_mat(a), as_mat(as_array(w)[live])
+    return H, w, a.astype(float)  # each ball's midpoint, rounded to float64
 
 
-def _separated(H: arb_mat, w: arb_mat, rtol: Fraction) -> PinvForm | None:
-    """The form from the float64 basis's certified split (:mod:`.separation`), when it decides the cutoff."""
-    sp = split(H, _mid_matrix(H), float(rtol))
+def _separated(H: arb_mat, w: arb_mat, rtol: Fraction, mid: np.ndarray) -> PinvForm | None:
+    """The form from the float64 basis's certified split (:mod:`.separation`), when it decides the cutoff:
+    the refined shifted solves of :mod:`.resolvent`, else (they did not converge) the ball solves below."""
+    sp = split(H, mid, float(rtol))
     if sp is None:
         return None
     cutoff = (arb(rtol.numerator) / rtol.denominator) * sp.top
@@ -204,9 +217,14 @@ def _separated(H: arb_mat, w: arb_mat, rtol: Fraction) -> PinvForm | None:
     wsq = (w.transpose() * w).entries()[0]
     try:
         if sp.kept == H.nrows():
-            value = (w.transpose() * H.solve(w, algorithm="precond")).entries()[0]
+            value = inverse_form(H, w, sp.vectors, sp.values, sp.kappa, sp.top.upper(), ctx.prec - 32)
+            if value is None:
+                value = (w.transpose() * H.solve(w, algorithm="precond")).entries()[0]
         else:
-            value = _filtered(H, w, wsq, sp.top.upper(), sp.kappa, sp.delta)
+            value = filtered_form(H, w, sp.vectors, sp.values, sp.top.upper(), sp.kappa, sp.delta,
+                                  _wanted_bits() + 16)
+            if value is None:
+                value = _filtered(H, w, wsq, sp.top.upper(), sp.kappa, sp.delta)
     except (ZeroDivisionError, ValueError):
         return None  # the general route below decides, and says why if it cannot
     return PinvForm(value, None, None, sp.kept, cutoff)
@@ -219,11 +237,11 @@ def pinv_form(H: arb_mat, w: arb_mat, rtol: Fraction) -> PinvForm:
     >>> f.value.contains(arb(1) / 4), f.rank
     (True, 1)
     """
-    H, w, _ = _deflate(H, w)
+    H, w, mid = _deflate(H, w)
     if H.nrows() == 0:
         return PinvForm(arb(0), None, None, 0, arb(0))
-    fast = _separated(H, w, rtol)
-    if fast is not None and fast.value.rel_accuracy_bits() >= min(70, ctx.prec // 3):  # ~1e-21 relative
+    fast = _separated(H, w, rtol, mid)
+    if fast is not None and fast.value.rel_accuracy_bits() >= _wanted_bits():
         return fast
     general = _general(H, w, rtol)
     if fast is None or (general.value is not None and general.value.rad() <= fast.value.rad()):

@@ -1,0 +1,140 @@
+"""Certified ``wᵀH⁻¹w`` and ``wᵀr(H)w`` from float64 eigenpairs, refined residuals and a resolvent bound.
+
+``H`` is a symmetric ball matrix (the true ``H`` symmetric), ``z`` a shift with a certified bound
+``‖(H − zI)⁻¹‖₂ ≤ β``: ``1/|Im z|`` for a non-real ``z`` (the eigenvalues are real), ``1/κ`` for
+``z = 0`` when every eigenvalue is ``≥ κ > 0``. For any exact ``u``, ``‖u − (H − zI)⁻¹w‖₂ ≤ β·‖r‖₂``
+with ``r = w − (H − zI)u`` computed in ball arithmetic, so ``Re wᵀ(H − zI)⁻¹w ∈ wᵀRe u ± ‖w‖₂β‖r‖₂``.
+``u`` comes from iterative refinement: residuals in balls at the working precision, corrections from
+the float64 eigenpairs of the midpoint, ``u += V(Λ − z)⁻¹Vᵀr``. The float64 part only has to make
+``r`` small; the enclosure rests on the computed residual, never on the float64 arithmetic. Cost:
+one ``n × 2k`` ball product per step, no ``n³`` work.
+
+The pseudo-inverse filter ``r(λ) = λ^(2k−1)/(λ^(2k) + μ^(2k))`` (see :mod:`.spectrum`) is
+``(1/k)·Re Σ_j 1/(λ − μζ_j)`` over the ``k`` roots ``ζ_j = exp(iπ(2j+1)/(2k))`` of ``ζ^(2k) = −1``
+in the upper half plane (``r = p′/(2k·p)`` for ``p(λ) = λ^(2k) + μ^(2k) = Π(λ − μζ_j)``), so
+``wᵀr(H)w`` is ``k`` shifted solves whose resolvents are bounded by ``1/(μ sin θ_j)``: the condition
+stays ``max|λ|/μ``, not ``(max|λ|/μ)^(2k)`` as with ``H^(2k) + μ^(2k)I``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from flint import arb, arb_mat, ctx
+
+from coupled_curvature.numeric.certify.arrays import as_array
+
+__all__ = ["filtered_form", "inverse_form"]
+
+_BUDGET = 38  # bits: the largest log2(max|λ|/|Im z|) handed to the float64 corrections (53-bit arithmetic)
+_MAX_STEPS = 80
+_LOW = 128  # bits of the first refinement steps' residuals
+
+
+def _solve(H: arb_mat, w: arb_mat, vecs: np.ndarray, lam: np.ndarray, shifts: list[tuple[arb, arb]],
+           bounds: list[arb], goal: arb) -> list[arb] | None:
+    """Balls of ``Re wᵀ(H − z_jI)⁻¹w`` for ``z_j = re_j + i·im_j`` with ``‖(H − z_jI)⁻¹‖₂ ≤ bounds[j]``,
+    refined until each error bound is below ``goal`` or stops shrinking; ``None`` if none converges.
+    The first steps take their residuals at ``_LOW`` bits with ``H`` rounded to it (a ball that
+    contains ``H``, so those bounds hold too), the last at the working precision."""
+    n, k, prec = H.nrows(), len(shifts), ctx.prec
+    levels = [(H, prec)]
+    if prec > _LOW + 32:
+        ctx.prec = _LOW
+        levels.insert(0, (H * 1, _LOW))  # H rounded to _LOW bits: a ball that contains it
+        ctx.prec = prec
+    W = as_array(w)[:, 0]
+    wnorm = (w.transpose() * w).entries()[0].sqrt().upper()
+    re = np.array([a for a, _ in shifts], dtype=object)
+    im = np.array([b for _, b in shifts], dtype=object)
+    poles = np.array([complex(float(a.mid()), float(b.mid())) for a, b in shifts])
+    scale = np.array([wnorm * b for b in bounds], dtype=object)
+    U = arb_mat(n, 2 * k)
+    best, stalled, level = None, 0, 0
+    try:
+        for _ in range(_MAX_STEPS):
+            Hs, ctx.prec = levels[level]
+            HU, Ua = as_array(Hs * U), as_array(U)
+            A, B = Ua[:, 0::2], Ua[:, 1::2]
+            r_re = W[:, None] - HU[:, 0::2] + (A * re - B * im)
+            r_im = (A * im + B * re) - HU[:, 1::2]
+            err = [(v.upper().sqrt() * s).upper() for v, s in zip((r_re * r_re + r_im * r_im).sum(axis=0), scale)]
+            worst = max(err)
+            stalled = 0 if best is None or worst < best[0] / 2 else stalled + 1
+            if best is None or worst < best[0]:
+                best = (worst, U, err)
+            if worst <= goal:
+                break
+            if stalled >= (1 if level + 1 < len(levels) else 3):
+                if level + 1 == len(levels):
+                    break
+                level, stalled = level + 1, 0
+                continue  # the same iterate, its residual at the next precision
+            R = r_re.astype(float) + 1j * r_im.astype(float)
+            D = vecs @ ((vecs.T @ R) / (lam[:, None] - poles[None, :]))
+            step = np.empty((n, 2 * k))
+            step[:, 0::2], step[:, 1::2] = D.real, D.imag
+            if not np.isfinite(step).all():
+                break
+            ctx.prec = prec
+            U = (U + arb_mat(step.tolist())).mid()
+    finally:
+        ctx.prec = prec
+    worst, U, err = best
+    if not worst < goal * 2**40:  # far from the goal: the float64 corrections did not converge
+        return None
+    dots = (w.transpose() * U).entries()[0::2]
+    return [d + arb(0, e) for d, e in zip(dots, err)]
+
+
+def inverse_form(H: arb_mat, w: arb_mat, vecs: np.ndarray, lam: np.ndarray, kappa: arb, top: arb,
+                 bits: int) -> arb | None:
+    """``wᵀH⁻¹w`` when every eigenvalue of ``H`` is ``≥ kappa > 0`` (certified by the caller), to about
+    ``2^-bits·‖w‖²/top``; ``None`` when the float64 corrections cannot converge."""
+    if not kappa > 0 or math.log2(float(top.mid()) / float(kappa.mid())) > _BUDGET:
+        return None
+    wsq = (w.transpose() * w).entries()[0]
+    goal = (wsq / top * arb(2) ** -bits).upper()
+    out = _solve(H, w, vecs, lam, [(arb(0), arb(0))], [1 / kappa], goal)
+    return None if out is None else out[0]
+
+
+def _order(c0: float, g: float, bits: int) -> tuple[int, int] | None:
+    """``(k, s)``: the fewest poles whose filter error reaches ``2^-(bits + c0)·‖w‖²/κ`` with ``μ = κ·2^-s``
+    (``c0 = log2(top/κ)``, ``g = log2(κ/δ)``) and ``max|λ|/|Im z| ≤ 2^_BUDGET``; else the most accurate."""
+    target, best = bits + c0, None
+    for k in range(1, 17):
+        s_max = _BUDGET - c0 - 1 - math.log2(1 / math.sin(math.pi / (2 * k)))
+        s = math.floor(min(s_max, (2 * k - 1) * g / (4 * k)))
+        if s < 1:
+            continue
+        if best is None or 2 * k * s > 2 * best[0] * best[1]:
+            best = (k, s)
+        if 2 * k * s >= target:
+            break
+    return best
+
+
+def filtered_form(H: arb_mat, w: arb_mat, vecs: np.ndarray, lam: np.ndarray, top: arb, kappa: arb, delta: arb,
+                  bits: int) -> arb | None:
+    """``wᵀH⁺_τw`` when the kept eigenvalues satisfy ``|λ| ≥ κ`` and the dropped ones ``|λ| ≤ δ < κ``:
+    ``wᵀr(H)w ± e‖w‖²`` with ``e = max((μ/κ)^(2k)/κ, δ^(2k−1)/μ^(2k))`` (``r`` within ``e`` of ``1/λ`` on
+    the kept and of 0 on the dropped eigenvalues), aiming at ``e‖w‖² ≈ 2^-bits·‖w‖²/top``."""
+    if not (kappa > 0 and delta < kappa):
+        return None
+    c0 = math.log2(float(top.mid()) / float(kappa.mid()))
+    g = math.inf if delta == 0 else math.log2(float(kappa.mid()) / float(delta.upper()))
+    ks = _order(c0, g, bits)
+    if ks is None:
+        return None
+    k, s = ks
+    mu = arb(2) ** (math.floor(math.log2(float(kappa.lower()))) - s)  # exact: μ ≤ κ·2^-s
+    wsq = (w.transpose() * w).entries()[0]
+    e = ((mu / kappa) ** (2 * k) / kappa).max(delta ** (2 * k - 1) / mu ** (2 * k)) * wsq
+    angles = [arb.pi() * (2 * j + 1) / (2 * k) for j in range(k)]
+    shifts = [(mu * t.cos(), mu * t.sin()) for t in angles]
+    out = _solve(H, w, vecs, lam, shifts, [1 / b for _, b in shifts], (e / 4).upper().max(arb(0)))
+    if out is None:
+        return None
+    return sum(out, arb(0)) / k + arb(0, e.upper())
