@@ -220,8 +220,9 @@ FORMAL_SCOPE: dict[str, str] = {
     "T3": "end to end for the network's own loss (any depth, widths, data, per-sample loss, c > 0), blocks "
           "W_l and b_l: g' = c⁻¹g, H' = c⁻²H, ‖g‖² and RQ by c⁻², wᵀHw, wᵀg, D, D⁺ unchanged, with no "
           "differentiability hypothesis (equalities of the limits that define the derivatives), and "
-          "W_{l+1} (factor c⁻ᵏ, hidden or output layer); the block-map algebra αI; not yet a "
-          "permutation of hidden units end to end",
+          "W_{l+1} (factor c⁻ᵏ, hidden or output layer); a permutation of layer l's units end to end "
+          "(blocks W_l and b_l: g' = Qg, H' = QHQᵀ, D, D⁺ unchanged, any σ, no hypothesis); the "
+          "block-map algebra αI",
     "T4": "(i) ⇔ (ii) ⇔ (iii) for every n over a real closed field, and the basis-vector witness with a "
           "factor in (0, 1); not the κ(A)⁻² form, which needs a spectral theorem",
     "T5": "the vec action of a positive neuron-wise scaling is conformal iff the scales are uniform; "
@@ -250,8 +251,9 @@ FORMAL_SCOPE: dict[str, str] = {
 #: ``formal``; steps about one explicit instance or one certificate's arithmetic, the relative
 #: cutoff, derivatives in t and the Laplace reading are not listed (no pinned statement says them).
 #: A listed theorem's hypotheses are local and a pinned instance shows they can hold
-#: (``coupled_curvature.proofs.formal_evidence.FORMAL_INSTANCES``, checked by the tests); a
-#: permutation end to end and T6's n = 1 classification (derivatives everywhere) are not listed.
+#: (``coupled_curvature.proofs.formal_evidence.FORMAL_INSTANCES``, checked by the tests); T6's
+#: n = 1 classification (derivatives everywhere) is not listed, and the permutation end to end
+#: (``T03_network_perm``, pinned under T3) has no derivation step of its own to label.
 FORMAL_STEPS: dict[str, dict[str, tuple[str, ...]]] = {
     "T1": {
         "n=2: chain rule ∇(L∘T)(θ) = Tᵀ(∇L)(Tθ) (SymPy diff)": ("T01_analytic.grad_comp_linear",),

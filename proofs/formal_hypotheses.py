@@ -109,6 +109,9 @@ _WORDS: tuple[tuple[str, str], ...] = (
      "σ is positively homogeneous of degree k: σ(cz) = cᵏσ(z) for every c > 0"),
     (r"forall (\w) : 'I_\w+, 0 < (\w+) 0 \1", "every entry of {2} is positive"),
     (r"forall v : [^,]+, F' \(c \*: v\) = F v", "F'(c·v) = F(v) for every v: the block rescaled by c"),
+    (r"forall v : [^,]+, F' \((\w+) \*m v\) = F v", "F'({1}v) = F(v) for every v: the block moved by the matrix {1}"),
+    (r"forall (\w) : 'I_[\w.+]+, exists (\w) : 'I_[\w.+]+, (\w+)\^T \*m e \1 = e \2",
+     "{3}ᵀ sends every basis vector to a basis vector (with {3}ᵀ{3} = I: {3} permutes the coordinates)"),
     (r"topology\.prop_near1 (\w+) \(inPhantom \(forall y : [^,]+, f y = g y\)\)",
      "f = g on a neighbourhood of {1} (local)"),
     (r"forall \(w g : 'cV_n\) \(H : 'M_n\), w != 0 -> g != 0 -> H\^T = H -> coupledDplus \(act_w A w\) "

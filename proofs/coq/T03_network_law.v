@@ -205,6 +205,11 @@ Proof. by rewrite /unvec linearZ /= linearZ. Qed.
 
 Hypothesis sigma_hom : forall c z : R, 0 < c -> sigma (c * z) = c ^+ k * sigma z.
 
+(* T3's conclusions for the block W_{l+1} = W2 under T2's layer map with factor c on layer l:
+   the block moves by a = c^{-k} *)
+Local Notation T3_law_next L L' W2 c :=
+  (let a := c ^- k in let w := vec W2 in T3_law L L' w a) (only parsing).
+
 (* T3 end to end, weight block W_l: any context C (layers 1..l-1), any W_l, b_l, any rest N of
    the network (its first weight is W_{l+1}), any data and per-sample losses, any c > 0 *)
 Theorem T3_network_W j i h o (C : ctx R j i.+1) (W : 'M[R]_(h.+1, i.+1)) (b : 'cV[R]_h.+1)
@@ -267,9 +272,7 @@ Theorem T3_network_next j i h h2 o (C : ctx R j i) (W : 'M[R]_(h.+1, i)) (b : 'c
   let L' := fun v : wvec h2 h =>
     (\sum_(s < m) ell s (eval sigma (plug C (Layer (c *: W) (c *: b)
                                                (Layer (unvec v) b2 N2))) (X s)) : R^o) in
-  let a := c ^- k in
-  let w := vec W2 in
-  T3_law L L' w a.
+  T3_law_next L L' W2 c.
 Proof.
 move=> c0; pose mk (v : wvec h2 h) := Layer (unvec v) b2 N2.
 have mkZ (a : R) v : mk (a *: v) = rmul_first a%:M (mk v) by rewrite /mk /= unvecZ mul_mx_scalar.
@@ -285,9 +288,7 @@ Theorem T3_network_next_out j i h o (C : ctx R j i) (W : 'M[R]_(h.+1, i)) (b : '
     (\sum_(s < m) ell s (eval sigma (plug C (Layer W b (Out (unvec v) b2))) (X s)) : R^o) in
   let L' := fun v : wvec o h =>
     (\sum_(s < m) ell s (eval sigma (plug C (Layer (c *: W) (c *: b) (Out (unvec v) b2))) (X s)) : R^o) in
-  let a := c ^- k in
-  let w := vec W2 in
-  T3_law L L' w a.
+  T3_law_next L L' W2 c.
 Proof.
 move=> c0; pose mk (v : wvec o h) := Out (unvec v) b2.
 have mkZ (a : R) v : mk (a *: v) = rmul_first a%:M (mk v) by rewrite /mk /= unvecZ mul_mx_scalar.

@@ -52,18 +52,30 @@ Qed.
 
 End T8.
 
-(* Non-vacuity: a block with D > 0 and D⁺ > 0 (w = g = e_0, H = I, any n > 0), and t = 2 > 1 = s. *)
+(* The instance: the block w = g = e_0, H = I (any n > 0) has D = D⁺ = 1 > 0, so T8_D_mono and
+   T8_Dplus_mono apply with s = 1 < 2 = t: D grows strictly from 1 to 2 and D⁺ falls strictly from
+   1 to 1/2 (the values by T8_D_scale and T8_Dplus_scale). *)
 Section T8NonVacuity.
 Variable R : rcfType.
 Variable n : nat.
 
 Lemma T8_nonvacuous :
-  0 < coupledD (e (0 : 'I_n.+1)) (e 0) (1%:M : 'M[R]_n.+1) /\
-  0 < coupledDplus (e (0 : 'I_n.+1)) (e 0) (1%:M : 'M[R]_n.+1) /\
-  (0 : R) < 1 /\ (1 : R) < 2.
+  let w := e (0 : 'I_n.+1) in let H := (1%:M : 'M[R]_n.+1) in
+  [/\ coupledD w w (1 *: H) < coupledD w w (2 *: H),
+      coupledDplus w w (2 *: H) < coupledDplus w w (1 *: H),
+      coupledD w w (1 *: H) = 1 /\ coupledD w w (2 *: H) = 2 &
+      coupledDplus w w (1 *: H) = 1 /\ coupledDplus w w (2 *: H) = 2^-1].
 Proof.
-rewrite coupledD_e1 /coupledDplus pinv_unit ?unitmx1 // invmx1 quad1 !sqnorm_e divr1 mulr1.
-by rewrite ltr01 ltr1n.
+move=> w H.
+have D1 : coupledD w w H = 1 by rewrite coupledD_e1.
+have P1 : coupledDplus w w H = 1.
+  by rewrite /coupledDplus pinv_unit ?unitmx1 // invmx1 quad1 !sqnorm_e divr1 mulr1.
+have l12 : (1 : R) < 2 by rewrite ltr1n.
+split.
+- by apply: T8_D_mono; rewrite ?D1 ?ltr01.
+- by apply: T8_Dplus_mono; rewrite ?P1 ?ltr01.
+- by rewrite !T8_D_scale ?ltr01 ?ltr0n // D1 mul1r mulr1.
+- by rewrite !T8_Dplus_scale ?ltr01 ?ltr0n // P1 divr1 div1r.
 Qed.
 
 End T8NonVacuity.

@@ -176,3 +176,20 @@ def test_t3_headline_states_the_network_loss() -> None:
     assert "differentiable" not in s   # no differentiability hypothesis at all
     inst = pins["CoupledCurvature.T03_network_instance.T3_deep_linear_instance"]
     assert "differentiable" in inst and "grad L w = 60%:M" in inst
+
+
+def test_t3_permutation_end_to_end_is_pinned() -> None:
+    """A permutation of layer l's units, end to end: the pinned statement mentions the forward pass, the
+    derivatives of the loss, D and D⁺, has no hypothesis, and its instance has content."""
+    from coupled_curvature.proofs.formal_hypotheses import premises
+
+    pins = dict(formal.statement_pins()["T3"])
+    for name in ("T3_network_perm_W", "T3_network_perm_b"):
+        s = pins[f"CoupledCurvature.T03_network_perm.{name}"]
+        for word in ("eval sigma", "plug C", "perm_mx p", "DefsAnalytic.grad L'", "DefsAnalytic.hess L'",
+                     "coupledD (", "coupledDplus ("):
+            assert word in s, (name, word)
+        assert premises(s)[0] == []                     # no hypothesis at all
+        assert "differentiable" not in s
+    inst = pins["CoupledCurvature.T03_network_perm.T3_network_perm_instance"]
+    assert "differentiable" in inst and "perm_mx p *m b != b" in inst and "grad L b = 2 *:" in inst

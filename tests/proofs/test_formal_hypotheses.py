@@ -36,7 +36,15 @@ def test_the_words_name_what_the_premise_says():
     assert any("at Mθ" in w for w in hess.values()) and len(hess) == 2
 
 
+def test_permutation_block_premises_have_words():
+    words = dict(hypotheses_in_words(PINNED["CoupledCurvature.T03_network_perm.T3_permuted_block"]))
+    assert len(words) == 3 and all(words.values())
+    assert "Q is orthogonal: QᵀQ = I" in words.values()
+    assert any("permutes the coordinates" in w for w in words.values())
+    assert any(w.startswith("F'(Qv) = F(v)") for w in words.values())
+
+
 @pytest.mark.parametrize("premise", ["A *m A = A", "forall y : R, differentiable L y", "Q^T *m P = 1%:M",
-                                     "0 < c + d"])
+                                     "0 < c + d", "forall i : 'I_n.+1, exists j : 'I_n.+1, Q^T *m e i = e i"])
 def test_unknown_shapes_get_no_words(premise):
     assert in_words(premise) is None
