@@ -191,11 +191,12 @@ def _accumulate(model: nn.Module, fw: ShiftedForward, live: Mapping[str, tuple[s
     gamma = torch.randn(n, r, generator=gen, dtype=torch.float64).to(A.device)
     check = (gamma.unsqueeze(2) * A).sum(dim=1, keepdim=True)
     v = {b: torch.zeros(n, r + 1, dtype=torch.float64, device=A.device) for b in live}  # column r: the check
+    stacked = {p: torch.stack([tangents[b].reshape(n, -1) for b in bs], dim=2) for p, bs in by_path.items()}
+    del tangents
     for rows, cots in cotangent_rows(fw, paths, torch.cat([A, check], dim=1), retain_graph=False):
         for p, bs in by_path.items():  # each module's cotangents read once for all its blocks
             if cots[p] is not None:
-                t = torch.stack([tangents[b].reshape(n, -1) for b in bs], dim=2)
-                got = torch.einsum("rnm,nmt->tnr", cots[p].reshape(rows.stop - rows.start, n, -1), t)
+                got = torch.einsum("rnm,nmt->tnr", cots[p].reshape(rows.stop - rows.start, n, -1), stacked[p])
                 for b, vb in zip(bs, got):
                     v[b][:, rows] = vb
     for b in live:
