@@ -100,16 +100,7 @@ def execute(p: Plan, bar: Progress | None = None) -> Execution:
     krylov = [b for b, (r, _) in routes.items() if r is SpectralRoute.KRYLOV]
     retained: list | None = [] if krylov and len(p.batches) <= KRYLOV_RETAIN_BATCHES else None
     if curv is None and all(r is WHwRoute.TANGENT for r, _ in wHw_routes.values()):
-        stage("tangent route")
-        try:
-            with math_attention():
-                tf = tangent_forms(objective, partition)
-        except RuntimeError as e:
-            if route_failure(e) is None:
-                raise
-            tf = None
-            model_notes.append(f"the tangent route failed ({route_failure(e)}): wᵀHw comes from "
-                               "Hessian-vector products")
+        tf = _tangent_route(objective, partition, stage, model_notes)
         for b in partition:
             if tf is None or b not in tf.wHw:
                 why = "the tangent route failed to run" if tf is None else tf.reasons.get(b, "not taken")
@@ -181,16 +172,7 @@ def _gram_prepass(p: Plan, on_gram: list[str], values: dict, wHw_routes: dict, t
     loss when the tangent route ran over every batch."""
     objective, partition = p.objective, p.partition
     on_tangent = {b: partition[b] for b in on_gram if p.blocks[b].wHw is WHwRoute.TANGENT}
-    tf = None
-    if on_tangent:
-        stage("tangent route")
-        try:
-            with math_attention():
-                tf = tangent_forms(objective, on_tangent)
-        except RuntimeError as e:
-            if route_failure(e) is None:
-                raise
-            notes.append(f"the tangent route failed ({route_failure(e)}): wᵀHw comes from Hessian-vector products")
+    tf = _tangent_route(objective, on_tangent, stage, notes) if on_tangent else None
     wHw = dict(tf.wHw) if tf is not None else {}
     for b in on_tangent:
         if b not in wHw:
@@ -205,6 +187,20 @@ def _gram_prepass(p: Plan, on_gram: list[str], values: dict, wHw_routes: dict, t
         stage(f"Hessian-vector products of {len(rest)} block(s)")
         curv.update(block_curvature(objective, rest, set()))
     return {b: curv[b] for b in partition}, wHw, tf.loss if tf is not None and wHw else None
+
+
+def _tangent_route(objective, partition, stage, notes: list[str]):
+    """The tangent route's forms of ``partition``, or ``None`` with a note when autograd cannot run it on
+    the model (the caller then takes Hessian-vector products)."""
+    stage("tangent route")
+    try:
+        with math_attention():
+            return tangent_forms(objective, partition)
+    except RuntimeError as e:
+        if route_failure(e) is None:
+            raise
+        notes.append(f"the tangent route failed ({route_failure(e)}): wᵀHw comes from Hessian-vector products")
+        return None
 
 
 def _refuse_hidden(objective, partition, curv) -> None:
