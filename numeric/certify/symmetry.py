@@ -22,7 +22,7 @@ from torch import nn
 
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.numeric.certify.exact import exact_params
-from coupled_curvature.numeric.symmetries.homogeneous import _pair, _target, permute_neurons
+from coupled_curvature.numeric.symmetries.homogeneous import layer_pair, symmetry_target, permute_neurons
 
 __all__ = ["ExactSymmetry", "apply_exact", "parse_symmetry"]
 
@@ -62,7 +62,7 @@ def parse_symmetry(model64: nn.Module, symmetry: object) -> ExactSymmetry:
         raise InvalidInputError(f"symmetry must be (name, layer, argument) with name one of {', '.join(_KINDS)}, got "
                                 f"{symmetry!r}; e.g. ('layer_rescale', ('conv2', 'conv3'), Fraction(37, 10))")
     name, layer, arg = symmetry
-    where, units = _target(model64, layer, _KINDS[name])
+    where, units = symmetry_target(model64, layer, _KINDS[name])
     if name == "layer_rescale":
         return ExactSymmetry(name, where, (_fraction(arg, "c"),) * units, None)
     if name == "neuron_rescale":
@@ -84,7 +84,7 @@ def apply_exact(model64: nn.Module, params: dict[str, arb_mat], sym: ExactSymmet
     if sym.perm is not None:
         moved = permute_neurons(model64, sym.layer, list(sym.perm))
         return moved, exact_params(moved)
-    pair = _pair(model64, sym.layer)
+    pair = layer_pair(model64, sym.layer)
     a = [arb(s.numerator) / s.denominator for s in sym.scales]
     src, dst = _module_name(model64, pair.this), _module_name(model64, pair.nxt)
     out = dict(params)

@@ -39,7 +39,10 @@ _HOMOGENEOUS = (
 
 
 @dataclass(frozen=True)
-class _Pair:
+class LayerPair:
+    """The modules a layer symmetry acts between: ``this`` (its output units are scaled or permuted) and ``nxt``
+    (its inputs get the inverse), with how they are wired."""
+
     this: nn.Module
     nxt: nn.Module
     spread: int | None  # next-layer inputs per unit of this layer (> 1 after Flatten); None: all of them
@@ -67,7 +70,7 @@ def leaf_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
 
 
 def _locate(model: nn.Module, layer: Layer, kind: Kind) -> int | ChannelPath:
-    """An int ``layer`` as given (checked by :func:`_pair`), a ``(src, dst)`` pair checked on the fx graph."""
+    """An int ``layer`` as given (checked by :func:`layer_pair`), a ``(src, dst)`` pair checked on the fx graph."""
     if isinstance(layer, (tuple, list)):
         if len(layer) != 2:
             raise InvalidInputError(f"layer={layer!r}: pass an int or two module names (src, dst)")
@@ -75,10 +78,12 @@ def _locate(model: nn.Module, layer: Layer, kind: Kind) -> int | ChannelPath:
     return layer
 
 
-def _pair(model: nn.Module, layer: int | ChannelPath) -> _Pair:
+def layer_pair(model: nn.Module, layer: int | ChannelPath) -> LayerPair:
+    """The two modules a layer symmetry acts between at ``layer`` (an int index among the weight layers, or a
+    channel path checked on the fx graph), with the modules between them; a package error for any other layer."""
     if isinstance(layer, ChannelPath):
         between = tuple(model.get_submodule(n) for n in layer.permuted)
-        return _Pair(model.get_submodule(layer.src), model.get_submodule(layer.dst), layer.spread,
+        return LayerPair(model.get_submodule(layer.src), model.get_submodule(layer.dst), layer.spread,
                      f"{layer.src!r} and {layer.dst!r}", between)
     layers = weight_layers(model)
     if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < len(layers) - 1:
@@ -104,10 +109,10 @@ def _pair(model: nn.Module, layer: int | ChannelPath) -> _Pair:
             f"weight layer {layer + 1} takes {fan_in} inputs, not a multiple of the {units} "
             f"units of layer {layer}; cannot match units to the next layer's inputs"
         )
-    return _Pair(this, nxt, fan_in // units, f"weight layers {layer} and {layer + 1}")
+    return LayerPair(this, nxt, fan_in // units, f"weight layers {layer} and {layer + 1}")
 
 
-def _usable_range(pair: _Pair) -> tuple[float, float]:
+def _usable_range(pair: LayerPair) -> tuple[float, float]:
     """Factors ``c`` for which ``c·(this layer)`` and ``(next layer)/c`` stay finite and normal in the dtype."""
     info = torch.finfo(pair.this.weight.dtype)
     this = torch.cat([p.detach().abs().reshape(-1) for p in (pair.this.weight, pair.this.bias) if p is not None])
@@ -146,7 +151,7 @@ def _transform(model: nn.Module, layer: int | ChannelPath, row_scale: Tensor, pe
 
     Refuses (before returning) scales whose products overflow or underflow the model's dtype."""
     new = copy.deepcopy(model)
-    pair = _pair(new, layer)
+    pair = layer_pair(new, layer)
     dtype = pair.this.weight.dtype
     if pair.this.weight.is_meta or pair.nxt.weight.is_meta:
         raise UnsupportedModelError(f"{pair.label} are on the meta device (no values); materialize the "
@@ -176,7 +181,7 @@ def _transform(model: nn.Module, layer: int | ChannelPath, row_scale: Tensor, pe
     news = [p.detach() for p in (pair.this.weight, pair.this.bias, pair.nxt.weight) if p is not None]
     olds = [olds[0][perm], *([olds[1][perm]] if pair.this.bias is not None else []), olds[-1][:, idx]]
     if not all(_representable(o, n, dtype) for o, n in zip(olds, news)):
-        lo, hi = _usable_range(_pair(model, layer))
+        lo, hi = _usable_range(layer_pair(model, layer))
         raise InvalidInputError(
             f"the scale(s) {_describe(row_scale)} overflow or underflow {dtype} on {pair.label} "
             "(they would hold inf or lose entries to 0); with these weights the usable range is "
@@ -219,7 +224,7 @@ def layer_rescale(model: nn.Module, layer: Layer, c: float) -> nn.Module:
     True
     """
     c = _factor(c, "c")
-    where, units = _target(model, layer, "layer")
+    where, units = symmetry_target(model, layer, "layer")
     return _transform(model, where, torch.full((units,), c, dtype=torch.float64), torch.arange(units))
 
 
@@ -237,7 +242,7 @@ def neuron_rescale(model: nn.Module, layer: Layer, scales: Sequence[float] | Ten
     >>> function_gap(net, neuron_rescale(net, 0, [1.0, 2.0, 0.5]), torch.randn(4, 2)) < 1e-5
     True
     """
-    where, units = _target(model, layer, "neuron")
+    where, units = symmetry_target(model, layer, "neuron")
     a = _numbers(scales, "scales", integer=False, units=units, layer=layer)
     if not bool(torch.isfinite(a).all()) or not bool((a > 0).all()):
         raise InvalidInputError("scales must be finite and positive; pass e.g. [1.0, 2.0, 0.5]")
@@ -258,7 +263,7 @@ def permute_neurons(model: nn.Module, layer: Layer, perm: Sequence[int] | Tensor
     >>> torch.equal(moved[0].bias, net[0].bias[[2, 0, 1]]), function_gap(net, moved, torch.randn(4, 2)) < 1e-6
     (True, True)
     """
-    where, units = _target(model, layer, "permute")
+    where, units = symmetry_target(model, layer, "permute")
     p = _numbers(perm, "perm", integer=True, units=units, layer=layer)
     if not torch.equal(torch.sort(p).values, torch.arange(units)):
         raise InvalidInputError(f"perm must be a permutation of 0..{units - 1}: pass each index once, e.g. "
@@ -266,10 +271,10 @@ def permute_neurons(model: nn.Module, layer: Layer, perm: Sequence[int] | Tensor
     return _transform(model, where, torch.ones(units, dtype=torch.float64), p)
 
 
-def _target(model: nn.Module, layer: Layer, kind: Kind) -> tuple[int | ChannelPath, int]:
+def symmetry_target(model: nn.Module, layer: Layer, kind: Kind) -> tuple[int | ChannelPath, int]:
     """Where the map of ``kind`` acts for ``layer`` (checked), and how many units it acts on."""
     where = _locate(model, layer, kind)
-    return where, _pair(model, where).this.weight.shape[0]
+    return where, layer_pair(model, where).this.weight.shape[0]
 
 
 def _numbers(values: object, name: str, *, integer: bool, units: int, layer: Layer) -> Tensor:
