@@ -138,9 +138,16 @@ def certify(model: nn.Module, loss_fn: Callable, data: object, *, prec: int = 25
     tangent pass along ``w`` (exact: the network is piecewise affine, so away from kinks the output is
     affine in a one-module block). A pre-activation ball that contains 0 (or tied max-pool entries)
     raises precision once to ``2·prec``; if still undecided the blocks upstream of it are refused with
-    the sample, module and unit (``BlockCertificate.kink``). ``D⁺`` is certified for blocks of at
-    most 512 parameters from the assembled ``H`` (:mod:`.spectrum`); an eigenvalue ball that meets
-    the cutoff refuses it, with the eigenvalue. Models: see :mod:`.trace`; losses:
+    the sample, module and unit (``BlockCertificate.kink``). ``D⁺`` needs every eigenvalue of ``H``
+    enclosed, so a dense ball matrix is assembled (``BlockCertificate.inverse_route``): ``H`` itself
+    (``n_b × n_b``) for blocks of at most 512 parameters; for a larger block its Gram matrix
+    ``G = BBᵀ`` (``m × m``, ``B`` the ``m = N·C`` rows ``A_nJ_n`` of the loss factor times the block
+    Jacobian, :mod:`.gram`) when ``m ≤ 512``: ``G`` has the nonzero eigenvalues of ``H`` (so the same
+    cutoff and kept set) and ``wᵀH⁺_τw = scale·‖G⁺_τBw‖²``, exact because the network is piecewise
+    affine in a one-module block. Beyond both (``n_b > 512`` and ``N·C > 512``) ``D⁺`` is ``None``
+    with a reason naming ``n_b`` and ``m``: the ``n³`` ball products would dominate (use fewer
+    samples). An eigenvalue ball that meets the cutoff refuses ``D⁺``, with the eigenvalue
+    (:mod:`.spectrum`). Models: see :mod:`.trace`; losses:
     ``nn.CrossEntropyLoss`` and ``nn.MSELoss`` (mean or sum). ``blocks`` as in ``diagnose``.
 
     >>> import torch

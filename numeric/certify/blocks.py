@@ -1,4 +1,6 @@
-"""Per-block certified quantities: ``‖g‖²``, ``wᵀHw`` (tangent form), ``RQ``, ``D``, and ``D⁺`` (dense ``H``)."""
+"""Per-block certified quantities: ``‖g‖²``, ``wᵀHw`` (tangent form), ``RQ``, ``D``, and ``D⁺`` (dense ``H``
+for blocks of at most :data:`MAX_PINV_DIM` parameters, else the Gram matrix ``G = BBᵀ`` of :mod:`.gram`
+when its dimension ``m = N·C`` is at most :data:`MAX_GRAM_DIM`)."""
 
 from __future__ import annotations
 
@@ -9,16 +11,19 @@ from flint import arb, arb_mat
 
 from coupled_curvature.numeric.certify.arrays import Rows
 from coupled_curvature.numeric.certify.ball import Ball, from_arb
+from coupled_curvature.numeric.certify.gram import gram, gram_rows
 from coupled_curvature.numeric.certify.hessian import factor_cotangents, hessian
 from coupled_curvature.numeric.certify.layers import Kink
 from coupled_curvature.numeric.certify.loss import ArbLoss
 from coupled_curvature.numeric.certify.network import Network
-from coupled_curvature.numeric.certify.spectrum import pinv_form
+from coupled_curvature.numeric.certify.spectrum import PinvForm, pinv_form
 
-__all__ = ["MAX_PINV_DIM", "BlockArbs", "BlockCertificate", "certify_blocks"]
+__all__ = ["MAX_GRAM_DIM", "MAX_PINV_DIM", "BlockArbs", "BlockCertificate", "certify_blocks"]
 
 #: the largest block whose Hessian is assembled for a certified ``D⁺``
 MAX_PINV_DIM = 512
+#: the largest Gram matrix ``G = BBᵀ`` (``m = N·C`` rows of ``B``) assembled for a larger block's ``D⁺``
+MAX_GRAM_DIM = 512
 
 
 @dataclass(frozen=True)
@@ -28,7 +33,8 @@ class BlockCertificate:
     ``D = (wᵀHw / wᵀw) / ‖g‖²`` (``coupled``) and ``D⁺ = (wᵀH⁺_τw / wᵀw)·‖g‖²`` (``inverse_coupled``,
     ``τ = pinv_rtol·max|λ(H)|``). A field is ``None`` only with a reason: ``reason`` for the ``D``
     fields (``kink`` holds the undecided ReLU/max-pool that caused a refusal), ``inverse_reason`` for
-    ``D⁺`` (``straddling`` holds an eigenvalue ball that meets the cutoff).
+    ``D⁺`` (``straddling`` holds an eigenvalue ball that meets the cutoff). ``inverse_route`` says how
+    ``D⁺`` was computed: ``"hessian"`` (``H``, ``n_b × n_b``) or ``"gram"`` (``G = BBᵀ``, ``m × m``).
     """
 
     name: str
@@ -47,6 +53,7 @@ class BlockCertificate:
     inverse_reason: str | None = None
     kink: Kink | None = None
     straddling: Ball | None = None
+    inverse_route: str | None = None
 
 
 @dataclass(frozen=True)
@@ -114,7 +121,7 @@ def certify_blocks(partition: dict[str, list[str]], net: Network, loss: ArbLoss,
                 for start, names in by_op.items()]
     curvatures = dict(zip(order, loss.curvature(tangents))) if tangents else {}
     reverse = [start for start, base in located.values() if start is not None and inverse
-               and base.size <= MAX_PINV_DIM]
+               and _route(base.size, loss) is not None]
     cotangents = factor_cotangents(net, loss, min(reverse)) if reverse else {}  # one reverse pass for all
     certs, arbs = {}, {}
     for name, (start, base) in located.items():
@@ -124,6 +131,14 @@ def certify_blocks(partition: dict[str, list[str]], net: Network, loss: ArbLoss,
             certs[name], arbs[name] = _certify_block(base, start, net, loss, grads, curvatures[name], inverse, rtol,
                                                      cotangents)
     return certs, arbs
+
+
+def _route(size: int, loss: ArbLoss) -> str | None:
+    """``"hessian"`` for a block of at most :data:`MAX_PINV_DIM` parameters, ``"gram"`` for a larger one
+    whose Gram dimension ``m = N·C`` is at most :data:`MAX_GRAM_DIM`, else ``None``."""
+    if size <= MAX_PINV_DIM:
+        return "hessian"
+    return "gram" if gram_rows(loss) <= MAX_GRAM_DIM else None
 
 
 def _certify_block(base: BlockCertificate, start: int, net: Network, loss: ArbLoss, grads: dict[str, arb_mat],
@@ -137,6 +152,8 @@ def _certify_block(base: BlockCertificate, start: int, net: Network, loss: ArbLo
     rayleigh = coupled = dplus = wHpinvw = None
     reason = inverse_reason = None
     straddling, rank = None, None
+    route = _route(size, loss) if inverse else None
+    used = None  # the route that ran
     if not w_sq > 0:
         reason = "w = 0: the Rayleigh quotient is undefined"
     else:
@@ -147,11 +164,18 @@ def _certify_block(base: BlockCertificate, start: int, net: Network, loss: ArbLo
             reason = f"‖g‖² ∈ {from_arb(g_sq)} is not certified positive: D is undefined or uncertified"
     if not inverse:
         inverse_reason = "not asked for (inverse=False)"
-    elif size > MAX_PINV_DIM:
-        inverse_reason = (f"block of {size} parameters > {MAX_PINV_DIM}: its Hessian is not assembled for a certified "
-                          "eigenvalue enclosure (the Gram route is not certified yet)")
+    elif route is None:
+        inverse_reason = (f"block of n_b = {size} parameters > {MAX_PINV_DIM} and Gram dimension m = N·C = "
+                          f"{loss.N}·{loss.C} = {gram_rows(loss)} > {MAX_GRAM_DIM}: neither its Hessian (n_b × n_b) "
+                          "nor its Gram matrix BBᵀ (m × m) is assembled for a certified eigenvalue enclosure; "
+                          f"use at most {MAX_GRAM_DIM // loss.C} samples")
     elif rayleigh is not None:
-        form = pinv_form(hessian(net, loss, start, members, cotangents), w, rtol)
+        used = route
+        if route == "hessian":
+            form = pinv_form(hessian(net, loss, start, members, cotangents), w, rtol)
+        else:
+            G, v = gram(net, loss, start, members, cotangents)
+            form = _gram_form(G, v, loss, wHw, rtol)
         rank = form.rank
         if form.value is None:
             inverse_reason, straddling = form.reason, _ball(form.straddling)
@@ -162,8 +186,21 @@ def _certify_block(base: BlockCertificate, start: int, net: Network, loss: ArbLo
         inverse_reason = reason
     cert = BlockCertificate(name, tuple(members), size, _ball(w_sq), _ball(g_sq), _ball(w_dot_g), _ball(wHw),
                             _ball(rayleigh), _ball(coupled), _ball(wHpinvw), _ball(dplus), rank, reason,
-                            inverse_reason, None, straddling)
+                            inverse_reason, None, straddling, used)
     return cert, BlockArbs(w_sq, g_sq, wHw, rayleigh, coupled, dplus)
+
+
+def _gram_form(G: arb_mat, v: arb_mat, loss: ArbLoss, wHw: arb, rtol: Fraction) -> PinvForm:
+    """``wᵀH⁺_τw = scale·vᵀ(G⁺_τ)²v`` (:mod:`.gram`), after checking that ``scale·‖v‖²`` and the tangent
+    form's ``wᵀHw`` (two enclosures of the same number) overlap."""
+    u_sq = _dot(v, v) * loss.scale
+    if not u_sq.overlaps(wHw):
+        return PinvForm(None, f"the Gram route's wᵀHw = scale·‖Bw‖² ∈ {from_arb(u_sq)} does not meet the tangent "
+                        f"form's {from_arb(wHw)}: the block's rows are inconsistent", None, None, None)
+    form = pinv_form(G, v, rtol, square=True)
+    if form.value is None:
+        return form
+    return PinvForm(form.value * loss.scale, None, None, form.rank, form.cutoff)
 
 
 def _refused(base: BlockCertificate, why: str, kink: Kink | None = None) -> BlockCertificate:

@@ -23,7 +23,7 @@ from coupled_curvature.numeric.certify.layers import BatchNorm, Conv, Linear
 from coupled_curvature.numeric.certify.loss import ArbLoss
 from coupled_curvature.numeric.certify.network import Network
 
-__all__ = ["factor_cotangents", "hessian"]
+__all__ = ["factor_cotangents", "hessian", "sample_jacobian"]
 
 
 def factor_cotangents(net: Network, loss: ArbLoss, upto: int) -> dict[int, Rows]:
@@ -42,11 +42,11 @@ def hessian(net: Network, loss: ArbLoss, start: int, members: list[str],
         return arb_mat(size, size)
     if isinstance(layer, Linear):
         return _linear_hessian(arr(G), loss, layer, members)
-    B = as_mat(np.concatenate([_sample_jacobian(layer, arr(G), m, net.N) for m in members], axis=1))
+    B = as_mat(np.concatenate([sample_jacobian(layer, arr(G), m, net.N) for m in members], axis=1))
     return (B.transpose() * B) * loss.scale
 
 
-def _sample_jacobian(layer: Conv | BatchNorm, G: np.ndarray, member: str, N: int) -> np.ndarray:
+def sample_jacobian(layer: Conv | BatchNorm, G: np.ndarray, member: str, N: int) -> np.ndarray:
     """``(K·N) × size``: row ``(k, n)`` is ``gᵀ∂y_n/∂θ`` for the output cotangent ``g = G[(k, n)]`` of
     sample ``n`` and the parameter ``member`` of a Conv or BatchNorm layer (per sample, not summed)."""
     K, C = G.shape[0] // N, layer.out_shape[0]

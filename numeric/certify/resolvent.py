@@ -25,7 +25,7 @@ from flint import arb, arb_mat, ctx
 
 from coupled_curvature.numeric.certify.arrays import as_array
 
-__all__ = ["filtered_form", "inverse_form"]
+__all__ = ["filtered_form", "filtered_norm", "inverse_form", "inverse_norm", "norm_sq"]
 
 _BUDGET = 38  # bits: the largest log2(max|λ|/|Im z|) handed to the float64 corrections (53-bit arithmetic)
 _MAX_STEPS = 80
@@ -35,9 +35,22 @@ _LOW = 128  # bits of the first refinement steps' residuals
 def _solve(H: arb_mat, w: arb_mat, vecs: np.ndarray, lam: np.ndarray, shifts: list[tuple[arb, arb]],
            bounds: list[arb], goal: arb) -> list[arb] | None:
     """Balls of ``Re wᵀ(H − z_jI)⁻¹w`` for ``z_j = re_j + i·im_j`` with ``‖(H − z_jI)⁻¹‖₂ ≤ bounds[j]``,
-    refined until each error bound is below ``goal`` or stops shrinking; ``None`` if none converges.
-    The first steps take their residuals at ``_LOW`` bits with ``H`` rounded to it (a ball that
-    contains ``H``, so those bounds hold too), the last at the working precision."""
+    refined until each error bound is below ``goal`` or stops shrinking; ``None`` if none converges."""
+    out = _refine(H, w, vecs, lam, shifts, bounds, goal)
+    if out is None:
+        return None
+    U, verr = out
+    wnorm = (w.transpose() * w).entries()[0].sqrt().upper()
+    dots = (w.transpose() * U).entries()[0::2]
+    return [d + arb(0, (e * wnorm).upper()) for d, e in zip(dots, verr)]
+
+
+def _refine(H: arb_mat, w: arb_mat, vecs: np.ndarray, lam: np.ndarray, shifts: list[tuple[arb, arb]],
+            bounds: list[arb], goal: arb) -> tuple[arb_mat, list[arb]] | None:
+    """``(U, verr)``: exact columns ``U[:, 2j] + i·U[:, 2j+1]`` with ``‖U_j − (H − z_jI)⁻¹w‖₂ ≤ verr[j]``
+    (``β_j·‖r_j‖₂``), refined until each ``verr[j]·‖w‖₂`` is below ``goal`` or stops shrinking; ``None``
+    if none converges. The first steps take their residuals at ``_LOW`` bits with ``H`` rounded to it
+    (a ball that contains ``H``, so those bounds hold too), the last at the working precision."""
     n, k, prec = H.nrows(), len(shifts), ctx.prec
     levels = [(H, prec)]
     if prec > _LOW + 32:
@@ -49,7 +62,7 @@ def _solve(H: arb_mat, w: arb_mat, vecs: np.ndarray, lam: np.ndarray, shifts: li
     re = np.array([a for a, _ in shifts], dtype=object)
     im = np.array([b for _, b in shifts], dtype=object)
     poles = np.array([complex(float(a.mid()), float(b.mid())) for a, b in shifts])
-    scale = np.array([wnorm * b for b in bounds], dtype=object)
+    scale = np.array(list(bounds), dtype=object)
     U = arb_mat(n, 2 * k)
     best, stalled, level = None, 0, 0
     try:
@@ -60,7 +73,7 @@ def _solve(H: arb_mat, w: arb_mat, vecs: np.ndarray, lam: np.ndarray, shifts: li
             r_re = W[:, None] - HU[:, 0::2] + (A * re - B * im)
             r_im = (A * im + B * re) - HU[:, 1::2]
             err = [(v.upper().sqrt() * s).upper() for v, s in zip((r_re * r_re + r_im * r_im).sum(axis=0), scale)]
-            worst = max(err)
+            worst = (max(err) * wnorm).upper()
             stalled = 0 if best is None or worst < best[0] / 2 else stalled + 1
             if best is None or worst < best[0]:
                 best = (worst, U, err)
@@ -84,8 +97,7 @@ def _solve(H: arb_mat, w: arb_mat, vecs: np.ndarray, lam: np.ndarray, shifts: li
     worst, U, err = best
     if not worst < goal * 2**40:  # far from the goal: the float64 corrections did not converge
         return None
-    dots = (w.transpose() * U).entries()[0::2]
-    return [d + arb(0, e) for d, e in zip(dots, err)]
+    return U, err
 
 
 def inverse_form(H: arb_mat, w: arb_mat, vecs: np.ndarray, lam: np.ndarray, kappa: arb, top: arb,
@@ -138,3 +150,65 @@ def filtered_form(H: arb_mat, w: arb_mat, vecs: np.ndarray, lam: np.ndarray, top
     if out is None:
         return None
     return sum(out, arb(0)) / k + arb(0, e.upper())
+
+
+def norm_sq(x: arb_mat, err: arb) -> arb:
+    """A ball of ``‖y‖₂²`` for every ``y`` with ``‖y − x‖₂ ≤ err``, ``x`` a ball column (for every
+    vector in it): ``‖y‖₂ ∈ [‖x‖₂ − err, ‖x‖₂ + err]`` (triangle inequality), clamped at 0, squared."""
+    nx = (x.transpose() * x).entries()[0].sqrt()
+    lo, hi = (nx - err).lower(), (nx + err).upper()
+    lo_sq = (lo * lo).lower() if lo > 0 else arb(0)
+    return lo_sq.union((hi * hi).upper())
+
+
+def _real_mean(U: arb_mat, k: int) -> arb_mat:
+    """``(1/k)·Σ_j U[:, 2j]``: the mean of the real parts of ``k`` complex columns (a ball column)."""
+    cols = as_array(U)[:, 0::2]
+    mean = cols.sum(axis=1) / k if k > 1 else cols[:, 0]
+    return arb_mat(len(mean), 1, list(mean))
+
+
+def inverse_norm(H: arb_mat, w: arb_mat, vecs: np.ndarray, lam: np.ndarray, kappa: arb, top: arb,
+                 bits: int) -> arb | None:
+    """``‖H⁻¹w‖₂² = wᵀH⁻²w`` when every eigenvalue of ``H`` is ``≥ kappa > 0`` (certified by the caller), to
+    about ``2^-bits`` relative: ``u`` with ``‖u − H⁻¹w‖₂ ≤ ‖r‖₂/κ`` (as in :func:`inverse_form`), then
+    :func:`norm_sq`; ``None`` when the float64 corrections cannot converge."""
+    if not kappa > 0 or math.log2(float(top.mid()) / float(kappa.mid())) > _BUDGET:
+        return None
+    wsq = (w.transpose() * w).entries()[0]
+    goal = (wsq / top * arb(2) ** -bits).upper()
+    out = _refine(H, w, vecs, lam, [(arb(0), arb(0))], [1 / kappa], goal)
+    if out is None:
+        return None
+    U, verr = out
+    return norm_sq(_real_mean(U, 1), verr[0])
+
+
+def filtered_norm(H: arb_mat, w: arb_mat, vecs: np.ndarray, lam: np.ndarray, top: arb, kappa: arb, delta: arb,
+                  bits: int) -> arb | None:
+    """``‖H⁺_τw‖₂² = wᵀ(H⁺_τ)²w`` when the kept eigenvalues satisfy ``|λ| ≥ κ`` and the dropped ones
+    ``|λ| ≤ δ < κ``. With the filter ``r`` of :func:`filtered_form` (``k`` poles, ``μ``),
+    ``r(H) − H⁺_τ = Σ_i (r(λ_i) − f(λ_i))q_iq_iᵀ`` (``f(λ) = 1/λ`` kept, 0 dropped) has spectral norm
+    ``≤ e = max((μ/κ)^(2k)/κ, δ^(2k−1)/μ^(2k))``, so ``‖r(H)w − H⁺_τw‖₂ ≤ e‖w‖₂``; and
+    ``r(H)w = (1/k)·Re Σ_j (H − μζ_jI)⁻¹w`` is approximated by ``x = (1/k)Σ_j Re u_j`` with
+    ``‖x − r(H)w‖₂ ≤ (1/k)Σ_j ‖r_j‖₂/(μ sin θ_j)``. Hence ``‖H⁺_τw‖₂ ∈ ‖x‖₂ ± (that + e‖w‖₂)``
+    (:func:`norm_sq`)."""
+    if not (kappa > 0 and delta < kappa):
+        return None
+    c0 = math.log2(float(top.mid()) / float(kappa.mid()))
+    g = math.inf if delta == 0 else math.log2(float(kappa.mid()) / float(delta.upper()))
+    ks = _order(c0, g, bits)
+    if ks is None:
+        return None
+    k, s = ks
+    mu = arb(2) ** (math.floor(math.log2(float(kappa.lower()))) - s)  # exact: μ ≤ κ·2^-s
+    wsq = (w.transpose() * w).entries()[0]
+    e = ((mu / kappa) ** (2 * k) / kappa).max(delta ** (2 * k - 1) / mu ** (2 * k)).upper()
+    angles = [arb.pi() * (2 * j + 1) / (2 * k) for j in range(k)]
+    shifts = [(mu * t.cos(), mu * t.sin()) for t in angles]
+    out = _refine(H, w, vecs, lam, shifts, [1 / b for _, b in shifts], (e * wsq / 4).upper().max(arb(0)))
+    if out is None:
+        return None
+    U, verr = out
+    err = (sum(verr, arb(0)) / k + e * wsq.sqrt()).upper()
+    return norm_sq(_real_mean(U, k), err)

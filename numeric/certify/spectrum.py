@@ -22,6 +22,12 @@ On the first route both forms are evaluated by :mod:`.resolvent` (``wᵀr(H)w`` 
 certified by their residuals, no ``n³`` work), which aims at ``2^-(min(70, prec/3)+16)·‖w‖²/max|λ|``
 for the filter and ``2^-(prec−32)·‖w‖²/max|λ|`` without one; where its float64 corrections cannot converge
 (``max|λ|/κ`` beyond about ``2^38``) the ball solves above are used.
+
+The Gram route (:mod:`.gram`) needs ``‖H⁺_τw‖² = wᵀ(H⁺_τ)²w`` of ``H = G = BBᵀ`` (``square=True``): the
+same split, cutoff and refusals, then a ball ``x`` around ``r(H)w`` (or ``H⁻¹w``) from the same solves,
+certified in the 2-norm (resolvent: ``β‖r‖₂``; ball solve: its entries), and
+``‖H⁺_τw‖₂ ∈ ‖x‖₂ ± (that + e‖w‖₂)`` since ``‖r(H) − H⁺_τ‖₂ = max_i |r(λ_i) − f(λ_i)| ≤ e``
+(``f(λ) = 1/λ`` kept, 0 dropped; the same ``e`` as above).
 """
 
 from __future__ import annotations
@@ -34,7 +40,8 @@ import numpy as np
 from flint import arb, arb_mat, ctx
 
 from coupled_curvature.numeric.certify.arrays import as_array, as_mat
-from coupled_curvature.numeric.certify.resolvent import filtered_form, inverse_form
+from coupled_curvature.numeric.certify.resolvent import (filtered_form, filtered_norm, inverse_form, inverse_norm,
+                                                          norm_sq)
 from coupled_curvature.numeric.certify.separation import split
 
 __all__ = ["PinvForm", "eigenvalue_balls", "pinv_form"]
@@ -129,12 +136,13 @@ def eigenvalue_balls(H: arb_mat, refine: bool = True) -> list[arb]:
     return [lo.union(hi) / theta for lo, hi in zip(lows, highs)]
 
 
-def _filtered(H: arb_mat, w: arb_mat, wsq: arb, top: arb, kappa: arb, delta: arb) -> arb:
+def _filtered(H: arb_mat, w: arb_mat, wsq: arb, top: arb, kappa: arb, delta: arb, square: bool = False) -> arb:
     """``wᵀH⁺_τw`` when the kept eigenvalues satisfy ``|λ| ≥ κ`` and the dropped ones ``|λ| ≤ δ < κ``:
     ``r(λ) = λ^(2k−1)/(λ^(2k) + μ^(2k))`` differs from ``1/λ`` on kept eigenvalues by at most
     ``(μ/κ)^(2k)/κ`` and from 0 on dropped ones by at most ``δ^(2k−1)/μ^(2k)``; ``wᵀr(H)w`` is one certified
     solve. ``k`` is the smallest that reaches the working precision, within what the precision carries
-    (the solve's condition is ``≈ (max|λ|/μ)^(2k)``)."""
+    (the solve's condition is ``≈ (max|λ|/μ)^(2k)``). ``square``: ``‖H⁺_τw‖²`` instead, from the ball
+    ``x ∋ r(H)w`` of the same solve and ``‖r(H) − H⁺_τ‖₂ ≤ e`` (:func:`.resolvent.norm_sq`)."""
     prec = ctx.prec
     lk, ld, lt = (math.log2(float(x.mid())) for x in (kappa, delta if delta > 0 else kappa * 2.0 ** (-2 * prec), top))
     k, mu_log = 1, ((ld + 3 * lk) / 4)
@@ -159,9 +167,12 @@ def _filtered(H: arb_mat, w: arb_mat, wsq: arb, top: arb, kappa: arb, delta: arb
             rhs = H2 * rhs  # H^(2k−1) w
         mu2k = mu ** (2 * k)
         A = P + arb_mat(n, n, [mu2k if i == j else 0 for i in range(n) for j in range(n)])
-        core = (w.transpose() * A.solve(rhs, algorithm="precond")).entries()[0]
-        err = ((mu / kappa) ** (2 * k) / kappa).max(delta ** (2 * k - 1) / mu2k) * wsq
-        return core + arb(0, err.upper())
+        x = A.solve(rhs, algorithm="precond")
+        e = ((mu / kappa) ** (2 * k) / kappa).max(delta ** (2 * k - 1) / mu2k)
+        if square:
+            return norm_sq(x, (e * wsq.sqrt()).upper())
+        core = (w.transpose() * x).entries()[0]
+        return core + arb(0, (e * wsq).upper())
     finally:
         ctx.prec = prec
 
@@ -205,7 +216,13 @@ def _deflate(H: arb_mat, w: arb_mat) -> tuple[arb_mat, arb_mat, np.ndarray]:
     return H, w, a.astype(float)  # each ball's midpoint, rounded to float64
 
 
-def _separated(H: arb_mat, w: arb_mat, rtol: Fraction, mid: np.ndarray) -> PinvForm | None:
+def _solve_form(H: arb_mat, w: arb_mat, square: bool) -> arb:
+    """``wᵀH⁻¹w`` (or ``‖H⁻¹w‖²`` when ``square``) from arb's certified solve."""
+    x = H.solve(w, algorithm="precond")
+    return (x.transpose() * x if square else w.transpose() * x).entries()[0]
+
+
+def _separated(H: arb_mat, w: arb_mat, rtol: Fraction, mid: np.ndarray, square: bool = False) -> PinvForm | None:
     """The form from the float64 basis's certified split (:mod:`.separation`), when it decides the cutoff:
     the refined shifted solves of :mod:`.resolvent`, else (they did not converge) the ball solves below."""
     sp = split(H, mid, float(rtol))
@@ -217,21 +234,26 @@ def _separated(H: arb_mat, w: arb_mat, rtol: Fraction, mid: np.ndarray) -> PinvF
     wsq = (w.transpose() * w).entries()[0]
     try:
         if sp.kept == H.nrows():
-            value = inverse_form(H, w, sp.vectors, sp.values, sp.kappa, sp.top.upper(), ctx.prec - 32)
+            value = (inverse_norm if square else inverse_form)(H, w, sp.vectors, sp.values, sp.kappa, sp.top.upper(),
+                                                               ctx.prec - 32)
             if value is None:
-                value = (w.transpose() * H.solve(w, algorithm="precond")).entries()[0]
+                value = _solve_form(H, w, square)
         else:
-            value = filtered_form(H, w, sp.vectors, sp.values, sp.top.upper(), sp.kappa, sp.delta,
-                                  _wanted_bits() + 16)
+            value = (filtered_norm if square else filtered_form)(H, w, sp.vectors, sp.values, sp.top.upper(),
+                                                                 sp.kappa, sp.delta, _wanted_bits() + 16)
             if value is None:
-                value = _filtered(H, w, wsq, sp.top.upper(), sp.kappa, sp.delta)
+                value = _filtered(H, w, wsq, sp.top.upper(), sp.kappa, sp.delta, square)
     except (ZeroDivisionError, ValueError):
         return None  # the general route below decides, and says why if it cannot
     return PinvForm(value, None, None, sp.kept, cutoff)
 
 
-def pinv_form(H: arb_mat, w: arb_mat, rtol: Fraction) -> PinvForm:
+def pinv_form(H: arb_mat, w: arb_mat, rtol: Fraction, *, square: bool = False) -> PinvForm:
     """``wᵀH⁺_τw`` for the symmetric ball matrix ``H``, ``τ = rtol·max|λ|``, certified or refused.
+
+    ``square=True`` gives ``wᵀ(H⁺_τ)²w = ‖H⁺_τw‖²`` instead, with the same split, cutoff and refusals: the
+    Gram route (:mod:`.gram`) calls it with ``H = G = BBᵀ`` and ``w = v = Bw_b``, where
+    ``w_bᵀ(BᵀB)⁺_τw_b = vᵀ(G⁺_τ)²v`` (the nonzero eigenvalues of ``BᵀB`` and ``BBᵀ`` coincide).
 
     >>> f = pinv_form(arb_mat([[4, 0], [0, 0]]), arb_mat([[1], [1]]), Fraction(1, 10**10))
     >>> f.value.contains(arb(1) / 4), f.rank
@@ -240,16 +262,16 @@ def pinv_form(H: arb_mat, w: arb_mat, rtol: Fraction) -> PinvForm:
     H, w, mid = _deflate(H, w)
     if H.nrows() == 0:
         return PinvForm(arb(0), None, None, 0, arb(0))
-    fast = _separated(H, w, rtol, mid)
+    fast = _separated(H, w, rtol, mid, square)
     if fast is not None and fast.value.rel_accuracy_bits() >= _wanted_bits():
         return fast
-    general = _general(H, w, rtol)
+    general = _general(H, w, rtol, square)
     if fast is None or (general.value is not None and general.value.rad() <= fast.value.rad()):
         return general
     return fast  # certified too, only wider than the refined route would have liked
 
 
-def _general(H: arb_mat, w: arb_mat, rtol: Fraction) -> PinvForm:
+def _general(H: arb_mat, w: arb_mat, rtol: Fraction, square: bool = False) -> PinvForm:
     """Every eigenvalue enclosed (refining the basis where the cutoff drops some), then the form."""
     lam = _quick_balls(H)
     kept, dropped, straddling = _classify(lam, rtol)
@@ -267,9 +289,10 @@ def _general(H: arb_mat, w: arb_mat, rtol: Fraction) -> PinvForm:
     wsq = (w.transpose() * w).entries()[0]
     try:
         if not dropped:
-            value = (w.transpose() * H.solve(w, algorithm="precond")).entries()[0]
+            value = _solve_form(H, w, square)
         else:
-            value = _filtered(H, w, wsq, top, min(v.abs_lower() for v in kept), max(v.abs_upper() for v in dropped))
+            value = _filtered(H, w, wsq, top, min(v.abs_lower() for v in kept), max(v.abs_upper() for v in dropped),
+                              square)
     except (ZeroDivisionError, ValueError) as e:
         return PinvForm(None, f"the certified solve failed at {ctx.prec} bits ({e}); raise prec", None, len(kept), cutoff)
     return PinvForm(value, None, None, len(kept), cutoff)

@@ -191,11 +191,16 @@ def test_kink_raises_precision_then_refuses_upstream_blocks(one_thread):
     assert cert["2.weight"].coupled is not None and cert["2.bias"].coupled is not None
 
 
-def test_large_block_dplus_refused_with_reason(one_thread):
+def test_large_block_dplus_by_the_gram_route_else_refused_with_reason(one_thread):
+    """600 parameters: ``D⁺`` from the 16 × 16 Gram matrix on 8 samples; on 257 samples (``m = 514``)
+    neither matrix is assembled, and the reason says so (more in ``test_certify_gram.py``)."""
     model = mlp([30, 20, 2], seed=0)
     X, y = data(8, (30,), 2, seed=0)
     b = certify(model, CE, (X, y))["0.weight"]
-    assert b.coupled is not None and b.inverse_coupled is None and "512" in b.inverse_reason
+    assert b.inverse_route == "gram" and b.inverse_coupled.relative_width < 1e-25
+    X, y = data(257, (30,), 2, seed=0)
+    b = certify(model, CE, (X, y), blocks={"w": ["0.weight"]})["w"]
+    assert b.coupled is not None and b.inverse_coupled is None and "514 > 512" in b.inverse_reason
 
 
 def test_block_over_two_modules_refused():
