@@ -20,7 +20,7 @@ accuracy on 3x64 (judged on MINRES's time to the accuracy; a block it never reac
 ratio is then a lower bound). Timings depend on machine load: the load average is printed. On a machine loaded
 beyond its cores, use --threads 1: OpenMP threads that wait for each other make 2 threads ~10x slower there.
 
-Run:  python bench/bench_peers.py [--quick] [--threads 2] [--maxiter 1000] [--with-126k-inverse]
+Run:  python bench/bench_peers.py [--quick] [--samples N] [--threads 2] [--maxiter 1000] [--with-126k-inverse]
 Needs the `bench` extra:  pip install '.[bench]'
 """
 
@@ -185,6 +185,8 @@ def worker(args) -> None:
     opts = {"accuracy": args.accuracy, "solver_rtol": args.solver_rtol, "maxiter": args.maxiter,
             "solvers": args.solvers.split(",")}
     X, y = _data()
+    if args.samples:
+        X, y = X[:args.samples], y[:args.samples]
     tiny = torch.nn.Sequential(torch.nn.Linear(64, 4, dtype=torch.float64), torch.nn.ReLU(),
                                torch.nn.Linear(4, 10, dtype=torch.float64))
     fn(tiny, X[:32], y[:32], None, {**opts, "maxiter": 3})  # warm-up: imports and lazy initialisation
@@ -208,7 +210,8 @@ def worker(args) -> None:
 def _run_worker(method: str, net: str, state: Path, out: Path, args, repeats: int, ref: Path | None) -> dict:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", method, "--net", net, "--state", str(state),
            "--out", str(out), "--repeats", str(repeats), "--threads", str(args.threads),
-           "--accuracy", str(args.accuracy), "--solver-rtol", str(args.solver_rtol), "--solvers", args.solvers]
+           "--accuracy", str(args.accuracy), "--solver-rtol", str(args.solver_rtol), "--solvers", args.solvers,
+           "--samples", str(args.samples)]
     if args.maxiter:
         cmd += ["--maxiter", str(args.maxiter)]
     if ref is not None:
@@ -312,6 +315,8 @@ def main() -> None:
     ap.add_argument("--maxiter", type=int, default=0, help="solver iteration cap (default: the block size)")
     ap.add_argument("--solvers", default="minres,lsmr", help="comma list from minres, lsmr")
     ap.add_argument("--nets", default="3x64,14x95", help="comma list from: " + ", ".join(NETS))
+    ap.add_argument("--samples", type=int, default=0,
+                    help="the first N digits samples (default 0: all 1797; the D target is stated for 256)")
     ap.add_argument("--json", help="also write every measured number to this file")
     ap.add_argument("--worker", choices=METHODS, help=argparse.SUPPRESS)
     ap.add_argument("--net", choices=tuple(NETS), help=argparse.SUPPRESS)
@@ -336,7 +341,8 @@ def main() -> None:
         sys.exit("bench_peers: --nets takes a comma list from: " + ", ".join(NETS))
     print(f"bench_peers: torch {torch.__version__}, curvlinops {version('curvlinops-for-pytorch')}, {args.threads} threads per "
           f"worker, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")
-    print(f"data: full digits (1797 x 64, 10 classes) as one batch, mean cross-entropy, float64; "
+    what = f"the first {args.samples} digits samples" if args.samples else "full digits (1797 samples)"
+    print(f"data: {what} (x 64, 10 classes) as one batch, mean cross-entropy, float64; "
           f"curvlinops check_deterministic=False (its two extra data passes are off for timing fairness)")
     results: dict[str, dict] = {}
     targets = []
