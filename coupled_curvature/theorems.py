@@ -231,11 +231,15 @@ FORMAL_SCOPE: dict[str, str] = {
           "n = 1 pointwise law (D kept for all g, H iff φ'' = 0 at the point); not the global statements "
           "(n = 1 affine classification, C² diffeomorphisms), which assume derivatives everywhere",
     "T7": "the Moore–Penrose inverse constructed and unique, (A⁻ᵀHA⁻¹)⁺ = AH⁺Aᵀ for A ∈ CO(n), D⁺ "
-          "invariant, the converse, and an exact singular witness; not the relative-cutoff H⁺_τ",
+          "invariant, the converse, and an exact singular witness; and the relative-cutoff H⁺_τ that diagnose "
+          "computes, given an orthogonal eigendecomposition of H (MathComp 1.15 has no real spectral theorem)",
     "T8": "D → tD and D⁺ → D⁺/t under H → tH, with strict monotonicity; not the Laplace reading",
     "T9": "for a loss positively homogeneous of degree k in a block: wᵀg = k·L (L differentiable at w) and "
-          "Hw = (k−1)·g (L differentiable near w, partials derivable at w); not the network closed forms in "
-          "P and Q, so no derivation step is formal",
+          "Hw = (k−1)·g (L differentiable near w, partials derivable at w); the network closed forms for "
+          "L = Σ_i ℓ_i(F_i) with F_i(tw) = t^p F_i(w) for t near 1: wᵀg = pP and wᵀHw = p(p−1)P + p²Q as "
+          "radial derivatives, P and Q as directional derivatives of the ℓ_i (local hypotheses); for p = 1 "
+          "wᵀg = P, wᵀHw = Q and D = (Q/P²)·cos² (L differentiable near w, partials differentiable at w, "
+          "P ≠ 0); not the bound D ≤ Q/P² nor the homogeneity of a deep net's outputs",
     "T10": "L(sw) = L(w) gives wᵀg = 0 (L differentiable at w), Hw = −g, wᵀHw = 0 and D = 0 (L "
            "differentiable near w, its partials derivable at w); instance L(x) = (first coordinate of x)²/‖x‖² at x = (1, 1)",
     "T11": "ρ invariant under every invertible block action; the Newton decrement gᵀH⁻¹g invariant under "
@@ -348,6 +352,11 @@ FORMAL_STEPS: dict[str, dict[str, tuple[str, ...]]] = {
         "D(tH) = t·D(H)": ("T08_monotonicity.T8_D_scale",),
         "D⁺(tH) = D⁺(H)/t": ("T08_monotonicity.T8_Dplus_scale",),
     },
+    "T9": {
+        "f(tW_l) = t^p f: wᵀg = d/dt L|_{t=1} = pP": ("T01_analytic.derive_grad", "T09_closed_forms.T9_ray_closed_forms"),
+        "wᵀHw = d²/dt² L|_{t=1} = p(p-1)P + p²Q": ("T09_closed_forms.quad_hess", "T09_closed_forms.T9_ray_closed_forms"),
+        "k = 1 (p = 1): wᵀHw = Q for every layer": ("T09_closed_forms.T9_k1_closed_forms",),
+        "k = 1: D_l = (wᵀHw/‖w‖²)/‖g‖² with wᵀHw = Q: = (Q/P²)·cos²∠(w_l, g_l)": ("T09_closed_forms.T9_k1_closed_forms",)},
     "T10": {
         "d/ds L(sw)|_{s=1} = wᵀg (=0 as L(sw) is constant in s)":
             ("T10_scale_invariant_blocks.scale_invariant_radial", "T10_scale_invariant_blocks.scale_invariant_wg"),

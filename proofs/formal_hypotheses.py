@@ -121,6 +121,14 @@ _WORDS: tuple[tuple[str, str], ...] = (
      r"\(J\^T \*m H \*m J \+ \\sum_k g k 0 \*: K k\) = coupledD p g H",
      "D at (w', Jᵀg, JᵀHJ + Σ_k g_k K_k) equals D at (p, g, H) for every g ≠ 0 and symmetric H: the "
      "pull-back through a map with Jacobian J and second derivatives K_k preserves D"),
+    (r"forall i : 'I_\w+, topology\.prop_near1 1 \(inPhantom \(forall t : [^,]+, F i \(t \*: w\) = t \^\+ (\w+) \*: F i w\)\)",
+     "every sample's output F_i is positively homogeneous of degree {1} along the ray through w, for t near 1: "
+     "F_i(t·w) = t^{1}·F_i(w) (local)"),
+    (r"forall i : 'I_\w+, topology\.prop_near1 1 \(inPhantom \(forall s : [^,]+, derive\.derivable \(ell i\) "
+     r"\(s \*: F i w\) \(F i w\)\)\)",
+     "every per-sample loss ℓ_i is derivable along f_i = F_i(w) at s·f_i for every s near 1 (local)"),
+    (r"forall i : 'I_\w+, derive\.derivable \[eta (?:\w+\.)?d1 \(ell i\) \(F i w\)\] \(F i w\) \(F i w\)",
+     "every per-sample directional derivative y ↦ ∂ℓ_i(y)[f_i] is derivable at f_i = F_i(w) along f_i (local)"),
     (r"forall i j : 'I_[\w.+]+, derive\.derivable \[eta (?:\w+\.)?d1 L \((?:\w+\.)?e (?:R )?j\)\] "
      r"(\w+) \((?:\w+\.)?e (?:R )?i\)",
      "every partial derivative ∂_jL is derivable at {1} along every coordinate direction (local)"),
@@ -134,9 +142,10 @@ def in_words(premise: str) -> str | None:
         m = re.fullmatch(pattern, p)
         if m:
             return words.format(None, *(_name(g) for g in m.groups()))
-    if p.startswith(("derive.differentiable_def L ", "differentiable_def L ")):
+    m = re.match(r"(?:derive\.)?differentiable_def (L|f) ", p)
+    if m:
         point = differentiability_point(p.removeprefix("derive."))
-        return None if point is None else f"L is differentiable at {_name(point)} (local)"
+        return None if point is None else f"{m.group(1)} is differentiable at {_name(point)} (local)"
     m = re.fullmatch(r"forall j : 'I_[\w.+]+, (derive\.differentiable_def \[eta (?:\w+\.)?d1 L \(e (?:R )?j\)\] .+)", p)
     if m:
         point = differentiability_point(re.sub(r"\[eta (?:\w+\.)?d1 L \(e (?:R )?j\)\]", "f",

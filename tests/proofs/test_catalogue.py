@@ -107,5 +107,5 @@ def test_entries_name_their_coq_theorems_and_scope():
 
     e4, e9 = entry("T4", symbolic=False), entry("T9", symbolic=False)
     assert list(e4.formal) == formal.formal_theorems()["T4"] and "every n" in e4.formal_scope
-    # T9 has pinned Coq theorems (the Euler identities for a homogeneous loss) but no formal step
-    assert list(e9.formal) == formal.formal_theorems()["T9"] and "no derivation step" in e9.formal_scope
+    # T9: the Euler identities and the network closed forms in P and Q (the latter label derivation steps)
+    assert list(e9.formal) == formal.formal_theorems()["T9"] and "closed forms" in e9.formal_scope

@@ -139,6 +139,13 @@ def test_global_differentiability_is_recognised() -> None:
     assert formal.global_differentiability(everywhere) == ["x"]
     at_w = "(forall i j : I, derivable [eta d1 L (e R j)] w (e R i)) -> Q"
     assert formal.global_differentiability(at_w) == []
+    # the statement's own parameters: differentiable at the point x the theorem is about, not everywhere
+    at_x = ("forall (f : V -> R) (x v : V), derive.differentiable_def f (Phantom (set (set V)) "
+            "(topology.filter_of (Phantom V x))) -> d1 f v x = 0")
+    assert formal.global_differentiability(at_x) == []
+    inner = ("forall (f : V -> R) (v : V), (forall x : V, derive.differentiable_def f (Phantom (set (set V)) "
+             "(topology.filter_of (Phantom V x)))) -> d1 f v v = 0")
+    assert formal.global_differentiability(inner) == ["x"]
 
 
 def test_no_pinned_statement_assumes_differentiability_everywhere() -> None:
@@ -193,3 +200,29 @@ def test_t3_permutation_end_to_end_is_pinned() -> None:
         assert "differentiable" not in s
     inst = pins["CoupledCurvature.T03_network_perm.T3_network_perm_instance"]
     assert "differentiable" in inst and "perm_mx p *m b != b" in inst and "grad L b = 2 *:" in inst
+
+
+def test_t9_closed_forms_are_pinned() -> None:
+    """T9's network closed forms: the pinned statements mention the sample-sum loss, P and Q and the
+    closed forms, their hypotheses are local (near 1, at f_i, near w) and said in words, and the pinned
+    instance has content (P = 2 <> 0, not a constant function)."""
+    from coupled_curvature.proofs.formal_evidence import global_differentiability
+    from coupled_curvature.proofs.formal_hypotheses import hypotheses_in_words
+    from coupled_curvature.theorems import FORMAL_STEPS
+
+    pins = dict(formal.statement_pins()["T9"])
+    ray = pins["CoupledCurvature.T09_closed_forms.T9_ray_closed_forms"]
+    k1 = pins["CoupledCurvature.T09_closed_forms.T9_k1_closed_forms"]
+    for s in (ray, k1):
+        for word in (r"\sum_(i < N) ell i (F i v)", "DefsAnalytic.d1 (ell i) (F i w) (F i w)",
+                     "DefsAnalytic.d2 (ell i) (F i w) (F i w) (F i w)", "topology.prop_near1 1"):
+            assert word in s, word
+        assert global_differentiability(s) == []
+        assert all(w is not None for _, w in hypotheses_in_words(s))
+    assert "DefsAnalytic.d2 L w w w = p%:R * (p%:R - 1) * P + p%:R ^+ 2 * Q" in ray
+    assert "quad (DefsAnalytic.hess L w) w = Q" in k1 and "Q / P ^+ 2 *" in k1
+    inst = pins["CoupledCurvature.T09_closed_forms.T9_closed_forms_instance"]
+    assert "f 0 0 ^+ 2" in inst and "(F i w) (F i w) = 2]" in inst
+    names = {n for steps in FORMAL_STEPS["T9"].values() for n in steps}
+    assert names == {"T09_closed_forms.T9_ray_closed_forms", "T09_closed_forms.T9_k1_closed_forms",
+                     "T09_closed_forms.quad_hess", "T01_analytic.derive_grad"}
