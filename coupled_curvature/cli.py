@@ -74,3 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+if __name__ == "__main__":  # python -m coupled_curvature.cli, like python -m coupled_curvature
+    raise SystemExit(main())
