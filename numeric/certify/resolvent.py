@@ -128,11 +128,10 @@ def _order(c0: float, g: float, bits: int) -> tuple[int, int] | None:
     return best
 
 
-def filtered_form(H: arb_mat, w: arb_mat, vecs: np.ndarray, lam: np.ndarray, top: arb, kappa: arb, delta: arb,
-                  bits: int) -> arb | None:
-    """``wᵀH⁺_τw`` when the kept eigenvalues satisfy ``|λ| ≥ κ`` and the dropped ones ``|λ| ≤ δ < κ``:
-    ``wᵀr(H)w ± e‖w‖²`` with ``e = max((μ/κ)^(2k)/κ, δ^(2k−1)/μ^(2k))`` (``r`` within ``e`` of ``1/λ`` on
-    the kept and of 0 on the dropped eigenvalues), aiming at ``e‖w‖² ≈ 2^-bits·‖w‖²/top``."""
+def _filter(top: arb, kappa: arb, delta: arb, bits: int) -> tuple[int, arb, list[tuple[arb, arb]]] | None:
+    """The filter ``r`` of :func:`filtered_form` for kept ``|λ| ≥ κ`` and dropped ``|λ| ≤ δ < κ``: its order
+    ``k``, its error ``e = max((μ/κ)^(2k)/κ, δ^(2k−1)/μ^(2k))`` (a ball) and its ``k`` shifts
+    ``μζ_j = (μ cos θ_j, μ sin θ_j)``, ``θ_j = π(2j+1)/(2k)``; ``None`` when no order reaches ``bits``."""
     if not (kappa > 0 and delta < kappa):
         return None
     c0 = math.log2(float(top.mid()) / float(kappa.mid()))
@@ -142,10 +141,22 @@ def filtered_form(H: arb_mat, w: arb_mat, vecs: np.ndarray, lam: np.ndarray, top
         return None
     k, s = ks
     mu = arb(2) ** (math.floor(math.log2(float(kappa.lower()))) - s)  # exact: μ ≤ κ·2^-s
-    wsq = (w.transpose() * w).entries()[0]
-    e = ((mu / kappa) ** (2 * k) / kappa).max(delta ** (2 * k - 1) / mu ** (2 * k)) * wsq
+    e = ((mu / kappa) ** (2 * k) / kappa).max(delta ** (2 * k - 1) / mu ** (2 * k))
     angles = [arb.pi() * (2 * j + 1) / (2 * k) for j in range(k)]
-    shifts = [(mu * t.cos(), mu * t.sin()) for t in angles]
+    return k, e, [(mu * t.cos(), mu * t.sin()) for t in angles]
+
+
+def filtered_form(H: arb_mat, w: arb_mat, vecs: np.ndarray, lam: np.ndarray, top: arb, kappa: arb, delta: arb,
+                  bits: int) -> arb | None:
+    """``wᵀH⁺_τw`` when the kept eigenvalues satisfy ``|λ| ≥ κ`` and the dropped ones ``|λ| ≤ δ < κ``:
+    ``wᵀr(H)w ± e‖w‖²`` with ``e = max((μ/κ)^(2k)/κ, δ^(2k−1)/μ^(2k))`` (``r`` within ``e`` of ``1/λ`` on
+    the kept and of 0 on the dropped eigenvalues), aiming at ``e‖w‖² ≈ 2^-bits·‖w‖²/top``."""
+    filt = _filter(top, kappa, delta, bits)
+    if filt is None:
+        return None
+    k, e, shifts = filt
+    wsq = (w.transpose() * w).entries()[0]
+    e = e * wsq
     out = _solve(H, w, vecs, lam, shifts, [1 / b for _, b in shifts], (e / 4).upper().max(arb(0)))
     if out is None:
         return None
@@ -193,19 +204,12 @@ def filtered_norm(H: arb_mat, w: arb_mat, vecs: np.ndarray, lam: np.ndarray, top
     ``r(H)w = (1/k)·Re Σ_j (H − μζ_jI)⁻¹w`` is approximated by ``x = (1/k)Σ_j Re u_j`` with
     ``‖x − r(H)w‖₂ ≤ (1/k)Σ_j ‖r_j‖₂/(μ sin θ_j)``. Hence ``‖H⁺_τw‖₂ ∈ ‖x‖₂ ± (that + e‖w‖₂)``
     (:func:`norm_sq`)."""
-    if not (kappa > 0 and delta < kappa):
+    filt = _filter(top, kappa, delta, bits)
+    if filt is None:
         return None
-    c0 = math.log2(float(top.mid()) / float(kappa.mid()))
-    g = math.inf if delta == 0 else math.log2(float(kappa.mid()) / float(delta.upper()))
-    ks = _order(c0, g, bits)
-    if ks is None:
-        return None
-    k, s = ks
-    mu = arb(2) ** (math.floor(math.log2(float(kappa.lower()))) - s)  # exact: μ ≤ κ·2^-s
+    k, e, shifts = filt
+    e = e.upper()
     wsq = (w.transpose() * w).entries()[0]
-    e = ((mu / kappa) ** (2 * k) / kappa).max(delta ** (2 * k - 1) / mu ** (2 * k)).upper()
-    angles = [arb.pi() * (2 * j + 1) / (2 * k) for j in range(k)]
-    shifts = [(mu * t.cos(), mu * t.sin()) for t in angles]
     out = _refine(H, w, vecs, lam, shifts, [1 / b for _, b in shifts], (e * wsq / 4).upper().max(arb(0)))
     if out is None:
         return None

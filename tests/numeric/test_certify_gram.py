@@ -27,14 +27,6 @@ from tests.numeric.test_certify import CE, residual_net
 HIDDEN = {"hidden": ["2.weight"]}  # the 40×40 = 1600-parameter weight of 8-[40,40]-3
 
 
-@pytest.fixture
-def prec256():
-    saved = ctx.prec
-    ctx.prec = 256
-    yield
-    ctx.prec = saved
-
-
 @pytest.fixture(scope="module")
 def hidden(one_thread):
     """``(certificate, float64 diagnosis)`` of the hidden weight on 60 samples: ``m = 60·3 = 180``."""

@@ -23,14 +23,6 @@ from tests.numeric._nets import block_loss, data, mlp
 from tests.numeric.test_certify import CE, residual_net
 
 
-@pytest.fixture
-def prec256():
-    saved = ctx.prec
-    ctx.prec = 256
-    yield
-    ctx.prec = saved
-
-
 @pytest.mark.parametrize("members, op", [(["0.weight"], 0), (["0.bias"], 0), (["2.weight", "2.bias"], 2),
                                          (["4.bias", "4.weight"], 4)])
 @pytest.mark.parametrize("loss", [nn.CrossEntropyLoss(), nn.MSELoss(reduction="sum")])
