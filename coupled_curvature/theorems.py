@@ -236,10 +236,10 @@ FORMAL_SCOPE: dict[str, str] = {
     "T8": "D → tD and D⁺ → D⁺/t under H → tH, with strict monotonicity; not the Laplace reading",
     "T9": "for a loss positively homogeneous of degree k in a block: wᵀg = k·L (L differentiable at w) and "
           "Hw = (k−1)·g (L differentiable near w, partials derivable at w); the network closed forms for "
-          "L = Σ_i ℓ_i(F_i) with F_i(tw) = t^p F_i(w) for t near 1: wᵀg = pP and wᵀHw = p(p−1)P + p²Q as "
-          "radial derivatives, P and Q as directional derivatives of the ℓ_i (local hypotheses); for p = 1 "
-          "wᵀg = P, wᵀHw = Q and D = (Q/P²)·cos² (L differentiable near w, partials differentiable at w, "
-          "P ≠ 0); not the bound D ≤ Q/P² nor the homogeneity of a deep net's outputs",
+          "L = Σ_i ℓ_i(F_i) with F_i(tw) = t^p F_i(w) for t near 1: wᵀg = pP and wᵀHw = p(p−1)P + p²Q with "
+          "P = Σ⟨∇ℓ_i(f_i), f_i⟩, Q = Σ f_iᵀ∇²ℓ_i(f_i)f_i (L and each ℓ_i differentiable near the point, partials "
+          "differentiable at it; instances p = 1 and p = 2); for p = 1 also D = (Q/P²)·cos² (P ≠ 0); not the "
+          "bound D ≤ Q/P² nor the homogeneity of a deep net's outputs",
     "T10": "L(sw) = L(w) gives wᵀg = 0 (L differentiable at w), Hw = −g, wᵀHw = 0 and D = 0 (L "
            "differentiable near w, its partials derivable at w); instance L(x) = (first coordinate of x)²/‖x‖² at x = (1, 1)",
     "T11": "ρ invariant under every invertible block action; the Newton decrement gᵀH⁻¹g invariant under "
@@ -352,11 +352,11 @@ FORMAL_STEPS: dict[str, dict[str, tuple[str, ...]]] = {
         "D(tH) = t·D(H)": ("T08_monotonicity.T8_D_scale",),
         "D⁺(tH) = D⁺(H)/t": ("T08_monotonicity.T8_Dplus_scale",),
     },
-    "T9": {
-        "f(tW_l) = t^p f: wᵀg = d/dt L|_{t=1} = pP": ("T01_analytic.derive_grad", "T09_closed_forms.T9_ray_closed_forms"),
-        "wᵀHw = d²/dt² L|_{t=1} = p(p-1)P + p²Q": ("T09_closed_forms.quad_hess", "T09_closed_forms.T9_ray_closed_forms"),
-        "k = 1 (p = 1): wᵀHw = Q for every layer": ("T09_closed_forms.T9_k1_closed_forms",),
-        "k = 1: D_l = (wᵀHw/‖w‖²)/‖g‖² with wᵀHw = Q: = (Q/P²)·cos²∠(w_l, g_l)": ("T09_closed_forms.T9_k1_closed_forms",)},
+    "T9": {  # P = Σ⟨∇ℓ_i, f_i⟩, Q = Σ f_iᵀ∇²ℓ_i f_i in grad/hess form (T09_closed_forms_grad), directional (T09_closed_forms)
+        **{s: ("T09_closed_forms_grad.T9_closed_forms_grad", "T09_closed_forms.T9_ray_closed_forms") for s in (
+            "f(tW_l) = t^p f: wᵀg = d/dt L|_{t=1} = pP", "wᵀHw = d²/dt² L|_{t=1} = p(p-1)P + p²Q")},
+        **{s: ("T09_closed_forms_grad.T9_k1_closed_forms_grad", "T09_closed_forms.T9_k1_closed_forms") for s in (
+            "k = 1 (p = 1): wᵀHw = Q for every layer", "k = 1: D_l = (wᵀHw/‖w‖²)/‖g‖² with wᵀHw = Q: = (Q/P²)·cos²∠(w_l, g_l)")}},
     "T10": {
         "d/ds L(sw)|_{s=1} = wᵀg (=0 as L(sw) is constant in s)":
             ("T10_scale_invariant_blocks.scale_invariant_radial", "T10_scale_invariant_blocks.scale_invariant_wg"),

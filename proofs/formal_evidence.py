@@ -56,6 +56,10 @@ FORMAL_INSTANCES: dict[str, tuple[str, ...]] = {
     **{f"T09_euler_identities.{n}": ("T09_euler_identities.T9_instance",) for n in ("euler_radial", "euler_wg", "euler_Hw")},
     **{f"T09_closed_forms.{n}": ("T09_closed_forms.T9_closed_forms_instance",)
        for n in ("T9_ray_closed_forms", "T9_k1_closed_forms", "quad_hess")},
+    **{f"T09_closed_forms_grad.{n}": ("T09_closed_forms_grad.T9_closed_forms_grad_instance",
+                                      "T09_closed_forms_grad.T9_closed_forms_grad_instance_p2")
+       for n in ("T9_closed_forms_grad", "ray_derivable_near", "d1_derivable")},
+    "T09_closed_forms_grad.T9_k1_closed_forms_grad": ("T09_closed_forms_grad.T9_closed_forms_grad_instance",),
     **{f"T10_scale_invariant_blocks.{n}": ("T10_scale_invariant_blocks.T10_instance",)
        for n in ("scale_invariant_radial", "scale_invariant_wg", "scale_invariant_Hw", "scale_invariant_quad")},
     **{f"T11_larger_groups.{n}": ("T11_larger_groups.T11_nonvacuous",)

@@ -132,6 +132,10 @@ _WORDS: tuple[tuple[str, str], ...] = (
     (r"forall i j : 'I_[\w.+]+, derive\.derivable \[eta (?:\w+\.)?d1 L \((?:\w+\.)?e (?:R )?j\)\] "
      r"(\w+) \((?:\w+\.)?e (?:R )?i\)",
      "every partial derivative ∂_jL is derivable at {1} along every coordinate direction (local)"),
+    (r"forall i : 'I_\w+, (?:\w+\.)?differentiable_near \(ell i\) \(F i w\)",
+     "every per-sample loss ℓ_i is differentiable at every point of a neighbourhood of f_i = F_i(w) (local)"),
+    (r"(?:\w+\.)?differentiable_near ell (\w+)",
+     "ℓ is differentiable at every point of a neighbourhood of {1} (local)"),
 )
 
 
@@ -151,6 +155,15 @@ def in_words(premise: str) -> str | None:
         point = differentiability_point(re.sub(r"\[eta (?:\w+\.)?d1 L \(e (?:R )?j\)\]", "f",
                                                m.group(1).removeprefix("derive.")))
         return None if point is None else f"every partial derivative ∂_jL is differentiable at {_name(point)} (local)"
+    m = re.fullmatch(r"forall (\(i : 'I_\w+\) \(j : 'I_[\w.+]+\)|j : 'I_[\w.+]+), "
+                     r"(derive\.differentiable_def \[eta (?:\w+\.)?d1 (\(ell i\)|ell) \(e (?:R )?j\)\] .+)", p)
+    if m and (m.group(3) == "ell") == m.group(1).startswith("j"):     # ∂_jℓ_i of every sample's loss, or ∂_jℓ
+        point = differentiability_point(re.sub(r"\[eta (?:\w+\.)?d1 (?:\(ell i\)|ell) \(e (?:R )?j\)\]", "f",
+                                               m.group(2).removeprefix("derive.")))
+        if point is None or (m.group(3) != "ell" and _name(point) != "F i w"):
+            return None
+        who, at = ("ℓ", _name(point)) if m.group(3) == "ell" else ("ℓ_i of every per-sample loss", "f_i = F_i(w)")
+        return f"every partial derivative ∂_j{who} is differentiable at {at} (local)"
     return None
 
 

@@ -13,7 +13,8 @@
    w and its partials differentiable at w, and gives wᵀg = P, wᵀHw = Q (quad_hess: wᵀHw is the
    second directional derivative along w) and, when P ≠ 0, D = (Q/P²)·(wᵀg)²/(‖w‖²‖g‖²).
    Not here: the bound D ≤ Q/P² (Cauchy–Schwarz and Q ≥ 0), the grad/hess forms of P and Q for
-   ℓ_i (only directional), and the homogeneity of a deep network's outputs (T2 is the layer law).
+   ℓ_i (in T09_closed_forms_grad.v), and the homogeneity of a deep network's outputs (T2 is the
+   layer law).
    Instance T9_closed_forms_instance: one sample, F(v) = v (one weight, input 1), ℓ(f) = f², at
    w = 1: every hypothesis holds and P = 2 <> 0. *)
 From mathcomp Require Import all_ssreflect all_algebra.

@@ -225,4 +225,41 @@ def test_t9_closed_forms_are_pinned() -> None:
     assert "f 0 0 ^+ 2" in inst and "(F i w) (F i w) = 2]" in inst
     names = {n for steps in FORMAL_STEPS["T9"].values() for n in steps}
     assert names == {"T09_closed_forms.T9_ray_closed_forms", "T09_closed_forms.T9_k1_closed_forms",
-                     "T09_closed_forms.quad_hess", "T01_analytic.derive_grad"}
+                     "T09_closed_forms_grad.T9_closed_forms_grad", "T09_closed_forms_grad.T9_k1_closed_forms_grad"}
+
+
+def test_t9_closed_forms_grad_are_pinned() -> None:
+    """T9's closed forms as derive_T9 states them: P = Σ⟨∇ℓ_i(f_i), f_i⟩ and Q = Σ f_iᵀ∇²ℓ_i(f_i)f_i with
+    wᵀg and wᵀHw of L on the left, local hypotheses said in words, the hypotheses of the directional
+    theorem derived (not assumed), and two instances with two weights, a target 1 and nonzero numbers
+    (p = 1 and p = 2)."""
+    from coupled_curvature.proofs.formal_evidence import FORMAL_INSTANCES, global_differentiability
+    from coupled_curvature.proofs.formal_hypotheses import hypotheses_in_words
+    from coupled_curvature.theorems import FORMAL_STEPS
+
+    pins = dict(formal.statement_pins()["T9"])
+    mod = "CoupledCurvature.T09_closed_forms_grad."
+    gen, k1 = pins[mod + "T9_closed_forms_grad"], pins[mod + "T9_k1_closed_forms_grad"]
+    for s in (gen, k1, pins[mod + "ray_derivable_near"], pins[mod + "d1_derivable"]):
+        assert global_differentiability(s) == []
+        assert all(w is not None for _, w in hypotheses_in_words(s))
+    for s in (gen, k1):
+        for word in ("let P := \\sum_(i < N) dot (DefsAnalytic.grad (ell i) (F i w)) (F i w)",
+                     "let Q := \\sum_(i < N) quad (DefsAnalytic.hess (ell i) (F i w)) (F i w)",
+                     "T01_analytic.differentiable_near (ell i) (F i w)", "topology.prop_near1 1"):
+            assert word in " ".join(s.split()), word
+        assert "derive.derivable" not in s          # the directional hypotheses are derived, not assumed
+    assert "dot w (DefsAnalytic.grad L w) = p%:R * P /\\" in gen
+    assert "quad (DefsAnalytic.hess L w) w = p%:R * (p%:R - 1) * P + p%:R ^+ 2 * Q" in gen
+    assert "quad (DefsAnalytic.hess L w) w = Q" in k1 and "Q / P ^+ 2 *" in k1
+    assert "derive.derivable ell (s *: f) f" in pins[mod + "ray_derivable_near"]
+    assert "derive.derivable [eta DefsAnalytic.d1 ell f] f f" in pins[mod + "d1_derivable"]
+    i1, i2 = (" ".join(pins[mod + n].split()) for n in ("T9_closed_forms_grad_instance",
+                                                        "T9_closed_forms_grad_instance_p2"))
+    assert "const_mx (v 0 0 + 2 * v 1 0)" in i1 and "(f 0 0 - 1) ^+ 2" in i1 and "t ^+ 1 *: F i w" in i1
+    assert "(F i w) = 12 /\\" in i1 and "(F i w) = 18 &" in i1
+    assert "dot w (DefsAnalytic.grad L w) = 12 /\\ quad (DefsAnalytic.hess L w) w = 18]" in i1
+    assert "const_mx (v 0 0 * v 1 0)" in i2 and "t ^+ 2 *: F i w" in i2 and "(F i w) = 4 /\\" in i2
+    assert "dot w (DefsAnalytic.grad L w) = 8 /\\ quad (DefsAnalytic.hess L w) w = 40]" in i2
+    for n in {n for steps in FORMAL_STEPS["T9"].values() for n in steps if n.startswith("T09_closed_forms_grad.")}:
+        assert "T09_closed_forms_grad.T9_closed_forms_grad_instance" in FORMAL_INSTANCES[n]
