@@ -143,8 +143,7 @@ def test_refuses_to_replace_unrelated_folder(tmp_path, capsys):
 
 
 def test_report_names_the_coq_theorems_with_their_scope_and_size(tmp_path, monkeypatch):
-    """T4's section lists its pinned Coq theorems with line counts and what they prove; T9 (no Coq
-    proof) has no such paragraph."""
+    """T4's section lists its pinned Coq theorems with line counts and what they prove."""
     from coupled_curvature.proofs import formal
 
     monkeypatch.setattr(build, "collect", lambda *a, **k: small_collect())
