@@ -293,8 +293,9 @@ class _Printer:
             names = [identifier(n) for n in node[1]] or [identifier("x")]
             bound = join(*[q for i, n in enumerate(names) for q in ([operator(",", False)] if i else []) + [n]])
             return parenthesized(join(bound, operator("↦"), e(node[2])))
-        if k == "row":
-            return join(words("row"), parenthesized(join(identifier(node[1]), operator("↦"), e(node[2]))))
+        if k in ("row", "col"):
+            return join(words("row" if k == "row" else "column"),
+                        parenthesized(join(identifier(node[1]), operator("↦"), e(node[2]))))
         if k in ("forall", "exists"):
             return join(self.binders("∀" if k == "forall" else "∃", node[1]), Piece(" ", r"\;", ""), e(node[2]))
         if k == "let":

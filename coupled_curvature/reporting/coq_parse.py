@@ -20,7 +20,7 @@ __all__ = ["parse"]
 _TOKEN = re.compile(r"""\s*(?:
     (?P<ty>'(?:M|cV|rV|I)_)
   | (?P<op><->|<>|->|=>|\[/\\|/\\|\\/|!=|<=|:=|\*m|\*:|\^\+|\^-1(?![0-9])|\^-|\^T|\^o|%:M|%:R|%N|\.\+1|\\in|\\notin
-          |\\o|\\sum_|\\row_|\[eta|[(),:<=+\-*/~&\[\]])
+          |\\o|\\sum_|\\row_|\\col_|\[eta|[(),:<=+\-*/~&\[\]])
   | (?P<id>[A-Za-z_][\w']*(?:\.[A-Za-z_][\w']*)*)
   | (?P<num>\d+))""", re.X)
 _KEYWORDS = {"forall", "exists", "let", "in", "fun"}
@@ -155,10 +155,10 @@ class _Parser:
             else:
                 idx = self.take()
                 left = ("sum", idx, self.term(40))
-        elif v == "\\row_":  # \row_j e: the row vector of the e(j)
+        elif v in ("\\row_", "\\col_"):  # \row_j e, \col_j e: the row (column) vector of the e(j)
             self.take()
             idx = self.take()
-            left = ("row", idx, self.atom())
+            left = ("row" if v == "\\row_" else "col", idx, self.atom())
         elif v == "fun":  # fun v : T => body, fun y => body
             self.take()
             names = []

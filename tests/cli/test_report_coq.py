@@ -54,6 +54,7 @@ def test_every_pinned_statement_reads_as_mathematics(name, statement):
     ("prop_near1 x (inPhantom (forall y : T, f y = g y))", "∀y near x: f(y) = g(y)"),
     ("T01_analytic.differentiable_near L w -> grad L w = g", "L differentiable near w ⇒ ∇L(w) = g"),
     ("\\sum_(s < m) ell s", "Σ_(s<m)ell(s)"),
+    ("\\row_k k.+1%:R = \\col_j 2", "row(k ↦ k+1) = column(j ↦ 2)"),
 ])
 def test_translation_of_the_notation(coq, maths):
     assert _text(coq) == maths
