@@ -221,8 +221,8 @@ FORMAL_SCOPE: dict[str, str] = {
           "W_l and b_l: g' = c⁻¹g, H' = c⁻²H, ‖g‖² and RQ by c⁻², wᵀHw, wᵀg, D, D⁺ unchanged, with no "
           "differentiability hypothesis (equalities of the limits that define the derivatives), and "
           "W_{l+1} (factor c⁻ᵏ, hidden or output layer); a permutation of layer l's units end to end "
-          "(blocks W_l and b_l: g' = Qg, H' = QHQᵀ, D, D⁺ unchanged, any σ, no hypothesis); the "
-          "block-map algebra αI",
+          "(blocks W_l and b_l: g' = Qg, H' = QHQᵀ, D, D⁺ unchanged, any σ, no hypothesis); instances: a deep "
+          "linear net, and a ReLU net at a point off its kinks (loss = its linear-region polynomial nearby); αI",
     "T4": "(i) ⇔ (ii) ⇔ (iii) for every n over a real closed field, and the basis-vector witness with a "
           "factor in (0, 1); not the κ(A)⁻² form, which needs a spectral theorem",
     "T5": "the vec action of a positive neuron-wise scaling is conformal iff the scales are uniform; "

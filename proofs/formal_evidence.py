@@ -39,6 +39,11 @@ FORMAL_INSTANCES: dict[str, tuple[str, ...]] = {
                  "permutation_preserves_output")},
     **{f"T03_network_law.{n}": ("T03_network_instance.T3_deep_linear_instance", "T02_homogeneous_rescaling.relu_hom")
        for n in ("T3_network_W", "T3_network_b", "T3_network_next", "T3_network_next_out")},
+    # the blocks W_l and W_{l+1} (output layer) also have ReLU instances, at a point where no pre-activation is 0
+    "T03_network_law.T3_network_W": ("T03_network_instance.T3_deep_linear_instance", "T03_relu_instance.T3_relu_instance",
+                                     "T02_homogeneous_rescaling.relu_hom"),
+    "T03_network_law.T3_network_next_out": ("T03_network_instance.T3_deep_linear_instance",
+                                            "T03_relu_instance.T3_relu_next_instance", "T02_homogeneous_rescaling.relu_hom"),
     **{f"T04_invariance_group.{n}": ("T04_invariance_group.T4_nonvacuous", "T04_invariance_group.T4_witness_nonvacuous")
        for n in ("T4_i_ii", "T4_i_iii", "T4_ii_iii")},
     "T04_invariance_group.T4_witness_eigen": ("T04_invariance_group.T4_witness_eigen_nonvacuous",),

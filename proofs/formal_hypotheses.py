@@ -114,6 +114,13 @@ _WORDS: tuple[tuple[str, str], ...] = (
      "{3}ᵀ sends every basis vector to a basis vector (with {3}ᵀ{3} = I: {3} permutes the coordinates)"),
     (r"topology\.prop_near1 (\w+) \(inPhantom \(forall y : [^,]+, f y = g y\)\)",
      "f = g on a neighbourhood of {1} (local)"),
+    (r"(?:\w+\.)?differentiable_near g (\w+)",
+     "g is differentiable at every point of a neighbourhood of {1} (local)"),
+    (r"topology\.cvg_to \(topology\.filter_of \(Phantom .+ \(topology\.fmap (\w+) \(topology\.filter_of "
+     r"\(Phantom .+ (\w+)\)\)\)\)\) \(topology\.filter_of \(Phantom .+ \(\1 \2\)\)\)",
+     "{1} is continuous at {2}: {1}(y) → {1}({2}) as y → {2} (local)"),
+    (r"0 < (\w+) (\w+)", "{1}({2}) > 0"),
+    (r"(\w+) (\w+) < 0", "{1}({2}) < 0"),
     (r"forall \(w g : 'cV_n\) \(H : 'M_n\), w != 0 -> g != 0 -> H\^T = H -> coupledDplus \(act_w A w\) "
      r"\(act_g A g\) \(act_H A H\) = coupledDplus w g H",
      "D⁺ is invariant under A for every w ≠ 0, g ≠ 0 and symmetric H"),
@@ -155,6 +162,11 @@ def in_words(premise: str) -> str | None:
         point = differentiability_point(re.sub(r"\[eta (?:\w+\.)?d1 L \(e (?:R )?j\)\]", "f",
                                                m.group(1).removeprefix("derive.")))
         return None if point is None else f"every partial derivative ∂_jL is differentiable at {_name(point)} (local)"
+    m = re.fullmatch(r"forall j : 'I_[\w.+]+, (derive\.differentiable_def \[eta (?:\w+\.)?d1 g \(e (?:R )?j\)\] .+)", p)
+    if m:                                                              # ∂_jg of a function g equal to L near the point
+        point = differentiability_point(re.sub(r"\[eta (?:\w+\.)?d1 g \(e (?:R )?j\)\]", "f",
+                                               m.group(1).removeprefix("derive.")))
+        return None if point is None else f"every partial derivative ∂_jg is differentiable at {_name(point)} (local)"
     m = re.fullmatch(r"forall (\(i : 'I_\w+\) \(j : 'I_[\w.+]+\)|j : 'I_[\w.+]+), "
                      r"(derive\.differentiable_def \[eta (?:\w+\.)?d1 (\(ell i\)|ell) \(e (?:R )?j\)\] .+)", p)
     if m and (m.group(3) == "ell") == m.group(1).startswith("j"):     # ∂_jℓ_i of every sample's loss, or ∂_jℓ

@@ -273,7 +273,7 @@ class _Printer:
                 return superscript(self.wrap(a) if a[0] != "num" else e(a), exp)
             if op in ("*m", "*:"):
                 return join(e(a), Piece("", r"\,", ""), e(b))
-            sym = {"*": "·", "/": "/", "+": "+", "-": "−", "\\o": "∘", "/\\": "∧", "\\/": "∨", "<->": "⇔",
+            sym = {"*": "·", "*+": "·", "/": "/", "+": "+", "-": "−", "\\o": "∘", "/\\": "∧", "\\/": "∨", "<->": "⇔",
                    "->": "⇒"}[op]
             return join(e(a), operator(sym), e(b))
         if k == "and":

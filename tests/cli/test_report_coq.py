@@ -55,6 +55,7 @@ def test_every_pinned_statement_reads_as_mathematics(name, statement):
     ("T01_analytic.differentiable_near L w -> grad L w = g", "L differentiable near w ⇒ ∇L(w) = g"),
     ("\\sum_(s < m) ell s", "Σ_(s<m)ell(s)"),
     ("\\row_k k.+1%:R = \\col_j 2", "row(k ↦ k+1) = column(j ↦ 2)"),
+    ("\\col_i ((-1) ^+ i *+ 2) = x", "column(i ↦ ((−1)^(i) · 2)) = x"),
 ])
 def test_translation_of_the_notation(coq, maths):
     assert _text(coq) == maths

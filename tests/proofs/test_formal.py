@@ -263,3 +263,26 @@ def test_t9_closed_forms_grad_are_pinned() -> None:
     assert "dot w (DefsAnalytic.grad L w) = 8 /\\ quad (DefsAnalytic.hess L w) w = 40]" in i2
     for n in {n for steps in FORMAL_STEPS["T9"].values() for n in steps if n.startswith("T09_closed_forms_grad.")}:
         assert "T09_closed_forms_grad.T9_closed_forms_grad_instance" in FORMAL_INSTANCES[n]
+
+
+def test_t3_relu_instance_is_pinned() -> None:
+    """Instance (b) of T3_network_W: a ReLU network at a point where no hidden pre-activation is 0 (one > 0, one
+    < 0); its hypotheses are proved there (the loss agrees near the point with its linear region's polynomial), the
+    gradient is nonzero, and the law's conclusions are stated; the near-agreement lemmas are pinned with local
+    hypotheses only."""
+    from coupled_curvature.proofs.formal_hypotheses import premises
+
+    pins = dict(formal.statement_pins()["T3"])
+    inst = pins["CoupledCurvature.T03_relu_instance.T3_relu_instance"]
+    for word in ("T02_homogeneous_rescaling.relu (R:=", "differentiable_near L w", "d1 L (e j)", "grad L w != 0",
+                 "0 < (T03_network_law.unvec w *m 1%:M + 0) 0 0", "(T03_network_law.unvec w *m 1%:M + 0) 1 0 < 0",
+                 "coupledD (c *: w) g' H' = coupledD w g H", "coupledDplus (c *: w) g' H'"):
+        assert word in " ".join(inst.split()), word
+    assert premises(inst)[0] == []
+    assert "T03_relu_instance.T3_relu_instance" in formal.FORMAL_INSTANCES["T03_network_law.T3_network_W"]
+    nxt = " ".join(pins["CoupledCurvature.T03_relu_instance.T3_relu_next_instance"].split())
+    assert "grad L w != 0" in nxt and "let a := c ^- 1 in" in nxt and premises(nxt)[0] == []
+    assert "T03_relu_instance.T3_relu_next_instance" in formal.FORMAL_INSTANCES["T03_network_law.T3_network_next_out"]
+    for name in ("near_eq_local", "relu_near_pos", "relu_near_neg"):
+        s = pins[f"CoupledCurvature.T03_relu_instance.{name}"]
+        assert premises(s)[0] and formal.global_differentiability(s) == []
