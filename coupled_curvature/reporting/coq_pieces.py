@@ -74,7 +74,22 @@ def number(s: str) -> Piece:
 def superscript(base: Piece, exp: Piece) -> Piece:
     small = exp.text.translate(_SUP)
     u = base.text + (small if all(c in "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻ᵀᵏⁿ⁽⁾" for c in small) else f"^({exp.text})")
-    return Piece(u, f"{{{base.tex}}}^{{{exp.tex}}}", f"<msup>{base.mathml}{exp.mathml}</msup>")
+    # a parenthesized base stays ungrouped, "( … )^{2}": TeX may then break a long base across lines
+    tex = f"{base.tex}^{{{exp.tex}}}" if _one_group(base.tex) else f"{{{base.tex}}}^{{{exp.tex}}}"
+    return Piece(u, tex, f"<msup>{base.mathml}{exp.mathml}</msup>")
+
+
+def _one_group(tex: str) -> bool:
+    """Whether ``tex`` is one parenthesized group: it opens with "(" and that parenthesis closes at its end."""
+    t = tex.strip()
+    if not (t.startswith("(") and t.endswith(")")):
+        return False
+    depth = 0
+    for i, c in enumerate(t):
+        depth += (c == "(") - (c == ")")
+        if depth == 0 and i < len(t) - 1:
+            return False
+    return depth == 0
 
 
 def subscript(base: Piece, idx: Piece) -> Piece:

@@ -133,3 +133,15 @@ def test_formal_steps_name_their_coq_theorems(pages):
     assert all("; Coq: `T" in line for line in labelled)
     assert "`formal` D -> D/s" not in t12  # the statement is shown in Unicode
     assert any("D → D/s" in line and "`T12_loss_scaling.T12_D`" in line for line in labelled)
+
+
+def test_a_parenthesized_base_can_break_across_lines():
+    """``(x + 1)^2`` leaves its parentheses ungrouped in TeX (a long base may then break); ``(a)(b)`` and a
+    bare base stay grouped, so the exponent binds to the whole base."""
+    from coupled_curvature.reporting.coq_pieces import identifier, join, operator, parenthesized, superscript
+
+    two = identifier("2")
+    long = superscript(parenthesized(join(identifier("x"), operator("+"), identifier("1"))), two)
+    assert not long.tex.startswith("{") and long.tex.endswith("^{2}")
+    pair = join(parenthesized(identifier("a")), parenthesized(identifier("b")))
+    assert superscript(pair, two).tex.startswith("{") and superscript(identifier("x"), two).tex.startswith("{")
