@@ -25,8 +25,8 @@ From CoupledCurvature Require Import T03_c_minus_two_law T07_pseudo_inverse.
      g' = a⁻¹ g,  H' = a⁻² H,  ‖g'‖² = a⁻² ‖g‖²,  RQ' = a⁻² RQ,  w'ᵀH'w' = wᵀHw,  w'ᵀg' = wᵀg,
      D' = D,  D⁺' = D⁺;
    only parsing, so that the pinned statements print them in full (w%R: w is read in ring_scope
-   at every use) *)
-Local Notation T3_law L L' w a :=
+   at every use; exported for the instances) *)
+Notation T3_law L L' w a :=
   (let g := grad L w%R in let H := hess L w%R in
    let g' := grad L' (a *: w) in let H' := hess L' (a *: w) in
    [/\ g' = a^-1 *: g, H' = a ^- 2 *: H,

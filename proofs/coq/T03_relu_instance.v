@@ -106,15 +106,6 @@ Section ReluInstance.
 Variable R : realType.
 Local Notation V := (wvec R 1 0).
 
-Local Notation T3_law L L' w a :=
-  (let g := grad L w%R in let H := hess L w%R in
-   let g' := grad L' (a *: w) in let H' := hess L' (a *: w) in
-   [/\ g' = a^-1 *: g, H' = a ^- 2 *: H,
-       sqnorm g' = a ^- 2 * sqnorm g, RQ H' (a *: w) = a ^- 2 * RQ H w &
-       [/\ quad H' (a *: w) = quad H w, dot (a *: w) g' = dot w g,
-           coupledD (a *: w) g' H' = coupledD w g H &
-           coupledDplus (a *: w) g' H' = coupledDplus w g H]]) (only parsing).
-
 Definition rnet (v : V) : net R 1 1 :=
   plug (Hole R 1) (Layer (unvec v) 0 (Out (const_mx 1 : 'M[R]_(1, 2)) 0)).
 
@@ -270,15 +261,6 @@ End ReluInstance.
 Section ReluNext.
 Variable R : realType.
 Local Notation V2 := (wvec R 0 1).
-
-Local Notation T3_law L L' w a :=
-  (let g := grad L w%R in let H := hess L w%R in
-   let g' := grad L' (a *: w) in let H' := hess L' (a *: w) in
-   [/\ g' = a^-1 *: g, H' = a ^- 2 *: H,
-       sqnorm g' = a ^- 2 * sqnorm g, RQ H' (a *: w) = a ^- 2 * RQ H w &
-       [/\ quad H' (a *: w) = quad H w, dot (a *: w) g' = dot w g,
-           coupledD (a *: w) g' H' = coupledD w g H &
-           coupledDplus (a *: w) g' H' = coupledDplus w g H]]) (only parsing).
 
 Definition rloss2 (v : V2) : R^o :=
   \sum_(s < 1) (eval (@relu _) (plug (Hole R 1) (Layer (\col_(i < 2) ((-1) ^+ i *+ 2) : 'M[R]_(2, 1)) 0 (Out (unvec v) 0)))
