@@ -38,12 +38,12 @@ import numbers
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from coupled_curvature.errors import InvalidInputError, NotSerializableError
 
-__all__ = ["MARKER", "check_folder", "check_file", "write_folder", "write_file", "write_json", "to_bytes",
+__all__ = ["MARKER", "check_folder", "check_file", "generator_tag", "write_folder", "write_file", "write_json", "to_bytes",
            "strict_json", "json_text"]
 
 #: marker file in every output folder; its one line names the command that wrote it
@@ -111,19 +111,68 @@ def check_folder(out: str, command: str, option: str = "--out") -> str:
     return path
 
 
-def check_file(path: str, option: str = "--json") -> str:
+def check_file(path: str, option: str = "--json", *, reads: Sequence[str] = (), owner: str | None = None,
+               force: bool = False) -> str:
     """Validate an output file before any work; returns its absolute path.
 
-    ``InvalidInputError`` when ``path`` is a folder, lies below a file, or cannot be written.
-    An existing file is replaced atomically when the command finishes.
+    ``InvalidInputError`` when ``path`` is a folder, lies below a file, cannot be written, or is one of
+    the files the command ``reads`` (no command writes over its own input). With ``owner`` (a text the
+    command's own outputs carry near their start, e.g. a page's generator tag), an existing file that
+    does not carry it is refused unless ``force``: it is not an output of that command. An existing file
+    is otherwise replaced atomically when the command finishes.
+
+    >>> import os, tempfile
+    >>> from pathlib import Path
+    >>> log = Path(tempfile.mkdtemp(), "run.jsonl")
+    >>> _ = log.write_text("{}\\n")
+    >>> check_file(str(log), "--out", reads=[str(log)])
+    Traceback (most recent call last):
+    ...
+    coupled_curvature.errors.InvalidInputError: --out '...run.jsonl' is a file this command reads; writing there would destroy it (choose another --out)
+    >>> check_file(str(log), "--out", owner="ccurv track")
+    Traceback (most recent call last):
+    ...
+    coupled_curvature.errors.InvalidInputError: --out '...run.jsonl' exists and is not an output of ccurv track; refusing to replace it (choose another --out, or pass --force to replace it)
     """
     if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
         raise InvalidInputError(f"{option} needs a file name, got {path!r}")
     full = os.path.abspath(os.fspath(path))
     if os.path.isdir(full):
         raise InvalidInputError(f"{option} {path!r} is a folder; name a file, e.g. {os.path.join(str(path), 'out.json')!r}")
+    if any(_same_file(full, r) for r in reads):
+        raise InvalidInputError(f"{option} {path!r} is a file this command reads; writing there would destroy it "
+                                f"(choose another {option})")
+    if owner is not None and not force and os.path.exists(full) and not _carries(full, owner):
+        raise InvalidInputError(f"{option} {path!r} exists and is not an output of {owner}; refusing to replace it "
+                                f"(choose another {option}, or pass --force to replace it)")
     _probe(_parent(full, option, str(path)), option, str(path))
     return full
+
+
+def _same_file(a: str, b: str | os.PathLike[str]) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet): compare the resolved names
+        return os.path.realpath(a) == os.path.realpath(os.fspath(b))
+
+
+def _carries(path: str, owner: str) -> bool:
+    """Whether the first 4 KiB of the file hold the generator tag of ``owner``."""
+    try:
+        with open(path, "rb") as fh:
+            start = fh.read(4096)
+    except OSError:
+        return False
+    return generator_tag(owner).encode("utf-8") in start
+
+
+def generator_tag(owner: str) -> str:
+    """The HTML tag that marks a page as written by ``owner`` (checked by :func:`check_file`).
+
+    >>> generator_tag("ccurv track")
+    "<meta name='generator' content='ccurv track'>"
+    """
+    return f"<meta name='generator' content='{owner}'>"
 
 
 def write_folder(out: str, command: str, fill: Callable[[str], None], option: str = "--out") -> str:
@@ -158,8 +207,10 @@ def write_folder(out: str, command: str, fill: Callable[[str], None], option: st
     return path
 
 
-def write_file(path: str, data: str | bytes, option: str = "--json") -> str:
-    """Write ``data`` to ``path`` through a temporary file beside it and a rename (never half-written).
+def write_file(path: str, data: str | bytes, option: str = "--json", *, reads: Sequence[str] = (),
+               owner: str | None = None, force: bool = False) -> str:
+    """Write ``data`` to ``path`` through a temporary file beside it and a rename (never half-written);
+    ``reads``, ``owner`` and ``force`` are checked again as in :func:`check_file`.
 
     >>> import os, tempfile
     >>> p = write_file(os.path.join(tempfile.mkdtemp(), "x.txt"), "hi\\n")
@@ -167,7 +218,7 @@ def write_file(path: str, data: str | bytes, option: str = "--json") -> str:
     >>> Path(p).read_text(), oct(os.stat(p).st_mode & 0o777) == oct(0o666 & ~_umask())
     ('hi\\n', True)
     """
-    full = check_file(path, option)
+    full = check_file(path, option, reads=reads, owner=owner, force=force)
     folder = os.path.dirname(full)
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(full)}.", suffix=".tmp", dir=folder)
     try:
@@ -222,15 +273,15 @@ def json_text(data: Any, indent: int | None = 2) -> str:
     return json.dumps(strict_json(data), indent=indent, allow_nan=False, ensure_ascii=False)
 
 
-def write_json(path: str, data: Any, option: str = "--json") -> str:
-    """:func:`write_file` of :func:`json_text` ``(data)`` plus a newline.
+def write_json(path: str, data: Any, option: str = "--json", *, reads: Sequence[str] = ()) -> str:
+    """:func:`write_file` of :func:`json_text` ``(data)`` plus a newline (never over a file in ``reads``).
 
     >>> import os, tempfile
     >>> from pathlib import Path
     >>> p = write_json(os.path.join(tempfile.mkdtemp(), "x.json"), {"a": 1}); Path(p).read_text()
     '{\\n  "a": 1\\n}\\n'
     """
-    return write_file(path, json_text(data) + "\n", option)
+    return write_file(path, json_text(data) + "\n", option, reads=reads)
 
 
 def to_bytes(save: Callable[[io.BytesIO], None]) -> bytes:

@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     from coupled_curvature.numeric.studies.launch import LaunchOptions, run_launch
 
     if args.json is not None:
-        check_file(args.json)  # before any training
+        check_file(args.json, reads=[args.state] if args.state else [])  # before any training; never over --state
     opts = LaunchOptions(
         dataset=args.dataset, arch=args.arch, seed=args.seed, epochs=args.epochs, state=args.state,
         split=args.split, samples=args.samples, reduction=args.reduction, blocks=args.blocks,
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"loss {meta['loss']:.12e} over {meta['n_samples']} samples on {result.world_size} rank(s)"
           + ("" if result.backend is None else f" ({result.backend})"))
     if args.json is not None:
-        write_json(args.json, out)
+        write_json(args.json, out, reads=[args.state] if args.state else [])
     return 0
 
 

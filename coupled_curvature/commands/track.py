@@ -35,7 +35,10 @@ run 1: ...
 0
 
 The page is written atomically (a temporary file renamed into place); a folder without
-``curvature.jsonl`` or a damaged line is refused, with the line named, before anything is written.
+``curvature.jsonl`` or a damaged line is refused, with the line named, before anything is written. An
+incomplete last line (the run stopped while writing it) is left out with a note. ``--out`` never
+names a log the command reads, and an existing file there is replaced only if it is a page this
+command wrote (its generator tag), or with ``--force``.
 """
 
 from __future__ import annotations
@@ -45,7 +48,10 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["register", "run", "summary_rows", "comparison_rows"]
+__all__ = ["OWNER", "register", "run", "summary_rows", "comparison_rows"]
+
+#: the generator tag of the pages this command writes (an existing --out must carry it, or --force)
+OWNER = "ccurv track"
 
 
 def _fmt(x: float | None) -> str:
@@ -107,15 +113,19 @@ def _describe(i: int, path: str, head: Mapping[str, Any], records: Sequence[Mapp
 
 def run(args: argparse.Namespace) -> int:
     from coupled_curvature.commands._common import say
-    from coupled_curvature.numeric.tracking.records import read_run
+    from coupled_curvature.numeric.tracking.records import FILENAME, read_log
     from coupled_curvature.output import check_file, write_file
     from coupled_curvature.reporting.terminal import table, wrap
 
     dirs = [args.log_dir] + ([args.twin] if args.twin is not None else [])
     out = args.out if args.out is not None else os.path.join(args.log_dir, "track.html")
-    runs = [read_run(d) for d in dirs]  # every line checked before any work
-    check_file(out, "--out")
-    lines = []
+    logs = [read_log(d) for d in dirs]  # every line checked before any work
+    runs = [(log.head, log.records) for log in logs]
+    guard = {"reads": [os.path.join(d, FILENAME) for d in dirs], "owner": OWNER, "force": args.force}
+    check_file(out, "--out", **guard)
+    lines = [f"note: run {i}: {os.path.join(d, FILENAME)} ends in an incomplete line (the run stopped while writing "
+             "it, or is writing now); it is left out, as CurvatureTracker drops it when it resumes"
+             for i, (d, log) in enumerate(zip(dirs, logs), 1) if log.dropped_partial]
     for i, (d, (head, recs)) in enumerate(zip(dirs, runs), 1):
         lines += wrap(_describe(i, d, head, recs), hang="  ")
         lines.append(table(["block", "D first", "D last", "D min", "D max"], summary_rows(head, recs)))
@@ -139,9 +149,9 @@ def run(args: argparse.Namespace) -> int:
     if len(runs) == 2:
         notes += ["comparison per block (steps, max|ΔD|/D, RQ₂/RQ₁ min, max): "
                   + "; ".join(f"{r[0]}: {r[1]}, {r[2]}, {r[3]}, {r[4]}" for r in comp)]
-    page = render_page([(lab, h, r) for lab, (h, r) in zip(labels, runs)], rows=rows, head_row=head_row,
+    page = render_page([(lab, h, r) for lab, (h, r) in zip(labels, runs)], rows=rows, head_row=head_row, owner=OWNER,
                        notes=[_describe(i, d, h, r) for i, (d, (h, r)) in enumerate(zip(dirs, runs), 1)] + notes)
-    say(f"track: page written to {write_file(out, page, '--out')}")
+    say(f"track: page written to {write_file(out, page, '--out', **guard)}")
     return 0
 
 
@@ -155,5 +165,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("log_dir", metavar="LOG_DIR", help="a folder a CurvatureTracker(log_dir=...) wrote")
     p.add_argument("twin", metavar="LOG_DIR2", nargs="?", default=None,
                    help="a second run to draw beside the first (e.g. its rescaled twin)")
-    p.add_argument("--out", default=None, help="the HTML page to write (default LOG_DIR/track.html)")
+    p.add_argument("--out", default=None, help="the HTML page to write (default LOG_DIR/track.html); an existing "
+                   "file is replaced only if it is a page ccurv track wrote, and never a log it reads")
+    p.add_argument("--force", action="store_true",
+                   help="replace an existing --out file that is not a page ccurv track wrote (never a log it reads)")
     p.set_defaults(func=run)

@@ -123,10 +123,12 @@ def _table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def render_page(runs: Sequence[Run], *, rows: Sequence[Sequence[str]], head_row: Sequence[str],
-                notes: Sequence[str] = ()) -> str:
+                notes: Sequence[str] = (), owner: str | None = None) -> str:
     """The whole page as HTML text: the summary table (``head_row``, ``rows``), ``notes`` as paragraphs,
     then one figure per logged measure (``D`` with the probe loss beside it, on a linear axis; ``RQ``, ``D⁺``
-    if logged). The first run is drawn solid with dots, the second dashed with crosses."""
+    if logged). The first run is drawn solid with dots, the second dashed with crosses. ``owner`` puts that
+    command's generator tag in the head (:func:`coupled_curvature.output.generator_tag`)."""
+    from coupled_curvature.output import generator_tag
     from coupled_curvature.reporting.html import figure_html
     from coupled_curvature.reporting.invariance_page import svg_text
 
@@ -145,5 +147,6 @@ def render_page(runs: Sequence[Run], *, rows: Sequence[Sequence[str]], head_row:
             *(f"<p>{html.escape(n)}</p>" for n in notes), *parts]
     return ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
             "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+            + ("" if owner is None else generator_tag(owner)) +
             f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>\n"
             + "\n".join(body) + "\n</body></html>\n")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import torch
@@ -343,11 +343,36 @@ def probe_batches(model: nn.Module, loss_fn: Callable, batches: list[Batch]) -> 
                 b.copy_(saved)
 
 
+def _structure(out: object) -> str:
+    """A short description of a model's non-tensor output, e.g. ``a tuple (Tensor (16, 3), Tensor (16, 4))``.
+
+    >>> _structure((torch.zeros(2, 3), {"a": torch.zeros(2)}))
+    'a tuple (Tensor (2, 3), dict)'
+    """
+    def one(v: object) -> str:
+        return f"Tensor {tuple(v.shape)}" if isinstance(v, Tensor) else type(v).__name__
+    if isinstance(out, (tuple, list)):
+        return f"a {type(out).__name__} ({', '.join(one(v) for v in out[:4])}{', …' if len(out) > 4 else ''})"
+    if isinstance(out, Mapping):
+        keys = list(out)
+        return f"a {type(out).__name__} with keys {', '.join(map(repr, keys[:6]))}{', …' if len(keys) > 6 else ''}"
+    return f"a {type(out).__name__}"
+
+
 def _probe(model: nn.Module, loss_fn: Callable, batch: Batch, i: int, first: tuple, k: int | None) -> None:
     X, y = (batch.X, batch.y) if k is None else (batch.X[:k], batch.y[:k])
     out = forward_checked(model, X, f"batch {i}", first)
-    if not isinstance(out, Tensor):
-        return  # a structured output: the loss decides what it needs
+    if not isinstance(out, Tensor):  # a structured output: the loss decides what it needs, or says it cannot
+        try:
+            with torch.enable_grad():
+                loss_fn(out, y)
+        except _CALL_ERRORS as e:
+            raise InvalidInputError(
+                f"loss_fn(outputs, targets) failed on batch {i}: the model returns {_structure(out)}, not a tensor "
+                f"({str(e).splitlines()[0] if str(e) else type(e).__name__}); wrap the model so that its forward "
+                "returns the tensor the loss takes (e.g. the logits), or pass a loss_fn that takes this output"
+            ) from None
+        return
     check_targets(loss_fn, (batch.X.shape[0], *out.shape[1:]), batch.y, i)
     leaf = out.detach().requires_grad_(True) if out.is_floating_point() else out
     try:

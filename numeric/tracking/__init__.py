@@ -17,6 +17,7 @@ from coupled_curvature.numeric.lazy import lazy_exports
 _LAZY: dict[str, tuple[str, str]] = {
     "CurvatureTracker": ("tracker", "CurvatureTracker"),
     "read_run": ("records", "read_run"),
+    "read_log": ("records", "read_log"),
     "JsonlSink": ("sinks", "JsonlSink"),
     "TensorBoardSink": ("sinks", "TensorBoardSink"),
     "CallableSink": ("sinks", "CallableSink"),

@@ -18,13 +18,18 @@ from __future__ import annotations
 
 import contextlib
 import random
+import types
+from collections import OrderedDict
 from collections.abc import Iterator
 
 import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["eval_mode", "isolated_rng", "random_states"]
+__all__ = ["eval_mode", "hooks_detached", "isolated_rng", "random_states"]
+
+#: the module hook tables a forward or backward pass runs
+_HOOK_TABLES = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
 
 
 @contextlib.contextmanager
@@ -82,3 +87,46 @@ def eval_mode(model: nn.Module) -> Iterator[None]:
     finally:
         for m, flag in flags:
             m.training = flag
+
+
+@contextlib.contextmanager
+def hooks_detached(model: nn.Module) -> Iterator[list[str]]:
+    """``model`` with the users' forward and backward hooks taken off its modules (yields the names of
+    the modules that had some), every hook table put back as it was on exit, also on error. Torch's
+    own hooks that are part of the computation (``weight_norm``, ``spectral_norm``) stay.
+
+    The tracker computes inside this, so that a hook that observes training (counting calls, storing
+    activations) does not see the tracker's passes.
+
+    >>> net = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    >>> calls = []
+    >>> handle = net[0].register_forward_hook(lambda m, i, o: calls.append(1))
+    >>> with hooks_detached(net) as names:
+    ...     _ = net(torch.zeros(1, 2))
+    >>> names, calls
+    (['0'], [])
+    >>> _ = net(torch.zeros(1, 2)); calls
+    [1]
+    """
+    saved: list[tuple[nn.Module, str, OrderedDict]] = []
+    names: list[str] = []
+    try:
+        for name, module in model.named_modules():
+            for table in _HOOK_TABLES:
+                hooks = getattr(module, table, None)
+                if not hooks or all(_torch_own(h) for h in hooks.values()):
+                    continue
+                saved.append((module, table, hooks))
+                setattr(module, table, OrderedDict((k, h) for k, h in hooks.items() if _torch_own(h)))
+                if (name or type(module).__name__) not in names:
+                    names.append(name or type(module).__name__)
+        yield names
+    finally:
+        for module, table, hooks in reversed(saved):
+            setattr(module, table, hooks)
+
+
+def _torch_own(hook: object) -> bool:
+    """Whether ``hook`` is one of torch's own (an object of a ``torch.*`` class, or a torch function)."""
+    owner = hook.__module__ if isinstance(hook, types.FunctionType) else type(hook).__module__
+    return isinstance(owner, str) and owner.startswith("torch.")

@@ -3,7 +3,8 @@
 The file is plain JSON Lines (UTF-8, one object per line, each line ending in ``\\n``):
 
 * line 1 is the **header**: ``{"schema": "coupled-curvature.track/1", "blocks": [...], "measures": [...],
-  "every": N, "inverse": bool}``;
+  "every": N, "inverse": bool, "shapes": {block: [[dims of each tensor], ...]}}`` (``shapes``, the
+  architecture a resumed run must match, is absent from logs written before it was added);
 * every further line is one **record**, a flat dict: ``step`` (int ≥ 0), ``wall_time`` (Unix seconds),
   ``seconds`` (time the computation took), ``loss`` (the loss on the probe), ``error`` (``null``, or
   why this record holds no values), and ``<measure>/<block>`` for every measure and block of the
@@ -31,12 +32,12 @@ import json
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from coupled_curvature.errors import InvalidInputError
 
 __all__ = ["SCHEMA", "FILENAME", "MEASURES", "BASE_FIELDS", "header", "encode", "record_keys", "parse_lines",
-           "read_run", "effective"]
+           "RunLog", "read_log", "read_run", "effective"]
 
 SCHEMA = "coupled-curvature.track/1"
 FILENAME = "curvature.jsonl"
@@ -45,16 +46,25 @@ MEASURES: dict[str, str] = {"D": "coupled", "Dplus": "inverse_coupled", "RQ": "r
 #: the fields of every record besides the per-block values
 BASE_FIELDS = ("step", "wall_time", "seconds", "loss", "error")
 _HEADER_FIELDS = {"schema", "blocks", "measures", "every", "inverse"}
+_OPTIONAL_FIELDS = {"shapes"}
 
 
-def header(blocks: Sequence[str], measures: Sequence[str], *, every: int, inverse: bool) -> dict[str, Any]:
-    """The first line of a run's log: the schema, the blocks and measures every record holds.
+def header(blocks: Sequence[str], measures: Sequence[str], *, every: int, inverse: bool,
+           shapes: Mapping[str, Sequence[Sequence[int]]] | None = None) -> dict[str, Any]:
+    """The first line of a run's log: the schema, the blocks and measures every record holds, and
+    (``shapes``) the shapes of each block's tensors, so that a resumed run with another architecture
+    under the same block names is refused.
 
     >>> header(["w"], ["D"], every=5, inverse=False)["schema"]
     'coupled-curvature.track/1'
+    >>> header(["w"], ["D"], every=5, inverse=False, shapes={"w": [(3, 2)]})["shapes"]
+    {'w': [[3, 2]]}
     """
-    return {"schema": SCHEMA, "blocks": list(blocks), "measures": list(measures), "every": int(every),
+    head = {"schema": SCHEMA, "blocks": list(blocks), "measures": list(measures), "every": int(every),
             "inverse": bool(inverse)}
+    if shapes is not None:
+        head["shapes"] = {b: [[int(d) for d in s] for s in shapes[b]] for b in blocks}
+    return head
 
 
 def record_keys(head: Mapping[str, Any]) -> list[str]:
@@ -99,17 +109,23 @@ def _check_header(obj: object, where: str) -> dict[str, Any]:
             f"\"{SCHEMA}\"; got {'schema ' + repr(got) if got is not None else 'no schema'}); "
             "point at a folder that CurvatureTracker(log_dir=...) wrote")
     blocks, measures = obj.get("blocks"), obj.get("measures")
-    ok = (set(obj) == _HEADER_FIELDS
+    shapes = obj.get("shapes", {})
+    ok = (_HEADER_FIELDS <= set(obj) <= _HEADER_FIELDS | _OPTIONAL_FIELDS
+          and isinstance(shapes, dict) and all(
+              isinstance(v, list) and all(isinstance(t, list) and all(type(d) is int and d >= 0 for d in t) for t in v)
+              for v in shapes.values())
           and isinstance(blocks, list) and blocks and all(isinstance(b, str) and b for b in blocks)
           and len(set(blocks)) == len(blocks)
           and isinstance(measures, list) and "D" in measures and all(m in MEASURES for m in measures)
           and len(set(measures)) == len(measures)
           and isinstance(obj.get("every"), int) and not isinstance(obj.get("every"), bool) and obj["every"] >= 1
-          and isinstance(obj.get("inverse"), bool))
+          and isinstance(obj.get("inverse"), bool)
+          and ("shapes" not in obj or set(shapes) == set(blocks)))
     if not ok:
         raise InvalidInputError(
-            f"{where}: the header does not have the fields {sorted(_HEADER_FIELDS)} with a list of block names, "
-            f"measures among {list(MEASURES)} including D, every ≥ 1 and inverse true/false; the file is damaged")
+            f"{where}: the header does not have the fields {sorted(_HEADER_FIELDS)} (and optionally "
+            f"{sorted(_OPTIONAL_FIELDS)}) with a list of block names, measures among {list(MEASURES)} including D, "
+            "every ≥ 1, inverse true/false and shapes as lists of dimensions; the file is damaged")
     return obj
 
 
@@ -161,14 +177,24 @@ def parse_lines(lines: Iterable[str], source: str) -> tuple[dict[str, Any], list
     return head, records
 
 
-def read_run(log_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+class RunLog(NamedTuple):
+    """A run's log as read: the header, the effective records, and whether an incomplete last line
+    (a write cut off by a crash) was dropped, as :class:`~.sinks.JsonlSink` drops it on resuming."""
+
+    head: dict[str, Any]
+    records: list[dict[str, Any]]
+    dropped_partial: bool
+
+
+def read_log(log_dir: str | os.PathLike[str]) -> RunLog:
     """The header and the effective records (:func:`effective`) of ``log_dir/curvature.jsonl``.
 
     ``InvalidInputError`` when the folder or its log is missing, or a line is damaged (the message
-    names it). Nothing in the file is evaluated: it is parsed as JSON only.
+    names it). A last line without its newline (the run stopped while writing it) is dropped, and
+    ``dropped_partial`` says so. Nothing in the file is evaluated: it is parsed as JSON only.
 
     >>> import tempfile
-    >>> read_run(tempfile.mkdtemp())
+    >>> read_log(tempfile.mkdtemp())
     Traceback (most recent call last):
     ...
     coupled_curvature.errors.InvalidInputError: '...' holds no curvature.jsonl; pass the log_dir a CurvatureTracker wrote
@@ -182,10 +208,28 @@ def read_run(log_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dict
         raise InvalidInputError(f"{folder!r} holds no {FILENAME}; pass the log_dir a CurvatureTracker wrote")
     try:
         with open(path, encoding="utf-8", newline="") as fh:
-            head, records = parse_lines(fh, path)
+            text = fh.read()
     except UnicodeDecodeError as err:
         raise InvalidInputError(f"{path} is not UTF-8 text ({err}); the file is damaged") from None
-    return head, effective(records)
+    parts = text.split("\n")  # lines end at \n alone, as the tracker writes them
+    lines = [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+    partial = len(lines) > 1 and not lines[-1].endswith("\n")
+    head, records = parse_lines(lines[:-1] if partial else lines, path)
+    return RunLog(head, effective(records), partial)
+
+
+def read_run(log_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``(header, effective records)`` of ``log_dir/curvature.jsonl``: :func:`read_log` without the
+    flag (an incomplete last line is dropped).
+
+    >>> import tempfile
+    >>> read_run(tempfile.mkdtemp())
+    Traceback (most recent call last):
+    ...
+    coupled_curvature.errors.InvalidInputError: '...' holds no curvature.jsonl; pass the log_dir a CurvatureTracker wrote
+    """
+    log = read_log(log_dir)
+    return log.head, log.records
 
 
 def effective(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:

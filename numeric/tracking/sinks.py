@@ -105,6 +105,12 @@ class JsonlSink:
                 f"{self.path} is the log of another run (blocks {old_head['blocks']}, measures "
                 f"{old_head['measures']}, inverse={old_head['inverse']}; this tracker has blocks {head['blocks']}, "
                 f"measures {head['measures']}, inverse={head['inverse']}); choose a new log_dir to start a new run")
+        if "shapes" in old_head and "shapes" in head and old_head["shapes"] != head["shapes"]:
+            moved = [b for b in head["blocks"] if old_head["shapes"].get(b) != head["shapes"].get(b)]
+            raise InvalidInputError(
+                f"{self.path} is the log of another architecture: block {moved[0]!r} has tensor shapes "
+                f"{old_head['shapes'].get(moved[0])} there and {head['shapes'].get(moved[0])} in this model; choose "
+                "a new log_dir to start a new run")
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
         if len(complete) < len(data):  # a hard crash cut the last line: drop it, keep every whole one
             os.ftruncate(self._fd, len(complete))

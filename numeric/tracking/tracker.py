@@ -38,7 +38,7 @@ from torch import nn
 
 from coupled_curvature.errors import InvalidInputError, MissingExtraError
 from coupled_curvature.numeric.core.inputs import float64_copy
-from coupled_curvature.numeric.tracking.isolation import eval_mode, isolated_rng, random_states
+from coupled_curvature.numeric.tracking.isolation import eval_mode, hooks_detached, isolated_rng, random_states
 from coupled_curvature.numeric.tracking.records import MEASURES, effective, header, record_keys
 from coupled_curvature.numeric.tracking.sinks import CallableSink, JsonlSink, Sink, TensorBoardSink, check_log_dir
 
@@ -119,13 +119,18 @@ class CurvatureTracker:
         self._pending: Future | None = None
         self.log_dir = None if log_dir is None else check_log_dir(log_dir)
         log_dir = self.log_dir
-        self.header = header(self.block_names, self._measures, every=every, inverse=self._inverse)
+        self.header = header(self.block_names, self._measures, every=every, inverse=self._inverse,
+                             shapes=self._shapes)
         self._keys = record_keys(self.header)
         self.history: list[dict[str, Any]] = []
         self.sink_errors: list[str] = []
         self.notes: list[str] = []
         self._sinks: list[Sink] = []
         self._closed = False
+        if self._hooked:
+            self.notes.append(f"the hooks of {', '.join(self._hooked[:3])}{' …' if len(self._hooked) > 3 else ''} do "
+                              "not run on the tracker's computations (they observe training, not the tracker's "
+                              "copies); a hook that changes a module's output is not part of the measured function")
         try:
             for s in named:
                 if s == "jsonl":
@@ -159,10 +164,14 @@ class CurvatureTracker:
         training, and not at the first record."""
         from coupled_curvature.numeric.core.diagnostics import diagnose
 
-        with isolated_rng(), eval_mode(self.model):
-            d = diagnose(self._model(), self.loss_fn, self.probe, inverse=False, blocks=self.blocks, progress=False)
-        if background:
-            _check_background(self._model(), d.notes, self.loss_fn, self.probe)
+        with isolated_rng(), eval_mode(self.model), hooks_detached(self.model) as hooked:
+            net = self._model()
+            d = diagnose(net, self.loss_fn, self.probe, inverse=False, blocks=self.blocks, progress=False)
+            if background:
+                _check_background(net, d.notes, self.loss_fn, self.probe)
+        shapes = dict(net.named_parameters())
+        self._shapes = {b.name: [list(shapes[p].shape) for p in b.params] for b in d}
+        self._hooked = hooked
         return d.names()
 
     def step(self, step: int) -> dict[str, Any] | None:
@@ -188,7 +197,7 @@ class CurvatureTracker:
             raise InvalidInputError("the tracker is closed; make a new CurvatureTracker to log more")
         if self._pool is not None:
             try:
-                with isolated_rng(), eval_mode(self.model):
+                with isolated_rng(), eval_mode(self.model), hooks_detached(self.model):
                     snapshot = float64_copy(self._model())
             except Exception as err:
                 if self.strict:
@@ -197,7 +206,7 @@ class CurvatureTracker:
             self.flush()  # one record in flight, records in order
             self._pending = self._pool.submit(self._compute, step, snapshot)
             return None
-        with isolated_rng(), eval_mode(self.model):
+        with isolated_rng(), eval_mode(self.model), hooks_detached(self.model):
             rec = self._compute(step, self._model)
         return self._log(rec)
 

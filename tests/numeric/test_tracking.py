@@ -281,16 +281,22 @@ def test_jsonl_log_lines_are_whole_strict_json_and_resume(tmp_path):
         CurvatureTracker(net, LOSS, (X, y), log_dir=tmp_path, measures=("RQ",))
 
 
-def test_a_torn_last_line_is_refused_by_the_reader_and_dropped_on_resume(tmp_path):
+def test_a_torn_last_line_is_dropped_with_a_flag_by_the_reader_and_on_resume(tmp_path):
     X, y = _data()
     net = make_mlp(5, [8], 3)
     with CurvatureTracker(net, LOSS, (X, y), log_dir=tmp_path) as t:
         t.record(0)
     path = tmp_path / R.FILENAME
     whole = path.read_bytes()
+    assert R.read_log(tmp_path).dropped_partial is False
     path.write_bytes(whole + b'{"step": 1, "wall_ti')
-    with pytest.raises(InvalidInputError, match="line 3 is incomplete"):
-        R.read_run(tmp_path)
+    log = R.read_log(tmp_path)
+    assert log.dropped_partial and [r["step"] for r in log.records] == [0]
+    assert R.read_run(tmp_path) == (log.head, log.records)
+    path.write_bytes(whole.replace(b"\n", b"", 1))  # a torn line that is not the last one is damage
+    with pytest.raises(InvalidInputError, match="line 1"):
+        R.read_log(tmp_path)
+    path.write_bytes(whole + b'{"step": 1, "wall_ti')
     t = CurvatureTracker(net, LOSS, (X, y), log_dir=tmp_path)
     assert t.notes and path.read_bytes() == whole
     t.close()
