@@ -100,13 +100,22 @@ def rss_gib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
 
 
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
 def gradient_s(model: nn.Module, loss_fn, X, y, repeats: int = 3) -> float:
+    device = str(X.device)
     times = []
-    for _ in range(repeats):
+    for _ in range(repeats + (1 if device.startswith("cuda") else 0)):  # on CUDA the first one warms up
         model.zero_grad(set_to_none=True)
+        _sync(device)
         t = time.perf_counter()
         loss_fn(model(X), y).backward()
+        _sync(device)
         times.append(time.perf_counter() - t)
+    times = times[-repeats:]
     model.zero_grad(set_to_none=True)
     return sorted(times)[len(times) // 2]
 
@@ -124,28 +133,39 @@ def routes(d) -> str:
     return out
 
 
-def run_model(label: str, model: nn.Module, n: int, side: int, memory: int, dense_check: bool = False) -> None:
-    model = randomize_batchnorm(model.double()).eval()
+def run_model(label: str, model: nn.Module, n: int, side: int, memory: int, dense_check: bool = False,
+              device: str = "cpu", repeat_d: int = 1) -> None:
+    model = randomize_batchnorm(model.double()).eval().to(device)
     g = torch.Generator().manual_seed(0)
-    X = torch.randn(n, 3, side, side, generator=g, dtype=torch.float64)
-    y = torch.randint(0, 10, (n,), generator=g)
+    X = torch.randn(n, 3, side, side, generator=g, dtype=torch.float64).to(device)
+    y = torch.randint(0, 10, (n,), generator=g).to(device)
     loss_fn = nn.CrossEntropyLoss()
     n_params = sum(p.numel() for p in model.parameters())
     n_tensors = len(list(model.parameters()))
     grad_s = gradient_s(model, loss_fn, X, y)
-    print(f"{label}: {n_params:,} parameters, {n_tensors} tensors, {n} samples, float64, eval mode")
+    print(f"{label}: {n_params:,} parameters, {n_tensors} tensors, {n} samples, float64, eval mode, on {device}")
     print(f"  one float64 gradient:         {grad_s:8.3f} s")
-    t = time.perf_counter()
-    d_only = diagnose(model, loss_fn, (X, y), inverse=False)
-    d_s = time.perf_counter() - t
+    times = []
+    for _ in range(max(1, repeat_d)):
+        _sync(device)
+        t = time.perf_counter()
+        d_only = diagnose(model, loss_fn, (X, y), inverse=False)
+        _sync(device)
+        times.append(time.perf_counter() - t)
+    d_s = times[0]
     print(f"  D only (inverse=False):       {d_s:8.1f} s = {d_s / grad_s:7.1f} x gradient   "
           f"peak RSS so far {rss_gib():.2f} GiB   [D: <= 20x]")
+    if len(times) > 1:
+        warm = sorted(times[1:])[(len(times) - 1) // 2]
+        print(f"  D only, median of {len(times) - 1} warm call(s): {warm:8.2f} s = {warm / grad_s:7.1f} x gradient")
     taken = collections.Counter(b.wHw_route for b in d_only)
     print(f"  wᵀHw route per block (D only): {', '.join(f'{k}: {v}' for k, v in sorted(taken.items()))}")
     for block, reason in list(d_only.meta.get("tangent_refused", {}).items())[:3]:
         print(f"      refused {block}: {reason[:90]}")
+    _sync(device)
     t = time.perf_counter()
     full = diagnose(model, loss_fn, (X, y), method="gram", gram_memory=memory)
+    _sync(device)
     f_s = time.perf_counter() - t
     print(f"  D and D⁺, method='gram':      {f_s:8.1f} s = {f_s / grad_s:7.1f} x gradient   "
           f"peak RSS so far {rss_gib():.2f} GiB   [<= 600 s, <= 12 GiB]")
@@ -205,6 +225,8 @@ def main() -> None:
     ap.add_argument("--dense-check", action="store_true", help="also the dense route, to compare D⁺ (on with --quick)")
     ap.add_argument("--skip-resnet", action="store_true")
     ap.add_argument("--gram-memory", type=int, default=MEMORY_BUDGET, help="bytes of B rows held at once")
+    ap.add_argument("--device", default="cpu", help="where the ResNet runs, e.g. cuda (cpu); the timings synchronize")
+    ap.add_argument("--repeat-d", type=int, default=1, help="time D only this many times (warm calls after the first)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     n = args.samples or (8 if args.quick else 32)
@@ -213,7 +235,7 @@ def main() -> None:
         widths = (8, 16, 32, 64) if args.quick else (64, 128, 256, 512)
         torch.manual_seed(0)
         run_model(f"ResNet-18 (bench's own, widths {widths})", ResNet18(widths), n, 32, args.gram_memory,
-                  dense_check=args.quick or args.dense_check)
+                  dense_check=args.quick or args.dense_check, device=args.device, repeat_d=args.repeat_d)
         try:
             import torchvision
         except Exception as e:  # noqa: BLE001 - any import failure means: not available here
@@ -222,7 +244,7 @@ def main() -> None:
             if not args.quick:
                 torch.manual_seed(0)
                 run_model("torchvision.models.resnet18(num_classes=10)",
-                          torchvision.models.resnet18(num_classes=10), n, 32, args.gram_memory)
+                          torchvision.models.resnet18(num_classes=10), n, 32, args.gram_memory, device=args.device)
     if not args.skip_mlp:
         run_mlp(args.mlp_blocks or ("0.weight,0.bias,2.weight" if args.quick else "all"), args.gram_memory)
 
