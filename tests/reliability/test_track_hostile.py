@@ -153,3 +153,48 @@ def test_a_resumed_log_of_another_architecture_is_refused(run_dir, tmp_path, wid
         CurvatureTracker(net, LOSS, (X, y), every=1, log_dir=run)
     assert "choose a new log_dir" in str(exc.value)
     assert tree_hash(run) == before
+
+
+HOSTILE = st.sampled_from([None, -1, 0, 1.5, float("nan"), float("inf"), "10", True, [], (), object(), "D", ("D", "Hmax")])
+OPTIONS = ("every", "measures", "inverse", "strict", "transform", "blocks")
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None)
+@given(option=st.sampled_from(OPTIONS), value=HOSTILE)
+def test_the_tracker_and_both_callbacks_agree_on_hostile_options(option, value):
+    """One hostile option value: the tracker and the Lightning and Hugging Face callbacks all accept it or
+    all refuse it with our error (never a raw exception), and the model is untouched."""
+    from tests.reliability._common import assert_unchanged, snapshot
+
+    X, y = batch(8, 4, 3)
+    net = make_mlp(4, [5], 3)
+    snap = snapshot(net)
+    makers = {"tracker": lambda **kw: CurvatureTracker(net, LOSS, (X, y), **kw)}
+    try:
+        from coupled_curvature.integrations.lightning import CurvatureCallback as LightningCallback
+
+        makers["lightning"] = lambda **kw: LightningCallback(LOSS, (X, y), **kw)
+    except ImportError:  # pragma: no cover - the extra is in the test extras
+        pass
+    try:
+        import transformers  # noqa: F401
+
+        from coupled_curvature.integrations.huggingface import CurvatureCallback as HFCallback
+
+        makers["huggingface"] = lambda **kw: HFCallback(LOSS, (X, y), **kw)
+    except ImportError:  # pragma: no cover
+        pass
+    outcome = {}
+    for name, make in makers.items():
+        try:
+            made = make(**{option: value})
+        except InvalidInputError as err:
+            outcome[name] = "refused"
+            assert str(err) and "Traceback" not in str(err)
+        else:
+            outcome[name] = "accepted"
+            if hasattr(made, "close"):
+                made.close()
+    if option != "blocks" and option != "transform":  # checked when training starts by the callbacks
+        assert len(set(outcome.values())) == 1, outcome
+    assert_unchanged(net, snap)
