@@ -32,6 +32,15 @@ _STYLES = ("-", "--", ":")
 _MARKERS = (".", "x", "+")  # the second run's crosses sit on the first run's dots where the curves coincide
 _TITLES = {"D": "D = (wᵀHw/wᵀw)/‖g‖² per block", "RQ": "RQ = wᵀHw/wᵀw per block",
            "Dplus": "D⁺ = (wᵀH⁺w/wᵀw)·‖g‖² per block", "sqnorm_grad": "‖g‖² per block"}
+_YLABELS = {"D": "D (log scale)", "RQ": "RQ (log scale)", "Dplus": "D⁺ (log scale)", "sqnorm_grad": "‖g‖² (log scale)"}
+#: what the page says a reader is looking at (the measures' meaning, in words)
+_READING = ("How to read it. For a parameter block with weights w, gradient g and Hessian block H of the probe loss, "
+            "D = (wᵀHw/wᵀw)/‖g‖² is the curvature of the loss along the block's own direction, divided by the squared "
+            "gradient. Unlike raw sharpness (the largest Hessian eigenvalue, or wᵀHw/wᵀw alone) it is unchanged when a "
+            "ReLU layer is rescaled by c and the next by 1/c, so a change of D is a change of the function's "
+            "curvature, not of its coordinates. A rising D means that curvature along the weights grows relative to "
+            "the gradient: it rises as the gradient shrinks near a minimum, and a rise while the loss still falls "
+            "marks a block whose loss surface is sharpening. D is a diagnostic, not a bound on generalisation.")
 _CSS = ("body{font-family:system-ui,sans-serif;max-width:1200px;margin:1.5em auto;padding:0 1em;color:#222}"
         "figure{margin:1.5em 0}figure svg{max-width:100%;height:auto}figcaption{font-size:.9em;color:#444}"
         "table{border-collapse:collapse;font-size:.85em}td,th{padding:.2em .6em;border-bottom:1px solid #ddd;"
@@ -78,12 +87,14 @@ def _draw(ax: Axes, runs: Sequence[Run], measure: str, colors: dict[str, Any]) -
                         marker=_MARKERS[i % len(_MARKERS)] if len(xs) <= 60 else None, ms=4 if i == 0 else 6)
     ax.set_yscale("log")
     ax.set_xlabel("step")
+    ax.set_ylabel(_YLABELS[measure])
     ax.set_title(_TITLES[measure], fontsize=10)
     ax.grid(True, which="both", alpha=0.25)
     return left
 
 
-def _legend(fig: Figure, runs: Sequence[Run], colors: dict[str, Any]) -> None:
+def _legend(ax: Axes, runs: Sequence[Run], colors: dict[str, Any]) -> None:
+    """The blocks' colours (and the runs' line styles) in ``ax``, an empty panel beside the curves they name."""
     from matplotlib.lines import Line2D
 
     handles = [Line2D([], [], color=c, lw=2, label=b) for b, c in colors.items()]
@@ -91,28 +102,33 @@ def _legend(fig: Figure, runs: Sequence[Run], colors: dict[str, Any]) -> None:
         handles += [Line2D([], [], color="k", ls=_STYLES[i % len(_STYLES)], marker=_MARKERS[i % len(_MARKERS)],
                            label=label)
                     for i, (label, _, _) in enumerate(runs)]
-    fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.80, 0.95), fontsize=7, frameon=False,
-               ncol=1 if len(handles) <= 18 else 2)
+    ax.axis("off")
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.0, 1.0), fontsize=7, frameon=False,
+              ncol=1 if len(handles) <= 18 else 2, title="blocks" + (" and runs" if len(runs) > 1 else ""),
+              title_fontsize=8, alignment="left")
 
 
 def _figure(runs: Sequence[Run], measure: str, with_loss: bool) -> tuple[Figure, int]:
+    """The measure's curves, the legend of their blocks right beside them, then (``with_loss``) the probe loss."""
     from matplotlib.figure import Figure
 
     colors = dict(zip(_block_order(runs), _colors(len(_block_order(runs)))))
     fig = Figure(figsize=(12, 4.4))
-    axes = fig.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]}) if with_loss else [fig.subplots(1, 1)]
+    ratios = [3, 1.1, 2] if with_loss else [3, 1.1]
+    axes = fig.subplots(1, len(ratios), gridspec_kw={"width_ratios": ratios})
     left = _draw(axes[0], runs, measure, colors)
+    _legend(axes[1], runs, colors)
     if with_loss:
-        ax = axes[1]
+        ax = axes[2]
         for i, (label, _, recs) in enumerate(runs):
             xs, ys = [r["step"] for r in recs if r.get("loss") is not None], [r["loss"] for r in recs
                                                                               if r.get("loss") is not None]
             ax.plot(xs, ys, _STYLES[i % len(_STYLES)], color="k", lw=1.3, label=label)
         ax.set_xlabel("step")
+        ax.set_ylabel("loss on the probe")
         ax.set_title("loss on the probe", fontsize=10)
         ax.grid(True, which="both", alpha=0.25)
-    _legend(fig, runs, colors)
-    fig.subplots_adjust(left=0.06, right=0.78, bottom=0.13, top=0.9, wspace=0.25)
+    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.13, top=0.9, wspace=0.3)
     return fig, left
 
 
@@ -143,7 +159,7 @@ def render_page(runs: Sequence[Run], *, rows: Sequence[Sequence[str]], head_row:
                               else ""))
         parts.append(figure_html(svg_text(fig), f"track-{m.lower()}", html.escape(cap)))
     title = "Curvature during training: " + " vs ".join(lab for lab, _, _ in runs)
-    body = [f"<h1>{html.escape(title)}</h1>", _table(head_row, rows),
+    body = [f"<h1>{html.escape(title)}</h1>", f"<p class='reading'>{html.escape(_READING)}</p>", _table(head_row, rows),
             *(f"<p>{html.escape(n)}</p>" for n in notes), *parts]
     return ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
             "<meta name='viewport' content='width=device-width, initial-scale=1'>"
