@@ -13,6 +13,7 @@ from coupled_curvature.numeric.linalg.pinv import rounding_level
 from coupled_curvature.numeric.core.options import GRAM_MEMORY, RunOptions, run_options
 from coupled_curvature.numeric.core.planning import ALL_ROUTES, plan
 from coupled_curvature.numeric.core.progress import AUTO_DELAY, Progress, progress_enabled
+from coupled_curvature.numeric.core.derived import fitting_value, gradient_at_rounding, rounding_note
 from coupled_curvature.numeric.core.results import BlockDiagnosis, Diagnosis, derived_quantities, missing_note
 from coupled_curvature.numeric.core.routes import BlockCurvature, Plan, SpectralRoute, WHwRoute
 
@@ -203,7 +204,7 @@ def _block_record(c: BlockCurvature, o: RunOptions) -> BlockDiagnosis:
     krylov: dict = {}
     if c.spectrum is not None:
         pf = c.spectrum.form(pinv_rtol)
-        wHpinvw, rank, cutoff, min_rel = pf.value, pf.rank, pf.cutoff, pf.min_kept_rel_eig
+        wHpinvw, rank, cutoff, min_rel = pf.exact, pf.rank, pf.cutoff, pf.min_kept_rel_eig
         noise_kept = pf.noise_kept
         if pf.rank == 0:
             notes.append("H_bb = 0 under the cutoff: H⁺ = 0")
@@ -215,7 +216,7 @@ def _block_record(c: BlockCurvature, o: RunOptions) -> BlockDiagnosis:
             )
     elif c.krylov is not None:
         form = c.krylov
-        wHpinvw, rank, cutoff = form.value, form.rank, form.cutoff
+        wHpinvw, rank, cutoff = form.exact, form.rank, form.cutoff
         krylov = {"krylov_iterations": form.iterations, "krylov_converged": form.converged,
                   "krylov_error": form.error_estimate, "ritz_extremes": form.ritz_extremes}
         if pinv_rtol < rounding_level(w.numel()):
@@ -229,18 +230,25 @@ def _block_record(c: BlockCurvature, o: RunOptions) -> BlockDiagnosis:
                 f"estimate with relative error up to about {form.error_estimate:.1e} (raise krylov_max_iter, "
                 "or use method='dense' if the block fits)"
             )
-    rayleigh, coupled, inverse_coupled = derived_quantities(w_sq, g_sq, c.wHw, wHpinvw, notes)
     missing = c.spectral_reason if o.inverse and c.spectral is SpectralRoute.NONE else None
+    if gradient_at_rounding(g_sq, c.g_rounding) and w_sq != 0.0:
+        notes.append(rounding_note(g_sq, c.g_rounding))
+        rayleigh = derived_quantities(w_sq, g_sq, c.wHw, None, notes)[0]
+        coupled = inverse_coupled = None
+        if o.inverse and missing is None:
+            missing = "the gradient is zero to rounding"
+    else:
+        rayleigh, coupled, inverse_coupled = derived_quantities(w_sq, g_sq, c.wHw, wHpinvw, notes)
     record = BlockDiagnosis(
         name=c.name, params=tuple(c.members), size=w.numel(), w_sq=w_sq, g_sq=g_sq,
         w_dot_g=float(w @ c.grad), wHw=c.wHw, rayleigh=rayleigh, coupled=coupled,
-        wHpinvw=wHpinvw, inverse_coupled=inverse_coupled, rank=rank, cutoff=cutoff,
+        wHpinvw=fitting_value(wHpinvw, "wᵀH⁺w", notes), inverse_coupled=inverse_coupled, rank=rank, cutoff=cutoff,
         min_kept_rel_eig=min_rel, noise_kept=noise_kept, dplus_missing=missing,
         method=c.spectral, method_reason=c.spectral_reason, wHw_route=c.wHw_route, wHw_reason=c.wHw_reason,
-        **krylov,
+        g_rounding=c.g_rounding, **krylov,
     )
     if missing is not None:
         notes.append(missing_note(missing))
-    if record.scale_invariant:
+    if record.scale_invariant and not record.g_at_rounding:
         notes.append("wᵀg ≈ 0: the block may be scale-invariant (T10); D is then uninformative")
     return replace(record, notes=tuple(notes))

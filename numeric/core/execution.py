@@ -22,6 +22,7 @@ from coupled_curvature.numeric.core.routes import (
 )
 from coupled_curvature.numeric.factors.gram import GramResult, gram_forms
 from coupled_curvature.numeric.factors.tangent_forms import tangent_forms
+from coupled_curvature.numeric.linalg.pinv import rounding_level
 
 __all__ = ["execute"]
 
@@ -145,6 +146,7 @@ def execute(p: Plan, bar: Progress | None = None) -> Execution:
                              tol=o.krylov_tol, graphs=retained, reduce=reduce)
     del retained
     _refuse_hidden(objective, partition, curv)
+    g_rounding = _gradient_rounding(objective, partition, collective, model_notes)
     blocks = {}
     for b, members in partition.items():
         c = curv[b]
@@ -160,7 +162,8 @@ def execute(p: Plan, bar: Progress | None = None) -> Execution:
                     spectrum_of_dense(c.dense, values[b]) if c.dense is not None and route is SpectralRoute.DENSE
                     else None)
         blocks[b] = BlockCurvature(b, list(members), values[b], c.grad, value, wr, wreason, route, reason,
-                                   spectrum, forms.get(b), gram.get(b), c.Hw, c.dense, [*c.notes, *notes[b]])
+                                   spectrum, forms.get(b), gram.get(b), c.Hw, c.dense, [*c.notes, *notes[b]],
+                                   g_rounding.get(b))
     return Execution(p, blocks, float(loss), n_samples, model_notes, gram_refused, tangent_refused)
 
 
@@ -201,6 +204,41 @@ def _tangent_route(objective, partition, stage, notes: list[str]):
             raise
         notes.append(f"the tangent route failed ({route_failure(e)}): wᵀHw comes from Hessian-vector products")
         return None
+
+
+def _gradient_rounding(objective, partition, collective, notes: list[str]) -> dict[str, float]:
+    """Per block, the rounding level of its gradient: ``m·ε·‖Σ_b |J_bᵀ|r_b||‖``
+    (:meth:`~.objective.Objective.cotangent_magnitudes`); empty, with a note, where it cannot be taken."""
+    try:
+        with math_attention():
+            found = objective.cotangent_magnitudes()
+    except RuntimeError as e:
+        if route_failure(e) is None:
+            raise
+        notes.append(f"the rounding level of the gradient was not computed ({route_failure(e)}): a gradient that is "
+                     "zero to rounding is not recognised")
+        return {}
+    if found is None:
+        notes.append("the model's output is not one floating tensor: the rounding level of the gradient was not "
+                     "computed, so a gradient that is zero to rounding is not recognised")
+        return {}
+    mags, m = found
+    flat = torch.cat([mags[n].reshape(-1) for ms in partition.values() for n in ms])
+    if collective is not None:
+        from coupled_curvature.numeric import distributed as dist
+
+        total = dist.all_reduce_sum(torch.cat([flat, flat.new_tensor([float(m)])]), collective.group)
+        flat, m = total[:-1], int(round(float(total[-1])))
+    out, start = {}, 0
+    for b, ms in partition.items():
+        size = sum(mags[n].numel() for n in ms)
+        part = flat[start:start + size]
+        start += size
+        top = float(part.abs().max()) if size else 0.0
+        # ‖part‖ without overflow: scaled by its largest entry
+        norm = top * float((part / top).norm()) if top > 0.0 else 0.0
+        out[b] = rounding_level(m) * norm
+    return out
 
 
 def _refuse_hidden(objective, partition, curv) -> None:

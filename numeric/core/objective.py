@@ -59,3 +59,38 @@ class Objective:
             total += float(loss.detach())
             yield leaves, grads
         self.graph_loss = total
+
+    def cotangent_magnitudes(self) -> tuple[dict[str, Tensor], int] | None:
+        """``(Σ_batches |J_bᵀ|r_b||, m)`` per parameter: the gradient taken with the absolute output cotangents
+        ``|r_b| = |∂(weight·loss_fn)/∂f_b|`` (one more forward and backward pass per batch), and ``m`` the number
+        of output entries. ``g = Σ_b J_bᵀr_b`` is a sum of ``m`` terms no larger than these, so its rounding
+        error is at most about ``m·ε·‖Σ_b |J_bᵀ|r_b||‖``. ``None`` when the model's output is not one
+        floating tensor (no cotangent to take).
+
+        >>> net = nn.Linear(2, 3).double()
+        >>> X, y = torch.randn(4, 2, dtype=torch.float64), torch.tensor([0, 1, 2, 0])
+        >>> from coupled_curvature.numeric.core.inputs import Batch
+        >>> mags, m = Objective(net, nn.CrossEntropyLoss(), [Batch(X, y, 1.0)]).cotangent_magnitudes()
+        >>> m, sorted(mags), bool((mags["bias"] > 0).all())
+        (12, ['bias', 'weight'], True)
+        """
+        sums = {n: torch.zeros_like(v) for n, v in self.values.items()}
+        m = 0
+        for i, batch in enumerate(self.batches):
+            leaves = {n: v.clone().requires_grad_(True) for n, v in self.values.items()}
+            out = functional_call(self.model, {**leaves, **self.buffers}, (batch.X,))
+            if not isinstance(out, Tensor) or not out.is_floating_point() or not out.requires_grad:
+                return None
+            loss = batch.weight * checked_loss(self.loss_fn(out, batch.y), i)
+            if not loss.requires_grad:
+                return None
+            (r,) = torch.autograd.grad(loss, out, retain_graph=True, allow_unused=True)
+            if r is None:
+                return None
+            grads = torch.autograd.grad(out, list(leaves.values()), r.abs(), allow_unused=True)
+            for (n, _), g in zip(leaves.items(), grads):
+                if g is not None:
+                    sums[n] += g.detach().abs()
+            m += out.numel()
+        return sums, m
+

@@ -21,6 +21,10 @@ from coupled_curvature.output import json_text
 from coupled_curvature.numeric.core.by_block import ByBlock
 from coupled_curvature.numeric.core.compare import looks_scale_invariant
 from coupled_curvature.numeric.core.routes import SpectralRoute, WHwRoute
+from coupled_curvature.numeric.core.derived import (
+    derived_quantities, fitting_value, gradient_at_rounding, missing_note,
+)
+from coupled_curvature.numeric.linalg.scaled import Scaled
 
 if TYPE_CHECKING:
     import pandas
@@ -52,6 +56,11 @@ class BlockDiagnosis:
     ``wHw_route`` says where ``wᵀHw`` came from, a :class:`~.routes.WHwRoute`: ``"tangent"`` (the output
     tangent route, where the outputs are affine in the block) or ``"hvp"`` (a Hessian-vector product);
     ``wHw_reason`` says why. Both route fields are ``str`` enums: they compare equal to their values.
+    ``g_rounding`` is the rounding level of the gradient, ``m·ε·‖Σ_n J_nᵀ|r_n|‖`` (``r_n = ∂L/∂f_n`` the
+    output cotangents, ``m`` their number): the size of the rounding errors in ``g = Σ_n J_nᵀr_n``
+    (``None`` where it was not computed). A block with ``‖g‖ ≤ g_rounding`` has a gradient that is zero
+    to rounding (``g_at_rounding``; e.g. a logit shift under cross-entropy, whose gradient is exactly 0):
+    ``D`` and ``D⁺`` are ``None`` there and a note says so.
     """
 
     name: str
@@ -79,14 +88,20 @@ class BlockDiagnosis:
     wHw_route: WHwRoute = WHwRoute.HVP
     method_reason: str = ""
     wHw_reason: str = ""
+    g_rounding: float | None = None
 
-    def with_dplus(self, wHpinvw: float, rank: int | None, min_kept_rel_eig: float | None,
+    def with_dplus(self, wHpinvw: float | Scaled, rank: int | None, min_kept_rel_eig: float | None,
                    note: str) -> BlockDiagnosis:
-        """This block with ``wᵀH⁺w`` supplied by another route (``note`` says which); ``D⁺`` is
-        recomputed and the 'not computed' record and note are dropped."""
+        """This block with ``wᵀH⁺w`` supplied by another route (``note`` says which, a
+        :class:`~coupled_curvature.numeric.linalg.scaled.Scaled` where it need not fit float64); ``D⁺`` is
+        recomputed and the 'not computed' record and note are dropped. A block whose gradient is zero to
+        rounding (``g_at_rounding``) keeps ``D⁺ = None``."""
+        if self.g_at_rounding:
+            return self
         notes = [n for n in self.notes if self.dplus_missing is None or n != missing_note(self.dplus_missing)]
         _, _, dplus = derived_quantities(self.w_sq, self.g_sq, self.wHw, wHpinvw, notes)
-        return replace(self, wHpinvw=wHpinvw, inverse_coupled=dplus, rank=rank, min_kept_rel_eig=min_kept_rel_eig,
+        value = fitting_value(wHpinvw, "wᵀH⁺w", notes)
+        return replace(self, wHpinvw=value, inverse_coupled=dplus, rank=rank, min_kept_rel_eig=min_kept_rel_eig,
                        notes=(*notes, note), dplus_missing=None)
 
     def without_dplus(self, reason: str) -> BlockDiagnosis:
@@ -101,6 +116,11 @@ class BlockDiagnosis:
         (T10: ``L(sw) = L(w)`` gives ``wᵀg = 0``, ``Hw = −g``, so ``wᵀHw = 0`` and ``D = 0``), and
         ``D`` is uninformative there."""
         return looks_scale_invariant(self.w_dot_g, self.w_sq, self.g_sq)
+
+    @property
+    def g_at_rounding(self) -> bool:
+        """``‖g‖ ≤ g_rounding``: the gradient is zero to rounding, so ``D`` and ``D⁺`` are undefined."""
+        return gradient_at_rounding(self.g_sq, self.g_rounding)
 
     @property
     def radial_ratio(self) -> float | None:
@@ -173,6 +193,8 @@ class Diagnosis(ByBlock[BlockDiagnosis]):
         names = {f.name for f in fields(BlockDiagnosis)}
         blocks = []
         for i, row in enumerate(data["blocks"]):
+            if isinstance(row, Mapping):  # data written before these fields existed reads them as absent
+                row = {**_ADDED_FIELDS, **row}
             if not isinstance(row, Mapping) or set(row) != names:
                 got = set(row) if isinstance(row, Mapping) else set()
                 raise InvalidInputError(
@@ -235,7 +257,8 @@ class Diagnosis(ByBlock[BlockDiagnosis]):
         """
         pd = _pandas()
         columns = {}
-        for col in [f.name for f in fields(BlockDiagnosis) if f.name != "name"] + ["scale_invariant", "radial_ratio"]:
+        for col in [f.name for f in fields(BlockDiagnosis) if f.name != "name"] + ["scale_invariant", "radial_ratio",
+                                                                                    "g_at_rounding"]:
             values = [getattr(b, col) for b in self]
             if col in _FLOAT_FIELDS:
                 columns[col] = pd.array([None if v is None else float(v) for v in values], dtype="Float64")
@@ -314,39 +337,17 @@ class Diagnosis(ByBlock[BlockDiagnosis]):
         return f"Diagnosis({len(self)} blocks)\n{self.table()}"
 
 
-def derived_quantities(w_sq, g_sq, wHw, wHpinvw, notes: list[str]):
-    """``(RQ, D, D⁺)`` from the block sums, ``None`` where undefined (a note says why).
-
-    Works for floats and for mpmath numbers alike (the arbitrary-precision path uses it).
-    """
-    rayleigh = coupled = inverse_coupled = None
-    if w_sq == 0:
-        notes.append("w = 0: the Rayleigh quotient, D and D⁺ are undefined")
-        return rayleigh, coupled, inverse_coupled
-    rayleigh = wHw / w_sq
-    if g_sq == 0:
-        notes.append("g = 0: D = RQ/‖g‖² is undefined (stationary block)")
-    else:
-        coupled = rayleigh / g_sq
-    if wHpinvw is not None:
-        inverse_coupled = wHpinvw / w_sq * g_sq
-    return rayleigh, coupled, inverse_coupled
-
-
 def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.6e}"
 
 
-def missing_note(reason: str) -> str:
-    """The note recorded with ``dplus_missing``: ``"D⁺ not computed: <reason>"``."""
-    return f"D⁺ not computed: {reason}"
-
-
 _UNCONVERGED = "~"
+#: fields added after the JSON form was first written, with the value they read as when absent
+_ADDED_FIELDS = {"g_rounding": None}
 _FLOAT_FIELDS = frozenset({"w_sq", "g_sq", "w_dot_g", "wHw", "rayleigh", "coupled", "wHpinvw", "inverse_coupled",
-                           "cutoff", "min_kept_rel_eig", "krylov_error", "radial_ratio"})
+                           "cutoff", "min_kept_rel_eig", "krylov_error", "radial_ratio", "g_rounding"})
 _COLUMN_KIND = {"size": "Int64", "rank": "Int64", "krylov_iterations": "Int64", "noise_kept": "Int64",
-                "krylov_converged": "boolean", "scale_invariant": "boolean", "method": "string",
+                "krylov_converged": "boolean", "scale_invariant": "boolean", "g_at_rounding": "boolean", "method": "string",
                 "dplus_missing": "string"}
 _NONFINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
 

@@ -112,6 +112,7 @@ class BlockCurvature:
     Hw: Tensor | None = None
     dense: Tensor | None = None
     notes: list[str] = field(default_factory=list)
+    g_rounding: float | None = None  #: the rounding level of ``g``, ``m·ε·‖Σ_b |J_bᵀ|r_b||‖`` (``None``: not computed)
 
     @property
     def size(self) -> int:

@@ -42,6 +42,7 @@ from coupled_curvature.numeric.factors.layers import layer_rows, linear_module_o
 from coupled_curvature.numeric.factors.outputs import OutputFactors, output_factors
 from coupled_curvature.numeric.factors.patch_gram import patch_gram, patch_gram_cost, rows_cost
 from coupled_curvature.numeric.factors.rows import block_rows
+from coupled_curvature.numeric.linalg.scaled import Scaled
 
 #: the rows ``B`` held at once stay under this many bytes by default
 MEMORY_BUDGET = 2 * 2**30
@@ -57,7 +58,7 @@ class GramForm:
     ``second_derivative`` the largest ``‖f''‖/‖f'‖`` the check found (``None`` where it did not run) and
     ``affinity`` how the outputs were found affine in the block (the premise of ``H_bb = BᵀB``)."""
 
-    value: float
+    value: float | None
     wHw: float
     rank: int
     cutoff: float
@@ -70,6 +71,8 @@ class GramForm:
     evals: np.ndarray
     weights: np.ndarray
     affinity: str = ""
+    #: ``value`` may be ``None`` (it does not fit float64); ``scaled`` is it as a ``Scaled`` number
+    scaled: Scaled | None = None
 
 
 @dataclass(frozen=True)
@@ -253,7 +256,7 @@ def gram_forms(
                f"on {min(check_samples, objective.batches[0].X.shape[0])} sample(s)")
         out[block] = GramResult(GramForm(pf.value, u_sq, pf.rank, pf.cutoff, pf.max_abs_eig, pf.min_kept_rel_eig,
                                          pf.noise_kept, acc.side, rows, ratios[block], spectrum.evals,
-                                         spectrum.weights, how), None)
+                                         spectrum.weights, how, pf.scaled), None)
     return {b: out[b] for b in names}
 
 

@@ -102,9 +102,10 @@ def trace_from_factors(factors: Sequence[LayerFactors]) -> float:
 @dataclass(frozen=True)
 class FactorForm:
     """``wᵀH⁺_τ w`` of one block from its factor ``H = BᵀB`` (``τ = rtol·max λ``), and ``wᵀHw = ‖Bw‖²``;
-    ``value_alt``/``rank_alt`` are the same at the second cutoff ``rtol_alt`` (a sensitivity check)."""
+    ``value_alt``/``rank_alt`` are the same at the second cutoff ``rtol_alt`` (a sensitivity check); a value
+    that does not fit float64 (a block rescaled far from unit scale) is ``None``."""
 
-    value: float
+    value: float | None
     wHw: float
     rank: int
     min_kept_rel_eig: float | None
@@ -205,7 +206,7 @@ def with_factor_dplus(d: Diagnosis, model: nn.Module, X: torch.Tensor, rtol: flo
             continue
         f = c.spectrum.form(rtol)
         side = "gram" if c.gram.side == "gram" else "dense"
-        blocks.append(b.with_dplus(f.value, f.rank, f.min_kept_rel_eig,
+        blocks.append(b.with_dplus(f.exact, f.rank, f.min_kept_rel_eig,
                                    f"D⁺ from the exact per-sample factor H = BᵀB ({side} route, rank {f.rank})"))
     return Diagnosis(blocks, {**d.meta, "dplus_route": "factor"}, notes=d.notes, frozen=d.frozen, skipped=d.skipped)
 

@@ -45,6 +45,7 @@ from torch import Tensor
 
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.numeric.linalg.lanczos import Lanczos, ritz, tridiagonal_eig
+from coupled_curvature.numeric.linalg.scaled import Scaled, safe_norm
 
 STABLE_CHECKS = 4
 CUTOFF_MARGIN = 0.01
@@ -64,10 +65,12 @@ class KrylovForm:
     values; ``invariant`` says the Krylov space of ``w`` was found to be invariant;
     ``probe_radius`` brackets ``max|λ|`` from the random-start probe. ``alphas``/``betas``
     hold the ``w`` run's tridiagonal (``betas[i]`` is the ``β`` after step ``i + 1``), so
-    :func:`rethreshold` can re-cut it.
+    :func:`rethreshold` can re-cut it. ``scaled`` is ``value`` as a :class:`~.scaled.Scaled` (the
+    quadrature runs on ``w/‖w‖`` and ``T/σ``, ``σ`` a power of two near ``max|λ|``, and the scales are put
+    back exactly); ``value`` is ``None`` where it does not fit float64.
     """
 
-    value: float
+    value: float | None
     wHw: float
     error_estimate: float
     iterations: int
@@ -88,10 +91,18 @@ class KrylovForm:
     alphas: tuple[float, ...] = ()
     betas: tuple[float, ...] = ()
     notes: tuple[str, ...] = ()
+    scaled: Scaled | None = None
 
     @property
     def ritz_extremes(self) -> tuple[float, float]:
         return (self.ritz_min, self.ritz_max)
+
+    @property
+    def exact(self) -> Scaled | None:
+        """``wᵀH⁺_τw`` as a :class:`~.scaled.Scaled` (``scaled``, or ``value`` split)."""
+        if self.scaled is not None:
+            return self.scaled
+        return None if self.value is None else Scaled.of(self.value)
 
 
 def krylov_pinv_form(
@@ -162,7 +173,7 @@ class LanczosRun:
         w = w.detach().to(torch.float64).reshape(-1)
         self.n = w.numel()
         self.rtol, self.tol, self.max_iter = float(rtol), float(tol), max_iter
-        self.w_norm = float(w.norm())
+        self.w_norm = safe_norm(w)
         self._history: dict[int, float] = {}
         self._done = self.w_norm == 0.0
         self._in_probe = not self._done
@@ -241,25 +252,37 @@ class LanczosRun:
 
 
 class _Tridiagonal:
-    """The ``w`` run's tridiagonal (``b[i]`` is the ``β`` after step ``i + 1``) and the probe's bracket."""
+    """The ``w`` run's tridiagonal (``b[i]`` is the ``β`` after step ``i + 1``) and the probe's bracket.
+
+    :meth:`assess` works on ``T/σ`` and ``w/‖w‖`` with ``σ = 2^e`` near the probe's ``max|λ|`` (exact
+    scalings), so that neither ``‖w‖²`` nor ``1/θ`` overflows on a rescaled block; its values are in units
+    of ``‖w‖²/σ`` (:meth:`unscaled` puts them back)."""
 
     def __init__(self, a: np.ndarray, b: np.ndarray, n: int, invariant: bool, probe: tuple[float, float]):
         self.a, self.b, self.n, self.invariant, self.probe = a, b, n, invariant, probe
         self.w_steps = len(a)
+        self.exp = math.frexp(probe[1])[1] if probe[1] > 0 and math.isfinite(probe[1]) else 0
+
+    def unscaled(self, x: float, w_norm: float) -> Scaled:
+        """A value of :meth:`assess` (units ``‖w‖²/σ``) in the units of ``wᵀH⁺w``."""
+        return Scaled.of(x).times((w_norm, 2), (2.0, -self.exp))
 
     def radius_bounds(self, theta: np.ndarray, res: np.ndarray) -> tuple[float, float]:
-        """``(lower, upper)`` estimates of ``max|λ(H)|`` from the Ritz values, residuals and probe."""
+        """``(lower, upper)`` estimates of ``max|λ(H)|/σ`` from the (scaled) Ritz values, residuals and probe."""
         i = int(np.argmax(np.abs(theta)))
         lo, hi = float(abs(theta[i])), float(abs(theta[i]) + res[i])
-        return max(lo, self.probe[0]), max(hi, self.probe[1])
+        return max(lo, math.ldexp(self.probe[0], -self.exp)), max(hi, math.ldexp(self.probe[1], -self.exp))
 
     def assess(self, k: int, w_norm: float, rtol: float, tol: float, history: dict[int, float],
                final: bool) -> tuple[float, float, bool, dict]:
         """Estimate after ``k`` steps of the ``w`` run, its relative error estimate and the verdict."""
-        theta, S = tridiagonal_eig(self.a[:k], self.b[: k - 1])
-        beta = float(self.b[k - 1])
+        sigma_exp = self.exp
+        a, b = np.ldexp(self.a[:k], -sigma_exp), np.ldexp(self.b[:k], -sigma_exp)
+        theta, S = tridiagonal_eig(a, b[: k - 1])
+        beta = float(b[k - 1])
         s1, sk = S[0], S[-1]
         invariant = final and self.invariant
+        w_norm = 1.0  # values in units of ‖w‖²/σ
         rho, rho_hi = self.radius_bounds(theta, beta * np.abs(sk))
         delta = _ROUNDING * float(np.finfo(np.float64).eps) * math.sqrt(k) * rho
         tau = rtol * rho
@@ -283,8 +306,9 @@ class _Tridiagonal:
             err += max((abs(value - v) for v in earlier), default=math.inf) \
                 if len(earlier) == STABLE_CHECKS else math.inf
         rel = err / abs(value) if value != 0.0 else (0.0 if err == 0.0 else math.inf)
-        info = {"ritz_min": float(theta.min()), "ritz_max": float(theta.max()), "rank": int(keep.sum()),
-                "cutoff": tau, "rho": rho}
+        info = {"ritz_min": math.ldexp(float(theta.min()), sigma_exp),
+                "ritz_max": math.ldexp(float(theta.max()), sigma_exp), "rank": int(keep.sum()),
+                "cutoff": math.ldexp(tau, sigma_exp), "rho": math.ldexp(rho, sigma_exp)}
         return value, rel, bool(rel <= tol), info
 
 
@@ -316,8 +340,9 @@ def _form(run: _Tridiagonal, w_norm: float, rtol: float, tol: float, history: di
     iterations = run.w_steps + probe_steps
     notes = () if converged else (
         f"Lanczos did not converge in {iterations} products (estimated relative error {err:.1e})",)
+    scaled = run.unscaled(value, w_norm)
     return KrylovForm(
-        value=value, wHw=w_norm**2 * float(run.a[0]), error_estimate=err, iterations=iterations,
+        value=scaled.value, scaled=scaled, wHw=w_norm**2 * float(run.a[0]), error_estimate=err, iterations=iterations,
         converged=converged, ritz_min=ritz_min, ritz_max=ritz_max, rank=info["rank"],
         cutoff=info["cutoff"], max_abs_eig=info["rho"], invariant=run.invariant, w_norm=w_norm,
         n=run.n, w_steps=run.w_steps, probe_steps=probe_steps, probe_radius=run.probe, rtol=rtol,

@@ -27,6 +27,7 @@ from scipy.linalg import eigh_tridiagonal
 from torch import Tensor
 
 from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.numeric.linalg.scaled import safe_norm
 
 __all__ = ["Lanczos", "LanczosResult", "lanczos_top", "ritz", "tridiagonal_eig", "breakdown_level"]
 
@@ -62,7 +63,7 @@ class Lanczos:
     def __init__(self, start: Tensor, cap: int, scale: float = 0.0):
         self.n, self.cap, self.scale = start.numel(), cap, scale
         self.V = torch.empty(cap + 1, self.n, dtype=torch.float64, device=start.device)
-        self.V[0] = start / start.norm()
+        self.V[0] = start / safe_norm(start)  # the squares of a vector near 1e±200 under/overflow
         self.alphas: list[float] = []
         self.betas: list[float] = []
         self.broke = False
@@ -83,7 +84,7 @@ class Lanczos:
         V = self.V[: k + 1]
         for _ in range(2):
             u = u - V.T @ (V @ u)
-        beta = float(u.norm())
+        beta = safe_norm(u)
         self.alphas.append(alpha)
         self.betas.append(beta)
         scale = max(float(np.abs(np.asarray(self.alphas)).max()) + 2 * max(self.betas), self.scale)
@@ -137,7 +138,7 @@ def lanczos_top(
     theta, S = tridiagonal_eig(np.asarray(lz.alphas), np.asarray(lz.betas[:-1]))
     k = len(lz.alphas)
     y = lz.V[:k].T @ torch.from_numpy(np.ascontiguousarray(S[:, -1]))
-    y = y / y.norm()
+    y = y / safe_norm(y)
     value = float(theta[-1])
-    residual = float((matvec(y).to(torch.float64) - value * y).norm())
+    residual = safe_norm(matvec(y).to(torch.float64) - value * y)
     return LanczosResult(value, y, residual, k, converged)

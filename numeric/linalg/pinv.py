@@ -26,6 +26,7 @@ and their workspace (the copy is freed first).
 from __future__ import annotations
 
 import ctypes
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,6 +41,7 @@ from coupled_curvature.numeric.linalg.lapack_binding import (
     FastRouteUnavailableWarning,
     fast_route_status,
 )
+from coupled_curvature.numeric.linalg.scaled import Scaled, scaled_sum
 
 #: blocks with at least this many non-zero rows take the tridiagonal route (measured crossover
 #: ≈ 300–400 on one core: ``python bench/bench_inverse.py --crossover``).
@@ -56,14 +58,26 @@ def _band_for(n: int) -> int:
 @dataclass(frozen=True)
 class PinvForm:
     """``value = wᵀH⁺_τ w`` with ``τ = rtol·max|λ|``; ``rank`` eigenvalues kept, ``noise_kept`` of
-    them at rounding level (``|λ| ≤ n·ε·max|λ|``, only possible when ``rtol < n·ε``)."""
+    them at rounding level (``|λ| ≤ n·ε·max|λ|``, only possible when ``rtol < n·ε``).
 
-    value: float
+    ``scaled`` is the same number as a :class:`~.scaled.Scaled` ``m·2^e`` (never overflows); ``value`` is
+    ``None`` where it does not fit float64 (after a rescaling by ``10¹⁰⁰``, ``wᵀH⁺w ≈ 10⁴⁰⁰``), and
+    ``D⁺`` is then formed from ``scaled`` (``scaled.times((g_sq, 1), (w_sq, -1))``)."""
+
+    value: float | None
     rank: int
     cutoff: float
     max_abs_eig: float
     min_kept_rel_eig: float | None
     noise_kept: int = 0
+    scaled: Scaled | None = None
+
+    @property
+    def exact(self) -> Scaled | None:
+        """``wᵀH⁺_τw`` as a :class:`~.scaled.Scaled`: ``scaled``, or ``value`` split (``None`` without either)."""
+        if self.scaled is not None:
+            return self.scaled
+        return None if self.value is None else Scaled.of(self.value)
 
 
 def pinv_quadratic_form(H: Tensor, w: Tensor, rtol: float) -> PinvForm:
@@ -97,8 +111,29 @@ def symmetric_spectrum(S: Tensor, v: Tensor) -> tuple[np.ndarray, np.ndarray]:
     S, v = S.detach().to(torch.float64).cpu(), v.detach().to(torch.float64).cpu()
     _check_finite(S)
     live, v_live, dead = _live_part(S, v)
-    lam, c = _spectrum_consuming(live, v_live) if v_live.numel() else (np.zeros(0), np.zeros(0))
+    if not v_live.numel():
+        return np.zeros(dead.numel()), (dead * dead).cpu().numpy()
+    # the eigen-step runs on a well-scaled matrix: S/2^a and v/2^b with max|S|, max|v| in [0.5, 1), exact
+    # (powers of two), and the scales are put back on λ and c = (u·v)² at the end
+    a, b = _binary_exponent(live), _binary_exponent(v_live)
+    _scale_by_power_of_two(live, -a)
+    lam, c = _spectrum_consuming(live, _scale_by_power_of_two(v_live.clone(), -b))
+    lam, c = np.ldexp(lam, a), np.ldexp(c, 2 * b)
     return np.concatenate([lam, np.zeros(dead.numel())]), np.concatenate([c, (dead * dead).cpu().numpy()])
+
+
+def _binary_exponent(t: Tensor) -> int:
+    """``e`` with ``max|t| = m·2^e``, ``0.5 ≤ m < 1`` (0 for an all-zero tensor)."""
+    top = float(t.abs().max()) if t.numel() else 0.0
+    return 0 if top == 0.0 else math.frexp(top)[1]
+
+
+def _scale_by_power_of_two(t: Tensor, k: int) -> Tensor:
+    """``t·2^k`` in place, exact; in two halves so that neither factor overflows."""
+    for part in (k // 2, k - k // 2):
+        if part:
+            t.mul_(2.0**part)
+    return t
 
 
 def _spectrum_consuming(S: Tensor, v: Tensor) -> tuple[np.ndarray, np.ndarray]:
@@ -201,11 +236,12 @@ def cutoff_sum(evals: np.ndarray, weights: np.ndarray, rtol: float, power: int =
     cutoff = rtol * max_abs
     keep = np.abs(evals) > cutoff
     if max_abs == 0.0 or not keep.any():
-        return PinvForm(0.0, 0, cutoff, max_abs, None)
+        return PinvForm(0.0, 0, cutoff, max_abs, None, scaled=Scaled(0.0))
     kept = evals[keep]
-    value = float((weights[keep] / kept**power).sum())
+    total = scaled_sum(weights[keep], kept, power)
     noise = int((np.abs(kept) <= rounding_level(evals.size) * max_abs).sum())
-    return PinvForm(value, int(keep.sum()), cutoff, max_abs, float(np.abs(kept).min()) / max_abs, noise)
+    return PinvForm(total.value, int(keep.sum()), cutoff, max_abs, float(np.abs(kept).min()) / max_abs, noise,
+                    scaled=total)
 
 
 #: the constant ``c`` of the conditioning-aware tolerance ``max(tol, c·ε·κ)`` (:func:`conditioned_rtol`)

@@ -198,6 +198,9 @@ def newton_decrement(model: nn.Module, loss_fn: Callable, data: object, **option
     for n in rest:
         form = pinv_quadratic_form(dense[n].dense, dense[n].grad, rtol)
         blocks[n], routes[n], ranks[n] = form.value, "pinv", form.rank
+        if form.value is None:
+            notes.append(f"{n}: gᵀH⁺g ≈ 1e{form.exact.log10:.0f} does not fit float64 (the block's scale is too "
+                         "extreme): left undefined (None)")
         if form.min_kept_rel_eig is not None:
             conditioning[n] = 1.0 / form.min_kept_rel_eig
     return {"blocks": blocks, "degenerate": degenerate, "conditioning": conditioning, "routes": routes,
