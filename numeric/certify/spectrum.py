@@ -262,6 +262,50 @@ def pinv_form(H: arb_mat, w: arb_mat, rtol: Fraction, *, square: bool = False) -
     H, w, mid = _deflate(H, w)
     if H.nrows() == 0:
         return PinvForm(arb(0), None, None, 0, arb(0))
+    eh, ew = _exponent(as_array(H).ravel(), mid), _exponent(as_array(w).ravel(), None)
+    if eh == ew == 0:
+        return _unit_form(H, w, rtol, mid, square)
+    # H = 2^eh·H′, w = 2^ew·w′ (exact): the float64 steps see unit-scale numbers; H′ has H's eigenvectors
+    # and the cutoff is relative, so the kept set is the same, and wᵀH⁺w = 2^(2ew − eh)·w′ᵀH′⁺w′
+    H, w = H * arb(2) ** -eh, w * arb(2) ** -ew
+    form = _unit_form(H, w, rtol, as_array(H).astype(float), square)
+    up = arb(2) ** eh
+    back = arb(2) ** (2 * ew - (2 if square else 1) * eh)
+    if form.straddling is not None:
+        v, cutoff = form.straddling * up, form.cutoff * up
+        return PinvForm(None, _straddles(v, cutoff, rtol), v, None, cutoff)
+    return PinvForm(None if form.value is None else form.value * back, form.reason, None, form.rank,
+                    None if form.cutoff is None else form.cutoff * up)
+
+
+def _straddles(v: arb, cutoff: arb, rtol: Fraction) -> str:
+    return (f"the eigenvalue {v.str(6, radius=True)} straddles the cutoff τ = {cutoff.str(6, radius=True)}: D⁺ is not "
+            f"certifiable at pinv_rtol={float(rtol):g}")
+
+
+#: the float64 steps see a matrix (or vector) as it is when its largest entry lies within 2^±_RANGE
+_RANGE = 400
+
+
+def _exponent(entries: np.ndarray, mid: np.ndarray | None) -> int:
+    """0 when the largest midpoint of ``entries`` (an object array of balls; ``mid``: their float64
+    values, if at hand) lies within ``2^±_RANGE`` or all are exactly 0, else about its ``log2``: the
+    power of two that brings it to unit scale."""
+    mid = entries.astype(float) if mid is None else mid
+    top = float(np.abs(mid).max()) if mid.size else 0.0
+    if np.isfinite(mid).all() and 2.0 ** -_RANGE < top < 2.0 ** _RANGE:  # (a 0 may be an underflow)
+        return 0
+    best = None
+    for v in entries:
+        m, e = v.mid().man_exp()
+        if int(m):
+            k = int(e) + abs(int(m)).bit_length()
+            best = k if best is None else max(best, k)
+    return 0 if best is None else best
+
+
+def _unit_form(H: arb_mat, w: arb_mat, rtol: Fraction, mid: np.ndarray, square: bool) -> PinvForm:
+    """:func:`pinv_form` of a deflated ``H`` whose entries the float64 steps can represent."""
     fast = _separated(H, w, rtol, mid, square)
     if fast is not None and fast.value.rel_accuracy_bits() >= _wanted_bits():
         return fast
@@ -284,8 +328,7 @@ def _general(H: arb_mat, w: arb_mat, rtol: Fraction, square: bool = False) -> Pi
         return PinvForm(arb(0), None, None, 0, cutoff)
     if straddling:
         v = straddling[0]
-        return PinvForm(None, f"the eigenvalue {v.str(6, radius=True)} straddles the cutoff τ = "
-                        f"{cutoff.str(6, radius=True)}: D⁺ is not certifiable at pinv_rtol={float(rtol):g}", v, None, cutoff)
+        return PinvForm(None, _straddles(v, cutoff, rtol), v, None, cutoff)
     wsq = (w.transpose() * w).entries()[0]
     try:
         if not dropped:
