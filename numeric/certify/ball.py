@@ -8,7 +8,7 @@ from fractions import Fraction
 
 from flint import arb
 
-__all__ = ["Ball", "fraction_of", "from_arb"]
+__all__ = ["Ball", "fraction_of", "from_arb", "ratio", "scientific"]
 
 
 @dataclass(frozen=True)
@@ -16,7 +16,8 @@ class Ball:
     """``[lower, upper]``, both exact ``Fraction``s (dyadic when they come from arb), ``lower ≤ upper``.
 
     ``mid = (lower + upper)/2``, ``rad = (upper − lower)/2``, ``relative_width = (upper − lower)/|mid|``
-    (``inf`` when ``mid = 0``). ``x in ball`` for a float or Fraction ``x`` tests ``lower ≤ x ≤ upper``
+    (``inf`` when ``mid = 0``; never 0 for a ball of nonzero width, see ``relative_width_log2`` below
+    ``2^-1074``). ``x in ball`` for a float or Fraction ``x`` tests ``lower ≤ x ≤ upper``
     exactly (a float is the dyadic rational it stores).
 
     >>> b = Ball(Fraction(1, 4), Fraction(3, 4))
@@ -47,8 +48,22 @@ class Ball:
 
     @property
     def relative_width(self) -> float:
+        """``(upper − lower)/|mid|`` as a float, never 0 for a ball of nonzero width (see :func:`ratio`)."""
+        return ratio(self.width, abs(self.mid))
+
+    @property
+    def relative_width_log2(self) -> float:
+        """``log2((upper − lower)/|mid|)`` from the exact fractions: readable where ``relative_width``
+        is clamped (below ``2^-1074``, e.g. at 2,000 bits); ``-inf`` for a point, ``inf`` when ``mid = 0``.
+
+        >>> Ball(Fraction(1), 1 + Fraction(1, 2**1500)).relative_width_log2
+        -1500.0
+        """
         m = abs(self.mid)
-        return math.inf if m == 0 else float(self.width / m)
+        if m == 0 or self.width == 0:
+            return math.inf if m == 0 else -math.inf
+        r = self.width / m
+        return math.log2(r.numerator) - math.log2(r.denominator)  # math.log2 takes ints of any size
 
     def excludes_zero(self) -> bool:
         """``0 ∉ [lower, upper]``: the sign is certified."""
@@ -65,7 +80,44 @@ class Ball:
         return float(self.mid)
 
     def __str__(self) -> str:
-        return f"[{float(self.lower):.6g}, {float(self.upper):.6g}]"
+        return f"[{scientific(self.lower)}, {scientific(self.upper)}]"
+
+
+def ratio(num: Fraction, den: Fraction) -> float:
+    """``num/den`` (both ``≥ 0``) as a float: rounded to nearest, except that a positive value below
+    the smallest positive float reads as that float (``2^-1074``), never 0, and one above the largest
+    reads ``inf``; ``inf`` when ``den = 0``.
+
+    >>> ratio(Fraction(1), Fraction(2**1200)), ratio(Fraction(0), Fraction(3)), ratio(Fraction(2**1100), Fraction(1))
+    (5e-324, 0.0, inf)
+    """
+    if den == 0:
+        return math.inf
+    if num == 0:
+        return 0.0
+    try:
+        return max(float(num / den), math.ulp(0.0))
+    except OverflowError:
+        return math.inf
+
+
+def scientific(x: Fraction, digits: int = 6) -> str:
+    """``x`` written like ``format(x, '.6g')``, also beyond the float64 range.
+
+    >>> scientific(Fraction(3, 8)), scientific(Fraction(-10**400)), scientific(Fraction(1, 3 * 10**500))
+    ('0.375', '-1e+400', '3.33333e-501')
+    """
+    if x == 0 or 2.0 ** -1000 < abs(x) < 2.0 ** 1000:
+        return f"{float(x):.{digits}g}"
+    sign, x = ("-" if x < 0 else ""), abs(x)
+    e = len(str(x.numerator)) - len(str(x.denominator))  # 10^e is within a factor 10 of x
+    e = e if x >= Fraction(10) ** e else e - 1
+    m = x / Fraction(10) ** e  # in [1, 10)
+    digits_m = f"{float(m):.{digits - 1}e}"  # may round up to 10.0: the e-notation absorbs it
+    mant, _, carry = digits_m.partition("e")
+    e += int(carry)
+    mant = mant.rstrip("0").rstrip(".") if "." in mant else mant
+    return f"{sign}{mant}e{'+' if e >= 0 else '-'}{abs(e):02d}"
 
 
 def fraction_of(x: arb) -> Fraction:
