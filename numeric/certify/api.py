@@ -14,8 +14,8 @@ from coupled_curvature.numeric.certify.ball import Ball, from_arb
 from coupled_curvature.numeric.certify.blocks import BlockArbs, BlockCertificate, certify_blocks
 from coupled_curvature.numeric.certify.exact import as_arb, check_prec, exact_data, exact_params
 from coupled_curvature.numeric.certify.layers import Kink
-from coupled_curvature.numeric.certify.loss import ArbLoss, check_loss
-from coupled_curvature.numeric.certify.network import Network
+from coupled_curvature.numeric.certify.loss import ArbLoss, LossTerms, check_loss, check_value, loss_terms
+from coupled_curvature.numeric.certify.network import Network, check_shapes
 from coupled_curvature.numeric.certify.trace import Op, trace
 from coupled_curvature.numeric.core.blocks import resolve_blocks
 from coupled_curvature.errors import InvalidInputError
@@ -61,37 +61,44 @@ class Certificate:
 
 @dataclass(frozen=True)
 class Prepared:
-    """Validated inputs of a certified run: traced ops, exact data, partition, loss kind."""
+    """Validated inputs of a certified run: traced ops, exact data, partition, the loss's exact terms."""
 
     model64: nn.Module
     ops: list[Op]
     X: Tensor
     y: Tensor
     partition: dict[str, list[str]]
+    terms: LossTerms
 
 
 def prepare(model: nn.Module, loss_fn: Callable, data: object, *, prec: int,
             blocks: str | Mapping[str, Sequence[str]] = "tensor") -> Prepared:
-    """Every check before any work: precision, loss, data (finite), weights (finite, eval mode), the
-    traced structure (supported modules only) and the partition."""
+    """Every check before any work: precision, loss (a known one, :func:`~.loss.check_loss`), model
+    (eval mode, untied, finite weights), data (finite), the traced structure (supported modules only),
+    every op's input shape (:func:`~.network.check_shapes`), the targets and the partition."""
     check_prec(prec)
     check_loss_fn(loss_fn)
     check_loss(loss_fn)
-    model64, X, y = exact_data(model, loss_fn, data)
+    model64, X, y, sizes = exact_data(model, loss_fn, data)
     ops = trace(model64)
     out = forward_checked(model64, X, "the data")  # float64, cheap: shapes and targets checked before the arb work
     if not isinstance(out, Tensor) or out.dim() != 2:
         raise InvalidInputError(f"the model's output has shape {tuple(getattr(out, 'shape', ()))}; certify needs "
                                 "(samples, outputs)")
+    shape = check_shapes(ops, tuple(X.shape[1:]))
+    if shape != tuple(out.shape[1:]):
+        raise InvalidInputError(f"certify's trace of the model gives outputs of shape {shape} per sample, torch "
+                                f"{tuple(out.shape[1:])}; the traced graph is not what runs, so nothing is certified")
     check_targets(loss_fn, tuple(out.shape), y, 0)
+    terms = loss_terms(loss_fn, y, out.shape[1], sizes)
     names = [n for n, p in model64.named_parameters() if p.requires_grad]
-    return Prepared(model64, ops, X, y, resolve_blocks(names, blocks))
+    return Prepared(model64, ops, X, y, resolve_blocks(names, blocks), terms)
 
 
-def evaluate(prep: Prepared, loss_fn: Callable, params: Mapping[str, arb_mat], prec: int
-             ) -> tuple[Network, ArbLoss, int]:
+def evaluate(prep: Prepared, params: Mapping[str, arb_mat], prec: int) -> tuple[Network, ArbLoss, int]:
     """The network and loss at ``prec`` bits, at ``2·prec`` if a kink was undecided (once); the
-    precision used is the third value (``ctx.prec`` is left as it was)."""
+    precision used is the third value (``ctx.prec`` is left as it was). The certified loss is checked
+    against the one torch computes (:func:`~.loss.check_value`)."""
     X = as_arb(prep.X.reshape(prep.X.shape[0], -1))
     saved = ctx.prec
     try:
@@ -101,19 +108,21 @@ def evaluate(prep: Prepared, loss_fn: Callable, params: Mapping[str, arb_mat], p
             net = Network(prep.ops, params, X, tuple(prep.X.shape[1:]))
             if not net.kinks:
                 break
-        return net, ArbLoss(loss_fn, net.output, prep.y), used
+        loss = ArbLoss(prep.terms, net.output, prep.y)
+        check_value(loss, prep.y)
+        return net, loss, used
     finally:
         ctx.prec = saved
 
 
-def run(prep: Prepared, loss_fn: Callable, params: Mapping[str, arb_mat], *, prec: int, inverse: bool,
+def run(prep: Prepared, params: Mapping[str, arb_mat], *, prec: int, inverse: bool,
         pinv_rtol: float, evaluated: tuple[Network, ArbLoss, int] | None = None) -> Certificate:
     """The certificate of the parameters ``params`` (exact arb matrices) on the prepared problem
     (``evaluated``: the result of :func:`evaluate` for them, when the caller has it already)."""
     start = time.perf_counter()
     saved = ctx.prec
     try:
-        net, loss, used = evaluate(prep, loss_fn, params, prec) if evaluated is None else evaluated
+        net, loss, used = evaluate(prep, params, prec) if evaluated is None else evaluated
         ctx.prec = used
         grads = net.backward(loss.grad)
         certs, arbs = certify_blocks(prep.partition, net, loss, grads, inverse, Fraction(pinv_rtol))
@@ -163,4 +172,4 @@ def certify(model: nn.Module, loss_fn: Callable, data: object, *, prec: int = 25
     check_flag(inverse, "inverse")
     rtol = check_pinv_rtol(pinv_rtol)
     prep = prepare(model, loss_fn, data, prec=prec, blocks=blocks)
-    return run(prep, loss_fn, exact_params(prep.model64), prec=prec, inverse=inverse, pinv_rtol=rtol)
+    return run(prep, exact_params(prep.model64), prec=prec, inverse=inverse, pinv_rtol=rtol)

@@ -8,10 +8,10 @@ import torch
 from flint import arb_mat
 from torch import Tensor, nn
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.errors import InvalidInputError, TrainModeError, UnsupportedModelError
 from coupled_curvature.numeric.core.inputs import float64_copy, prepare_batches
 
-__all__ = ["as_arb", "exact_data", "exact_params", "MIN_PREC", "MAX_PREC", "check_prec"]
+__all__ = ["as_arb", "check_model", "exact_data", "exact_params", "MIN_PREC", "MAX_PREC", "check_prec"]
 
 MIN_PREC, MAX_PREC = 53, 100_000
 
@@ -45,13 +45,45 @@ def exact_params(model64: nn.Module) -> dict[str, arb_mat]:
     return {n: as_arb(p) for n, p in model64.named_parameters()}
 
 
-def exact_data(model: nn.Module, loss_fn: Callable, data: object) -> tuple[nn.Module, Tensor, Tensor]:
-    """The float64 copy of ``model`` (finite weights, eval mode checked) and all batches of ``data``
-    concatenated (``L`` is the same: mean losses are weighted by batch size, sums add)."""
+def check_model(model: nn.Module) -> None:
+    """What certify refuses in a model before copying it: modules in train mode whose output depends
+    on the mode (certify has no train-mode option: it certifies the eval-mode function) and tied
+    parameters (one tensor under several names: the output is not affine in such a block, and the
+    blocks would not be the tensors that the model holds).
+
+    >>> net = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2))
+    >>> net[1].weight = net[0].weight
+    >>> check_model(net)
+    Traceback (most recent call last):
+    ...
+    coupled_curvature.errors.UnsupportedModelError: parameters '0.weight' and '1.weight' are one tensor (tied weights); certify takes untied parameters only (each used by one module, so that the output is affine in a block); untie them, e.g. module.weight = nn.Parameter(module.weight.detach().clone())
+    """
+    if not isinstance(model, nn.Module):
+        raise InvalidInputError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    for name, module in model.named_modules():
+        if module.training and isinstance(module, (nn.modules.batchnorm._BatchNorm, nn.modules.dropout._DropoutNd)):
+            raise TrainModeError(f"module {name or type(module).__name__!r} ({type(module).__name__}) is in train mode, "
+                                 "so its output depends on the batch; certify certifies the eval-mode function only: "
+                                 "call model.eval() first")
+    names: dict[int, list[str]] = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(p), []).append(name)
+    tied = next((n for n in names.values() if len(n) > 1), None)
+    if tied:
+        raise UnsupportedModelError(
+            f"parameters {' and '.join(repr(n) for n in tied)} are one tensor (tied weights); certify takes untied "
+            "parameters only (each used by one module, so that the output is affine in a block); untie them, e.g. "
+            "module.weight = nn.Parameter(module.weight.detach().clone())")
+
+
+def exact_data(model: nn.Module, loss_fn: Callable, data: object) -> tuple[nn.Module, Tensor, Tensor, tuple[int, ...]]:
+    """The float64 copy of ``model`` (checked by :func:`check_model`; finite weights), all batches of
+    ``data`` concatenated, and the batch sizes (the loss weighs batches as ``prepare_batches`` does)."""
+    check_model(model)
     model64 = float64_copy(model)
     batches = prepare_batches(data, loss_fn)
     X = torch.cat([b.X for b in batches])
     y = torch.cat([b.y for b in batches])
     if not X.is_floating_point():
         raise InvalidInputError(f"the inputs are {X.dtype}; certify needs float inputs: pass X.double()")
-    return model64, X, y
+    return model64, X, y, tuple(int(b.X.shape[0]) for b in batches)

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from flint import arb, ctx
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.numeric.certify.api import Certificate, Prepared, evaluate, prepare, run
-from coupled_curvature.numeric.certify.ball import Ball, from_arb
+from coupled_curvature.numeric.certify.api import Certificate, evaluate, prepare, run
+from coupled_curvature.numeric.certify.ball import Ball, from_arb, ratio
 from coupled_curvature.numeric.certify.blocks import BlockCertificate
 from coupled_curvature.numeric.certify.exact import exact_params
 from coupled_curvature.numeric.certify.network import Network
@@ -117,12 +117,11 @@ def certify_invariance(model: nn.Module, loss_fn: Callable, data: object, symmet
         moved_model, new = apply_exact(prep.model64, params, sym)
     finally:
         ctx.prec = saved
-    moved = prep if moved_model is prep.model64 else Prepared(moved_model, trace(moved_model), prep.X, prep.y,
-                                                               prep.partition)
-    e0, e1 = evaluate(prep, loss_fn, params, prec), evaluate(moved, loss_fn, new, prec)  # shared by all below
+    moved = prep if moved_model is prep.model64 else replace(prep, model64=moved_model, ops=trace(moved_model))
+    e0, e1 = evaluate(prep, params, prec), evaluate(moved, new, prec)  # shared by all below
     gap = _output_gap(e0[0], e1[0], max(e0[2], e1[2]))
-    before = run(prep, loss_fn, params, prec=prec, inverse=inverse, pinv_rtol=rtol, evaluated=e0)
-    after = run(moved, loss_fn, new, prec=prec, inverse=inverse, pinv_rtol=rtol, evaluated=e1)
+    before = run(prep, params, prec=prec, inverse=inverse, pinv_rtol=rtol, evaluated=e0)
+    after = run(moved, new, prec=prec, inverse=inverse, pinv_rtol=rtol, evaluated=e1)
     out = {}
     ctx.prec, saved = max(before.prec_used, after.prec_used), ctx.prec  # the differences at the runs' precision
     try:
@@ -137,6 +136,6 @@ def _block_change(name: str, before: Certificate, after: Certificate) -> Invaria
     """The change balls of one block (at the current precision)."""
     a, b = before.arbs[name], after.arbs[name]
     dc = _change(a.coupled, b.coupled)
-    rel = None if dc is None or a.coupled is None or a.coupled == 0 else float(dc.width / abs(from_arb(a.coupled).mid))
+    rel = None if dc is None or a.coupled is None or a.coupled == 0 else ratio(dc.width, abs(from_arb(a.coupled).mid))
     return InvarianceBlock(name, before[name], after[name], dc, _change(a.inverse_coupled, b.inverse_coupled),
                            _change(a.rayleigh, b.rayleigh), _change(a.g_sq, b.g_sq), rel)

@@ -3,14 +3,87 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from fractions import Fraction
 
+import torch
 from flint import arb_mat
+from torch import nn
 
+from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.numeric.certify.arrays import Rows
 from coupled_curvature.numeric.certify.layers import Kink, Layer, add, make_layer, vstack
 from coupled_curvature.numeric.certify.trace import Op
 
-__all__ = ["Network"]
+__all__ = ["Network", "check_shapes"]
+
+
+def _input_dims(m: nn.Module) -> tuple[tuple[int, ...], int] | None:
+    """The per-sample input ranks certify's flat layout represents for module ``m``, and the leading
+    size it needs (features or channels; -1: any); ``None`` for element-wise modules."""
+    if isinstance(m, nn.Linear):
+        return (1,), m.in_features
+    if isinstance(m, (nn.Conv1d, nn.Conv2d)):
+        return (2 if isinstance(m, nn.Conv1d) else 3,), m.in_channels
+    if isinstance(m, nn.modules.batchnorm._BatchNorm):
+        return ((1, 2) if isinstance(m, nn.BatchNorm1d) else (3,)), m.num_features
+    if isinstance(m, (nn.MaxPool1d, nn.AvgPool1d, nn.AdaptiveAvgPool1d)):
+        return (2,), -1
+    if isinstance(m, (nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d)):
+        return (3,), -1
+    return None
+
+
+def _check_op(op: Op, in_shapes: list[tuple[int, ...]]) -> None:
+    """An op whose inputs or statistics certify cannot represent exactly: an ``InvalidInputError``
+    naming the module and what to change (before any ball arithmetic)."""
+    if op.kind == "add":
+        if in_shapes[0] != in_shapes[1]:
+            raise InvalidInputError(f"node {op.name!r} adds per-sample tensors of shapes {in_shapes[0]} and "
+                                    f"{in_shapes[1]}; certify adds tensors of one shape only (no broadcasting)")
+        return
+    m, shape = op.module, in_shapes[0]
+    dims = None if m is None else _input_dims(m)
+    if dims is not None and (len(shape) not in dims[0] or dims[1] not in (-1, shape[0])):
+        want = " or ".join(f"{d}-D" for d in dims[0])
+        lead = "" if dims[1] < 0 else f" with {dims[1]} leading features/channels"
+        raise InvalidInputError(
+            f"module {op.name!r} ({type(m).__name__}) receives per-sample inputs of shape {shape}; certify applies "
+            f"it to {want} per-sample inputs{lead} only (torch would broadcast it over the extra axes); reshape "
+            "the data or flatten before it")
+    if isinstance(m, nn.modules.batchnorm._BatchNorm):
+        stats = {"running_mean": m.running_mean.double(), "running_var": m.running_var.double()}
+        for what, t in stats.items():
+            if not bool(torch.isfinite(t).all()):
+                raise InvalidInputError(f"module {op.name!r} ({type(m).__name__}): its {what} holds non-finite "
+                                        "values; fix the statistics (or load them again) before certifying")
+        eps = Fraction(float(m.eps))
+        low = [c for c, v in enumerate(stats["running_var"].tolist()) if not Fraction(v) + eps > 0]
+        if low:
+            raise InvalidInputError(
+                f"module {op.name!r} ({type(m).__name__}): running_var + eps = "
+                f"{float(stats['running_var'][low[0]]) + float(m.eps):g} ≤ 0 in channel {low[0]}, so its output "
+                "divides by √0 or the root of a negative number (torch gives inf/nan); set eps > 0 (the default is "
+                "1e-5) or fix running_var")
+
+
+def check_shapes(ops: list[Op], in_shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The per-sample output shape of ``ops`` on inputs of ``in_shape``, after :func:`_check_op` on every
+    op: shapes and statistics checked before any ball arithmetic.
+
+    >>> from coupled_curvature.numeric.certify.trace import trace
+    >>> check_shapes(trace(nn.Sequential(nn.Linear(4, 3), nn.Flatten(), nn.Linear(3, 2))), (4,))
+    (2,)
+    >>> check_shapes(trace(nn.Sequential(nn.Linear(4, 3), nn.Flatten(), nn.Linear(6, 2))), (2, 4))
+    Traceback (most recent call last):
+    ...
+    coupled_curvature.errors.InvalidInputError: module '0' (Linear) receives per-sample inputs of shape (2, 4); certify applies it to 1-D per-sample inputs with 4 leading features/channels only (torch would broadcast it over the extra axes); reshape the data or flatten before it
+    """
+    shapes: list[tuple[int, ...]] = []
+    for op in ops:
+        in_shapes = [in_shape if i < 0 else shapes[i] for i in op.inputs]
+        _check_op(op, in_shapes)
+        shapes.append(in_shapes[0] if op.kind == "add" else make_layer(op.kind, op.name, op.module, in_shapes[0]).out_shape)
+    return shapes[-1]
 
 
 class Network:
@@ -32,9 +105,8 @@ class Network:
             ins = [X if i < 0 else self.values[i] for i in op.inputs]
             in_shapes = [in_shape if i < 0 else shapes[i] for i in op.inputs]
             up = frozenset().union(*(self.upstream[i] for i in op.inputs if i >= 0))
+            _check_op(op, in_shapes)
             if op.kind == "add":
-                if in_shapes[0] != in_shapes[1]:
-                    raise ValueError(f"node {op.name!r} adds tensors of shapes {in_shapes[0]} and {in_shapes[1]}")
                 self.layers.append(None)
                 shapes.append(in_shapes[0])
                 self.values.append(ins[0] + ins[1])

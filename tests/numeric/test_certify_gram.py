@@ -119,7 +119,7 @@ def test_conv_weight_and_layer_blocks_against_float64(one_thread):
 def _both_routes(model, loss, X, y, members, op, rtol=Fraction(1, 10**10)):
     """``wᵀH⁺_τw`` by the dense Hessian and by the Gram matrix of the same block."""
     prep = prepare(model, loss, (X, y), prec=256)
-    net, arb_loss, _ = evaluate(prep, loss, exact_params(prep.model64), 256)
+    net, arb_loss, _ = evaluate(prep, exact_params(prep.model64), 256)
     w = arb_mat([[v] for m in members for v in net.params[m].entries()])
     H = hessian(net, arb_loss, op, members)
     dense = pinv_form(H, w, rtol)

@@ -102,7 +102,7 @@ def test_function_gap_checked_exactly(small):
     params = exact_params(prep.model64)
     moved = dict(params)
     moved["4.bias"] = params["4.bias"] * (1 + arb(2) ** -40)  # a tiny but certain change
-    same, other = evaluate(prep, CE, params, 128)[0], evaluate(prep, CE, moved, 128)[0]
+    same, other = evaluate(prep, params, 128)[0], evaluate(prep, moved, 128)[0]
     assert 0 in _output_gap(same, same, 128)
     with pytest.raises(InvalidInputError, match="changes the function"):
         _output_gap(same, other, 128)

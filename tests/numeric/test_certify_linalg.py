@@ -41,7 +41,7 @@ def _hessians(model, loss, X, y, members, op) -> tuple[arb_mat, np.ndarray]:
     """The certified block Hessian and torch's float64 one, after checking that they agree."""
     prep = prepare(model, loss, (X, y), prec=256)
     assert prep.ops[op].name == members[0].rsplit(".", 1)[0]
-    net, arb_loss, _ = evaluate(prep, loss, exact_params(prep.model64), 256)
+    net, arb_loss, _ = evaluate(prep, exact_params(prep.model64), 256)
     H = hessian(net, arb_loss, op, members)
     f, w = block_loss(model, loss, X, y, members)
     ref = torch_hessian(f)(w).numpy()
