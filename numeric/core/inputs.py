@@ -31,15 +31,11 @@ class Batch:
 
 
 def float64_copy(model: nn.Module, *, allow_train_mode: bool = False) -> nn.Module:
-    """A float64 deep copy of ``model``; the user's model is never touched.
-
-    Raises ``TrainModeError`` when the model is in train mode and holds a module whose
-    output depends on the mode (BatchNorm, Dropout), unless ``allow_train_mode``.
-    """
+    """A float64 deep copy of ``model``; the user's model is never touched. Raises ``TrainModeError`` when the
+    model is in train mode and holds a module whose output depends on the mode (BatchNorm, Dropout), unless
+    ``allow_train_mode``."""
     if not isinstance(model, nn.Module):
-        raise InvalidInputError(
-            f"model must be a torch.nn.Module, got {type(model).__name__}"
-        )
+        raise InvalidInputError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     check_flag(allow_train_mode, "allow_train_mode")
     on_meta = [n for n, t in [*model.named_parameters(), *model.named_buffers()] if t.is_meta]
     if on_meta:
@@ -71,15 +67,12 @@ def float64_copy(model: nn.Module, *, allow_train_mode: bool = False) -> nn.Modu
 
 
 def _as_tensor(x: object, what: str) -> Tensor:
+    import numpy as np
+
     if isinstance(x, Tensor):
         return x.detach()
-    try:
-        import numpy as np
-
-        if isinstance(x, np.ndarray):
-            return torch.from_numpy(x.copy())
-    except ImportError:  # pragma: no cover - numpy is a dependency
-        pass
+    if isinstance(x, np.ndarray):
+        return torch.from_numpy(x.copy())
     raise InvalidInputError(
         f"{what} must be a torch.Tensor or numpy array, got {type(x).__name__}; pass e.g. torch.as_tensor(...)"
     )
@@ -95,6 +88,19 @@ def check_count(value: object, name: str, minimum: int = 0) -> None:
     """Refuse non-ints and bools (``True`` is an int in Python) for a count option."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise InvalidInputError(f"{name} must be an int ≥ {minimum}, got {value!r}; pass a whole number")
+
+
+def check_positive(value: object, name: str, *, hint: str = "") -> float:
+    """``value`` as a float if it is a finite real number > 0 (not a bool), else an error naming ``name``.
+
+    >>> check_positive(0.5, "lr"), check_positive(2, "rho")
+    (0.5, 2.0)
+    """
+    if isinstance(value, Tensor) and value.numel() == 1 and not value.is_complex():
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise InvalidInputError(f"{name} must be a finite number > 0, got {value!r}{hint}")
+    return float(value)
 
 
 def check_increasing(values: object, name: str, *, integer: bool = False) -> tuple:

@@ -10,6 +10,8 @@ import torch
 from torch import Tensor
 
 from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.numeric.core.inputs import check_positive
+from coupled_curvature.numeric.linalg.scaled import safe_norm
 
 LossFn = Callable[[Tensor], Tensor]
 
@@ -24,11 +26,12 @@ class SharpnessResult:
     stderr: float | None = None
 
 
-def _check(rho: float, steps: int) -> None:
-    if not (isinstance(rho, (int, float)) and rho > 0 and math.isfinite(rho)):
-        raise InvalidInputError(f"the radius rho must be a finite positive number, got {rho!r}")
-    if not isinstance(steps, int) or steps < 1:
+def _check(rho: float, steps: int, lr: float | None = None) -> None:
+    check_positive(rho, "the radius rho")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise InvalidInputError(f"steps must be an int ≥ 1, got {steps!r}")
+    if lr is not None:
+        check_positive(lr, "lr", hint="; it is the ascent step as a fraction of the radius (e.g. 0.5)")
 
 
 def _ascent(loss: LossFn, theta0: Tensor, scale: Tensor, rho: float, steps: int, lr: float,
@@ -41,10 +44,11 @@ def _ascent(loss: LossFn, theta0: Tensor, scale: Tensor, rho: float, steps: int,
     for _ in range(steps):
         e = eps.clone().requires_grad_(True)
         (g,) = torch.autograd.grad(loss(theta0 + scale * e), e, allow_unused=True)
-        if g is None or float(g.norm()) == 0.0:
+        g_norm = safe_norm(g) if g is not None else 0.0
+        if g_norm == 0.0 or not math.isfinite(g_norm):
             break
-        eps = eps + lr * rho * g / g.norm()
-        norm = float(eps.norm())
+        eps = eps + (lr * rho) * (g / g_norm)
+        norm = safe_norm(eps)  # a plain norm's squares overflow at radii near 1e300 (and ε collapsed to 0)
         if norm > rho:
             eps = eps * (rho / norm)
         with torch.no_grad():
@@ -65,13 +69,13 @@ def sam_sharpness(loss: LossFn, theta0: Tensor, *, rho: float = 0.05, steps: int
     >>> abs(r.value - (4 * (0.1 + 1e-3) ** 2 - 4e-6)) < 1e-9
     True
     """
-    _check(rho, steps)
+    _check(rho, steps, lr)
     one = torch.ones_like(theta0)
     best = _ascent(loss, theta0, one, rho, steps, lr, torch.zeros_like(theta0))
     gen = torch.Generator().manual_seed(seed)
     for _ in range(restarts):
         z = torch.randn(theta0.shape, generator=gen, dtype=theta0.dtype)
-        best = max(best, _ascent(loss, theta0, one, rho, steps, lr, rho * z / z.norm()))
+        best = max(best, _ascent(loss, theta0, one, rho, steps, lr, rho * (z / safe_norm(z))))
     return SharpnessResult(best, rho, steps)
 
 
@@ -86,7 +90,7 @@ def adaptive_worst(loss: LossFn, theta0: Tensor, *, rho: float = 0.5, steps: int
     >>> round(r.value, 12)  # (2·1.1)² − 2²
     0.84
     """
-    _check(rho, steps)
+    _check(rho, steps, lr)
     return SharpnessResult(_ascent(loss, theta0, theta0.abs(), rho, steps, lr, torch.zeros_like(theta0)), rho, steps)
 
 
@@ -111,7 +115,7 @@ def adaptive_average(loss: LossFn, theta0: Tensor, *, rho: float = 0.5, samples:
         base = float(loss(theta0))
         for _ in range(samples):
             z = torch.randn(theta0.shape, generator=gen, dtype=theta0.dtype)
-            vals.append(float(loss(theta0 + scale * (rho * z / z.norm()))) - base)
+            vals.append(float(loss(theta0 + scale * (rho * (z / safe_norm(z))))) - base)
     t = torch.tensor(vals, dtype=torch.float64)
     stderr = float(t.std() / math.sqrt(len(vals))) if len(vals) > 1 else None
     return SharpnessResult(float(t.mean()), rho, samples, stderr)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.numeric.core.inputs import check_increasing
+from coupled_curvature.numeric.core.inputs import check_count, check_flag, check_increasing, check_positive
 from coupled_curvature.numeric.core.flat import FlatLoss
 from coupled_curvature.numeric.measures.sharpness import adaptive_average, adaptive_worst, sam_sharpness
 
@@ -70,20 +71,31 @@ def sharpness_curve(model: nn.Module, loss_fn: Callable, data: object, radii: Se
     ('l2', True)
     """
     radii = DEFAULT_RADII if radii is None else check_radii(radii)
+    for name, flag in (("adaptive", adaptive), ("average", average), ("allow_train_mode", allow_train_mode)):
+        check_flag(flag, name)
     if average and not adaptive:
         raise InvalidInputError("average=True is the adaptive average-case sharpness: pass adaptive=True too")
     for name, v in (("steps", steps), ("samples", samples)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise InvalidInputError(f"{name} must be an int ≥ 1, got {v!r}")
+        check_count(v, name, 1)
+    check_count(seed, "seed")
+    lr = check_positive(lr, "lr", hint="; it is the ascent step as a fraction of the radius (e.g. 0.5)")
     flat = FlatLoss(model, loss_fn, data, allow_train_mode=allow_train_mode)
+    flat.value()  # L(θ₀) finite, or an error that names the outputs and targets, before any radius
     results = []
     for rho in radii:
-        if average:
-            results.append(adaptive_average(flat.loss, flat.theta0, rho=rho, samples=samples, seed=seed))
-        elif adaptive:
-            results.append(adaptive_worst(flat.loss, flat.theta0, rho=rho, steps=steps, lr=lr))
-        else:
-            results.append(sam_sharpness(flat.loss, flat.theta0, rho=rho, steps=steps, lr=lr, seed=seed))
+        try:
+            if average:
+                results.append(adaptive_average(flat.loss, flat.theta0, rho=rho, samples=samples, seed=seed))
+            elif adaptive:
+                results.append(adaptive_worst(flat.loss, flat.theta0, rho=rho, steps=steps, lr=lr))
+            else:
+                results.append(sam_sharpness(flat.loss, flat.theta0, rho=rho, steps=steps, lr=lr, seed=seed))
+        except InvalidInputError as e:  # the loss at θ₀ was checked by FlatLoss: this is a perturbed point
+            raise InvalidInputError(f"at radius {rho:g} the perturbed loss could not be evaluated ({e}); a radius this "
+                                    "large overflows float64 in the model: pass smaller radii") from None
+        if not math.isfinite(results[-1].value):
+            raise InvalidInputError(f"at radius {rho:g} the loss increase is {results[-1].value} (float64 overflow: "
+                                    "the perturbation is too large for the model); pass smaller radii")
     kind = "adaptive_average" if average else ("adaptive_worst" if adaptive else "l2")
     return SharpnessCurve(radii, tuple(r.value for r in results), tuple(r.stderr for r in results), kind,
                           samples if average else steps, seed)

@@ -21,8 +21,8 @@ from coupled_curvature.numeric.core.inputs import check_increasing
 from coupled_curvature.numeric.measures.curvature_rate import (directional_derivatives, piecewise_affine_in_input,
                                                               unit_directions)
 
-__all__ = ["CRRPenalty", "PIECEWISE_LINEAR_NOTE", "check_orders", "check_scale", "crr_details", "crr_penalty",
-           "no_double_backward"]
+__all__ = ["CRRPenalty", "PIECEWISE_LINEAR_NOTE", "check_orders", "check_scale", "check_trainable", "crr_details",
+           "crr_penalty", "no_double_backward"]
 
 PIECEWISE_LINEAR_NOTE = ("the network is piecewise linear in its input, so every input derivative of order ≥ 2 "
                          "comes from the loss alone (the net contributes only its local Jacobian): λ and CRR "
@@ -53,15 +53,37 @@ def check_orders(orders: object) -> tuple[int, ...]:
     return check_increasing(orders, "orders (derivative orders)", integer=True)
 
 
-def check_scale(scale: object) -> float:
+def check_scale(scale: object, name: str = "scale") -> float:
     """``scale`` as a finite float ``≥ 0``, or :class:`InvalidInputError`.
 
     >>> check_scale(1e-3)
     0.001
     """
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale < 0:
-        raise InvalidInputError(f"scale must be a finite number ≥ 0, got {scale!r}")
+        raise InvalidInputError(f"{name} must be a finite number ≥ 0, got {scale!r}")
     return float(scale)
+
+
+def check_trainable(model: object, what: str) -> None:
+    """Refuse, before any work, what autograd would refuse later with its own words: a ``model`` that is not
+    an ``nn.Module``, a call under ``torch.no_grad()``/``torch.inference_mode()``, or a model with no
+    parameter that requires a gradient (``what`` names the caller).
+
+    >>> check_trainable(nn.Linear(2, 1), "crr_penalty")
+    >>> with torch.no_grad():
+    ...     check_trainable(nn.Linear(2, 1), "crr_penalty")
+    Traceback (most recent call last):
+    ...
+    coupled_curvature.errors.InvalidInputError: crr_penalty needs gradients, but it runs with gradients disabled ...
+    """
+    if not isinstance(model, nn.Module):
+        raise InvalidInputError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not torch.is_grad_enabled():
+        raise InvalidInputError(f"{what} needs gradients, but it runs with gradients disabled (inside torch.no_grad() "
+                                "or torch.inference_mode()); call it outside that block")
+    if not any(p.requires_grad for p in model.parameters()):
+        raise InvalidInputError(f"{what} needs a parameter to train, but no parameter of the model requires a gradient "
+                                "(all frozen: requires_grad=False); unfreeze the ones to train")
 
 
 def _stream(generator: torch.Generator | int | None) -> torch.Generator:
@@ -179,8 +201,7 @@ def crr_details(model: nn.Module, loss_fn: Callable, X: Tensor, y: Tensor, *, or
     """
     orders = check_orders(orders)
     scale = check_scale(scale)
-    if not isinstance(model, nn.Module):
-        raise InvalidInputError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    check_trainable(model, "crr_penalty")
     if not isinstance(X, Tensor) or not X.is_floating_point() or X.dim() < 2 or X.shape[0] < 1:
         raise InvalidInputError("X must be a floating tensor of shape (N, ...) with N ≥ 1")
     if points is not None and (isinstance(points, bool) or not isinstance(points, int) or points < 1):
@@ -215,7 +236,8 @@ def crr_penalty(model: nn.Module, loss_fn: Callable, X: Tensor, y: Tensor, *, or
     batch of that size (from the same stream); ``None`` uses every sample. ``loss_fn`` must be a torch
     loss with a ``reduction`` attribute (per-sample losses are taken). The model may be in train mode
     unless it holds BatchNorm or dropout. Refused: orders not strictly increasing positive ints, a
-    negative or non-finite scale, a module without double backward (named). On a piecewise-linear net
+    negative or non-finite scale, a module without double backward (named), a call under ``torch.no_grad()``
+    and a model whose parameters are all frozen (:func:`check_trainable`). On a piecewise-linear net
     orders ≥ 2 come from the loss alone: :func:`crr_details` says so.
 
     >>> net = nn.Sequential(nn.Linear(2, 8), nn.Tanh(), nn.Linear(8, 2)).double()

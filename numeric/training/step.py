@@ -12,7 +12,6 @@ norm, so the equivariance is unaffected (measured ≤ 2e-15 relative in float64)
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +20,8 @@ import torch
 from torch import Tensor, nn
 
 from coupled_curvature.errors import InvalidInputError, MissingExtraError
-from coupled_curvature.numeric.training.crr import check_orders, check_scale, crr_details
+from coupled_curvature.numeric.core.inputs import check_positive
+from coupled_curvature.numeric.training.crr import check_orders, check_scale, check_trainable, crr_details
 
 __all__ = ["METHODS", "StepResult", "ascent_perturbation", "make_optimizer", "training_step"]
 
@@ -54,10 +54,8 @@ def _sam_class() -> Any:
 
 
 def _rho(method: str, rho: float | None) -> float:
-    rho = DEFAULT_RHO[method] if rho is None else rho
-    if isinstance(rho, bool) or not isinstance(rho, (int, float)) or not math.isfinite(rho) or rho <= 0:
-        raise InvalidInputError(f"rho must be a finite number > 0, got {rho!r}")
-    return float(rho)
+    return check_positive(DEFAULT_RHO[method] if rho is None else rho, "rho", hint=f"; SAM's default is "
+                          f"{DEFAULT_RHO['sam']}, ASAM's {DEFAULT_RHO['asam']}")
 
 
 def make_optimizer(model: nn.Module, method: str, *, lr: float = 1e-2, rho: float | None = None,
@@ -70,8 +68,7 @@ def make_optimizer(model: nn.Module, method: str, *, lr: float = 1e-2, rho: floa
     'Adam'
     """
     method = _method(method)
-    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
-        raise InvalidInputError(f"lr must be a finite number > 0, got {lr!r}")
+    check_positive(lr, "lr", hint="; pass e.g. 1e-2")
     if method in ("baseline", "crr"):
         if rho is not None:
             raise InvalidInputError(f"rho is SAM's and ASAM's radius; method {method!r} takes none")
@@ -90,6 +87,9 @@ def training_step(model: nn.Module, loss_fn: Callable, X: Tensor, y: Tensor, opt
       generator=generator)``; pass one ``torch.Generator`` across steps for a fixed direction stream;
     - sam / asam: the library's two passes (ascent to ``θ + e``, gradient there, base step from ``θ``).
 
+    Refused before any work (:func:`~.crr.check_trainable`): a call under ``torch.no_grad()``, a model whose
+    parameters are all frozen, an optimizer that is not one.
+
     >>> net = nn.Sequential(nn.Linear(2, 4), nn.Tanh(), nn.Linear(4, 2)).double()
     >>> X, y = torch.randn(8, 2, dtype=torch.float64), torch.randint(0, 2, (8,))
     >>> opt, gen = make_optimizer(net, "crr"), torch.Generator().manual_seed(0)
@@ -98,9 +98,13 @@ def training_step(model: nn.Module, loss_fn: Callable, X: Tensor, y: Tensor, opt
     ('crr', True)
     """
     method = _method(method)
+    check_trainable(model, "training_step")
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise InvalidInputError(f"optimizer must be a torch.optim.Optimizer (make_optimizer builds one), got "
+                                f"{type(optimizer).__name__}")
     if method == "crr":
         check_orders(crr_orders)
-        check_scale(crr_scale)
+        check_scale(crr_scale, "crr_scale")
     if method in ("sam", "asam"):
         sam = _sam_class()
         if not isinstance(optimizer, sam) or optimizer.param_groups[0].get("adaptive") != (method == "asam"):
