@@ -17,6 +17,7 @@ from coupled_curvature.numeric.certify.layers import Kink
 from coupled_curvature.numeric.certify.loss import ArbLoss
 from coupled_curvature.numeric.certify.network import Network
 from coupled_curvature.numeric.certify.spectrum import PinvForm, pinv_form
+from coupled_curvature.numeric.core.progress import Progress
 
 __all__ = ["MAX_GRAM_DIM", "MAX_PINV_DIM", "BlockArbs", "BlockCertificate", "certify_blocks"]
 
@@ -107,21 +108,27 @@ def _locate(name: str, members: list[str], net: Network) -> tuple[int | None, Bl
 
 
 def certify_blocks(partition: dict[str, list[str]], net: Network, loss: ArbLoss, grads: dict[str, arb_mat],
-                   inverse: bool, rtol: Fraction) -> tuple[dict[str, BlockCertificate], dict[str, BlockArbs]]:
+                   inverse: bool, rtol: Fraction, bar: Progress | None = None, done: int = 0
+                   ) -> tuple[dict[str, BlockCertificate], dict[str, BlockArbs]]:
     """Every block's certificate on an evaluated network (``net``), loss and gradient. The tangents
     along the blocks' values ``w`` run as one pass per module (the module's blocks stacked as
-    directions) and their curvatures ``wᵀHw`` as one entry-wise pass."""
+    directions) and their curvatures ``wᵀHw`` as one entry-wise pass; ``bar`` shows the stages and
+    counts the blocks from ``done`` on."""
+    bar = Progress("certify", len(partition), enabled=False) if bar is None else bar
     located = {name: _locate(name, members, net) for name, members in partition.items()}
     by_op: dict[int, list[str]] = {}
     for name, (start, _) in located.items():
         if start is not None:
             by_op.setdefault(start, []).append(name)
     order = [name for names in by_op.values() for name in names]
+    bar.stage("wᵀHw: tangents along every block's w")
     tangents = [net.tangent(start, [{m: net.params[m] for m in partition[n]} for n in names])
                 for start, names in by_op.items()]
     curvatures = dict(zip(order, loss.curvature(tangents))) if tangents else {}
     reverse = [start for start, base in located.values() if start is not None and inverse
                and _route(base.size, loss) is not None]
+    if reverse:
+        bar.stage(f"D⁺: the loss factor's reverse pass ({loss.C} rows per sample)")
     cotangents = factor_cotangents(net, loss, min(reverse)) if reverse else {}  # one reverse pass for all
     certs, arbs = {}, {}
     for name, (start, base) in located.items():
@@ -130,6 +137,8 @@ def certify_blocks(partition: dict[str, list[str]], net: Network, loss: ArbLoss,
         else:
             certs[name], arbs[name] = _certify_block(base, start, net, loss, grads, curvatures[name], inverse, rtol,
                                                      cotangents)
+        done += 1
+        bar.update(done, name)
     return certs, arbs
 
 

@@ -25,6 +25,9 @@ from coupled_curvature.numeric.certify.network import Network
 
 __all__ = ["factor_cotangents", "hessian", "sample_jacobian"]
 
+#: the most ball entries of one step's temporary arrays in the Linear route (memory, not time)
+_CHUNK = 1 << 18
+
 
 def factor_cotangents(net: Network, loss: ArbLoss, upto: int) -> dict[int, Rows]:
     """The rows of ``A_nJ_n`` at the outputs of ops ``upto`` … last: one reverse pass, shared by blocks."""
@@ -79,9 +82,16 @@ def _linear_hessian(cot: np.ndarray, loss: ArbLoss, layer: Linear, members: list
             (i, F - 1) for i in range(out))
     Xt = np.concatenate(feats, axis=1)
     iu, ku = np.triu_indices(out)
-    U = (G[iu] * G[ku]).sum(axis=2) * loss.scale  # (pairs, N)
-    P = (U[:, :, None] * Xt[None, :, :]).transpose(1, 0, 2)  # (N, pairs, F): u_ik[n]·x̃_nl
-    Q = as_array(as_mat(Xt.T) * as_mat(P)).reshape(F, len(iu), F)  # Q[j, p, l] = H_(i_p,j),(k_p,l)
+    per = max(1, _CHUNK // (loss.N * G.shape[2]))  # unit pairs per step: the (pairs, N, C) products stay small
+    U = np.concatenate([(G[iu[s:s + per]] * G[ku[s:s + per]]).sum(axis=2) for s in range(0, len(iu), per)])
+    U = U * loss.scale  # (pairs, N)
+    step = max(1, _CHUNK // (len(iu) * F))  # samples per product: the (n, pairs, F) array stays small
+    Q = None
+    for s in range(0, loss.N, step):
+        P = (U[:, s:s + step, None] * Xt[None, s:s + step, :]).transpose(1, 0, 2)  # (n, pairs, F): u_ik[n]·x̃_nl
+        part = as_mat(Xt[s:s + step].T) * as_mat(P)
+        Q = part if Q is None else Q + part
+    Q = as_array(Q).reshape(F, len(iu), F)  # Q[j, p, l] = H_(i_p,j),(k_p,l)
     pair = np.zeros((out, out), dtype=np.int64)
     pair[iu, ku] = pair[ku, iu] = np.arange(len(iu))
     unit, feat = (np.array(v)[:, None] for v in zip(*cols))

@@ -9,7 +9,7 @@ from flint import arb, ctx
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.numeric.certify.api import Certificate, evaluate, prepare, run
+from coupled_curvature.numeric.certify.api import Certificate, evaluate, prepare, progress_bar, run
 from coupled_curvature.numeric.certify.ball import Ball, from_arb, ratio
 from coupled_curvature.numeric.certify.blocks import BlockCertificate
 from coupled_curvature.numeric.certify.exact import exact_params
@@ -18,6 +18,7 @@ from coupled_curvature.numeric.certify.symmetry import ExactSymmetry, apply_exac
 from coupled_curvature.numeric.certify.trace import trace
 from coupled_curvature.numeric.core.inputs import check_flag
 from coupled_curvature.numeric.core.options import check_pinv_rtol
+from coupled_curvature.numeric.core.progress import progress_enabled
 
 __all__ = ["InvarianceBlock", "InvarianceCertificate", "certify_invariance"]
 
@@ -84,7 +85,7 @@ def _output_gap(before: Network, after: Network, prec: int) -> Ball:
 
 def certify_invariance(model: nn.Module, loss_fn: Callable, data: object, symmetry: tuple, *, prec: int = 256,
                        blocks: str | Mapping[str, Sequence[str]] = "tensor", inverse: bool = True,
-                       pinv_rtol: float = 1e-10) -> InvarianceCertificate:
+                       pinv_rtol: float = 1e-10, progress: bool | None = None) -> InvarianceCertificate:
     """Balls of ``D(Tθ) − D(θ)``, ``D⁺(Tθ) − D⁺(θ)``, ``RQ(Tθ) − RQ(θ)``, ``‖g(Tθ)‖² − ‖g(θ)‖²`` per block.
 
     ``symmetry = (name, layer, argument)``: ``("layer_rescale", layer, c)``, ``("neuron_rescale", layer,
@@ -92,7 +93,7 @@ def certify_invariance(model: nn.Module, loss_fn: Callable, data: object, symmet
     exactly in ball arithmetic to the float64 weights (:mod:`.symmetry`); both parameter sets are
     certified by :func:`~.api.certify`'s engine at ``prec`` bits. Before that, the output gap
     ``f_Tθ − f_θ`` is evaluated on the data in ball arithmetic: an output whose gap is certainly
-    non-zero is an ``InvalidInputError``. T3: under a layer rescaling ``D`` and ``D⁺`` are unchanged
+    non-zero is an ``InvalidInputError``. Losses, checks and ``progress`` as in :func:`~.api.certify`. T3: under a layer rescaling ``D`` and ``D⁺`` are unchanged
     (the change ball contains 0, and is ~``2^-prec`` wide) while ``RQ`` and ``‖g‖²`` of the affected
     blocks scale by ``c^{∓2}`` (their change balls exclude 0); a non-uniform neuron rescaling moves
     ``D`` (T5).
@@ -108,6 +109,7 @@ def certify_invariance(model: nn.Module, loss_fn: Callable, data: object, symmet
     """
     check_flag(inverse, "inverse")
     rtol = check_pinv_rtol(pinv_rtol)
+    progress_enabled(progress)  # checked before any work
     prep = prepare(model, loss_fn, data, prec=prec, blocks=blocks)
     sym = parse_symmetry(prep.model64, symmetry)
     params = exact_params(prep.model64)
@@ -118,10 +120,16 @@ def certify_invariance(model: nn.Module, loss_fn: Callable, data: object, symmet
     finally:
         ctx.prec = saved
     moved = prep if moved_model is prep.model64 else replace(prep, model64=moved_model, ops=trace(moved_model))
-    e0, e1 = evaluate(prep, params, prec), evaluate(moved, new, prec)  # shared by all below
-    gap = _output_gap(e0[0], e1[0], max(e0[2], e1[2]))
-    before = run(prep, params, prec=prec, inverse=inverse, pinv_rtol=rtol, evaluated=e0)
-    after = run(moved, new, prec=prec, inverse=inverse, pinv_rtol=rtol, evaluated=e1)
+    bar = progress_bar("certify_invariance", 2 * len(prep.partition), progress)
+    try:
+        bar.stage(f"both forward passes and losses ({prep.X.shape[0]} samples, {prec} bits)")
+        e0, e1 = evaluate(prep, params, prec), evaluate(moved, new, prec)  # shared by all below
+        gap = _output_gap(e0[0], e1[0], max(e0[2], e1[2]))
+        before = run(prep, params, prec=prec, inverse=inverse, pinv_rtol=rtol, evaluated=e0, bar=bar)
+        after = run(moved, new, prec=prec, inverse=inverse, pinv_rtol=rtol, evaluated=e1, bar=bar,
+                    done=len(prep.partition))
+    finally:
+        bar.close()
     out = {}
     ctx.prec, saved = max(before.prec_used, after.prec_used), ctx.prec  # the differences at the runs' precision
     try:
