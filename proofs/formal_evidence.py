@@ -55,6 +55,8 @@ FORMAL_INSTANCES: dict[str, tuple[str, ...]] = {
        for n in ("T7_Dplus_invariant", "T7_pinv_congruence")},
     **{f"T07_relative_cutoff.{n}": ("T07_relative_cutoff.T7_cut_instance",)
        for n in ("cut_invZ", "T7_cut_decomposition", "T7_cut_congruence", "T7_cut_Dplus_invariant")},
+    **{f"T07_cutoff_independence.{n}": ("T07_cutoff_independence.T7_cut_independent_instance",)
+       for n in ("spectral_fun_indep", "maxabs_indep", "T7_cut_independent")},
     **{f"T08_monotonicity.{n}": ("T08_monotonicity.T8_nonvacuous",)
        for n in ("T8_D_scale", "T8_Dplus_scale", "T8_D_mono", "T8_Dplus_mono")},
     **{f"T03_network_perm.{n}": ("T03_network_perm.T3_network_perm_instance",)
