@@ -39,7 +39,7 @@ def derived_quantities(w_sq, g_sq, wHw, wHpinvw, notes: list[str]):
         return rayleigh, coupled, inverse_coupled
     if not all(math.isfinite(x) for x in (w_sq, g_sq, wHw)):
         notes.append(f"wᵀw = {w_sq:g}, ‖g‖² = {g_sq:g} or wᵀHw = {wHw:g} does not fit float64 (the block's scale is "
-                     "too extreme): RQ, D and D⁺ are not computed; rescale the model towards unit scale")
+                     "too extreme): RQ, D and D⁺ are not computed; use a model rescaled towards unit scale")
         return rayleigh, coupled, inverse_coupled
     rq = Scaled.of(wHw).times((w_sq, -1))
     rayleigh = _fitting(rq, "RQ = wᵀHw/wᵀw", notes)

@@ -153,8 +153,8 @@ def execute(p: Plan, bar: Progress | None = None) -> Execution:
         for t, what in ((c.grad, "gradient"), (c.Hw, "Hessian-vector product")):
             if t is not None and not bool(torch.isfinite(t).all()):
                 raise InvalidInputError(f"block {b!r}: the {what} holds non-finite values (float64 overflow: the "
-                                        "weights' scale is too extreme, e.g. a rescaling by 1e300); rescale the "
-                                        "model towards unit scale before diagnosing it")
+                                        "weights' scale is too extreme, e.g. a rescaling by 1e300); use a model "
+                                        "rescaled towards unit scale before diagnosing it")
         route, reason = routes[b]
         wr, wreason = wHw_routes[b]
         value = wHw[b] if b in wHw else float(values[b] @ c.Hw)

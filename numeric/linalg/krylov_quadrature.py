@@ -200,8 +200,12 @@ class LanczosRun:
         if self._done:
             raise InvalidInputError("this Lanczos run is finished; no more products needed")
         Hq = Hq.detach().to(torch.float64).reshape(-1)
-        if Hq.numel() != self.n or not bool(torch.isfinite(Hq).all()):
-            raise InvalidInputError("the operator returned a product of the wrong size or with non-finite values")
+        if Hq.numel() != self.n:
+            raise InvalidInputError(f"the operator returned a product of the wrong size ({Hq.numel()} entries for a "
+                                    f"vector of {self.n}); pass an operator that keeps the size")
+        if not bool(torch.isfinite(Hq).all()):
+            raise InvalidInputError("the operator returned a product with non-finite values (a float64 overflow, e.g. "
+                                    "weights rescaled by 1e160); use a model rescaled towards unit scale")
         broke = self._lz.step(Hq)
         steps = len(self._lz.alphas)
         if self._in_probe:

@@ -118,7 +118,13 @@ def symmetric_spectrum(S: Tensor, v: Tensor) -> tuple[np.ndarray, np.ndarray]:
     a, b = _binary_exponent(live), _binary_exponent(v_live)
     _scale_by_power_of_two(live, -a)
     lam, c = _spectrum_consuming(live, _scale_by_power_of_two(v_live.clone(), -b))
-    lam, c = np.ldexp(lam, a), np.ldexp(c, 2 * b)
+    with np.errstate(over="ignore"):  # checked just below
+        lam, c = np.ldexp(lam, a), np.ldexp(c, 2 * b)
+    if not (np.isfinite(lam).all() and np.isfinite(c).all()):
+        raise InvalidInputError(
+            "the spectrum of a curvature block does not fit float64 (‖w‖² or an eigenvalue overflows: the weights' "
+            "scale is too extreme, e.g. a layer rescaled by 1e160); use a model rescaled towards unit scale before "
+            "diagnosing it")
     return np.concatenate([lam, np.zeros(dead.numel())]), np.concatenate([c, (dead * dead).cpu().numpy()])
 
 
@@ -171,7 +177,7 @@ def eigh_spectrum(S: Tensor, w: Tensor) -> tuple[np.ndarray, np.ndarray]:
         raise InvalidInputError(
             f"the eigendecomposition of a curvature matrix failed to converge ({str(e).splitlines()[0]}; largest "
             f"entry {scale:.3g}): its entries span more than float64 can resolve, as after a rescaling by 1e300; "
-            "rescale the model towards unit scale before diagnosing it") from None
+            "use a model rescaled towards unit scale before diagnosing it") from None
     coeff = evecs.T @ w
     return evals.cpu().numpy(), (coeff * coeff).cpu().numpy()
 
