@@ -16,7 +16,7 @@ from typing import Any
 from coupled_curvature.reporting.outline import (Bullets, Figure, Mark, Outline, Paragraph, Section, Strong, Table,
                                                  Text)
 
-__all__ = ["FIGURES", "cell", "epoch_figure", "outline", "scale_figure", "table_rows", "write_figures"]
+__all__ = ["FIGURES", "cell", "epoch_figure", "mark_kind", "outline", "scale_figure", "table_rows", "write_figures"]
 
 #: figure name -> caption
 FIGURES = {
@@ -53,6 +53,26 @@ def table_rows(data: dict) -> tuple[list[str], list[list[str]]]:
     return head, rows
 
 
+#: outcomes that go against the claim (styled as failed whatever stands behind them)
+_AGAINST = ("not reproduced", "contradicted")
+
+
+def mark_kind(v: dict) -> str:
+    """The style of a verdict (a ``Verdict`` as a dict): ``proved`` only for an exact method's result (its
+    ``kind``), ``failed`` for an outcome against the claim, ``evidence`` for every other statistical or
+    indicative one, whatever its word.
+
+    >>> mark_kind({"verdict": "reproduced", "outcome": "reproduced", "kind": "statistical"})
+    'evidence'
+    >>> mark_kind({"verdict": "reproduced", "outcome": "reproduced", "kind": "exact"})
+    'proved'
+    """
+    outcome = v.get("outcome") or v["verdict"]
+    if outcome in _AGAINST:
+        return "failed"
+    return "proved" if v.get("kind") == "exact" else "evidence"
+
+
 def _t(s: str) -> tuple:
     return (Text(s, maths=False),)
 
@@ -61,10 +81,8 @@ def outline(data: dict) -> Outline:
     """The page as the report's :class:`~coupled_curvature.reporting.outline.Outline`."""
     cfg = data["config"]
     head, rows = table_rows(data)
-    marks = {"reproduced": "proved", "reproduced (CRR better)": "proved", "partly reproduced": "evidence",
-             "inconclusive": "evidence"}
     verdicts = tuple((Strong(_t(v["claim"])), Text(f" ({v['condition']}): ", maths=False),
-                      Mark(v["verdict"], marks.get(v["verdict"], "failed")), Text(f". {v['evidence']}", maths=False))
+                      Mark(v["verdict"], mark_kind(v)), Text(f". {v['evidence']}", maths=False))
                      for v in data["verdicts"])
     conds = ", ".join(dict.fromkeys(r["condition"] for r in data["rows"]))
     notes = [

@@ -22,10 +22,12 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from enum import Enum
 
 from coupled_curvature.numeric.studies.stats import MeanInterval, mean_interval
 
-__all__ = ["ECE_MARGIN", "ERROR_MARGIN", "FEW_SEEDS", "TABLE_FIELDS", "Verdict", "arm_table", "lambda_curves", "verdicts"]
+__all__ = ["ECE_MARGIN", "ERROR_MARGIN", "FEW_SEEDS", "TABLE_FIELDS", "EvidenceKind", "Verdict", "arm_table",
+           "lambda_curves", "verdicts"]
 
 #: "unchanged" test error: the paired interval lies within ± this (one percentage point)
 ERROR_MARGIN = 0.01
@@ -37,16 +39,35 @@ FEW_SEEDS = 10
 TABLE_FIELDS = ("test_error", "lambda_boundary", "ece", "D_median", "Dplus_median", "top_eig")
 
 
+class EvidenceKind(str, Enum):
+    """What stands behind a verdict (a ``str`` enum: it compares equal to, and is written as, its value).
+    Only ``EXACT`` (an exact computation or a proof) may be presented as proved."""
+
+    EXACT = "exact"  #: an exact method's result
+    STATISTICAL = "statistical"  #: bootstrap intervals over at least FEW_SEEDS seeds: evidence, not proof
+    INDICATIVE = "indicative"  #: intervals over fewer than FEW_SEEDS seeds: a rough indication only
+
+
 @dataclass(frozen=True)
 class Verdict:
-    """One claim on one condition: ``verdict`` is reproduced, partly, not reproduced, contradicted or
-    inconclusive; ``evidence`` says why in words, with the intervals."""
+    """One claim on one condition: ``outcome`` is reproduced, partly, not reproduced, contradicted or
+    inconclusive; ``verdict`` is what is shown: the outcome, prefixed ``indicative:`` with the reason when
+    fewer than :data:`FEW_SEEDS` seeds stand behind it; ``kind`` the :class:`EvidenceKind`; ``evidence``
+    says why in words, with the intervals.
+
+    >>> v = Verdict("claim", "c", "indicative: reproduced (3 seeds < 10)", "…", 3, "reproduced",
+    ...             EvidenceKind.INDICATIVE)
+    >>> v.kind == "indicative", v.outcome
+    (True, 'reproduced')
+    """
 
     claim: str
     condition: str
     verdict: str
     evidence: str
     seeds: int = 0
+    outcome: str = ""
+    kind: EvidenceKind = EvidenceKind.STATISTICAL
 
 
 def _median(values: Mapping[str, float | None] | None) -> float | None:
@@ -189,9 +210,12 @@ def verdicts(rows: Sequence[Mapping], scales: Sequence[float], headline: float, 
     out: list[Verdict] = []
     for cond in dict.fromkeys(r["condition"] for r in rows):
         seeds = min(len(v) for (c, _), v in g.items() if c == cond)
+        few = seeds < FEW_SEEDS
         caveat = (f"; only {seeds} seeds: a bootstrap over so few understates the uncertainty, so the verdict is "
-                  "indicative only" if seeds < FEW_SEEDS else "")
+                  "indicative only" if few else "")
+        kind = EvidenceKind.INDICATIVE if few else EvidenceKind.STATISTICAL
         for v in (_claim_crr_lambda(cond, g, scales, headline, n_boot, seed), _claim_crr_sam(cond, g, headline, n_boot, seed),
                   _claim_lambda_rises(cond, g, n_boot, seed)):
-            out.append(Verdict(v.claim, v.condition, v.verdict, v.evidence + caveat, seeds))
+            shown = f"indicative: {v.verdict} ({seeds} seeds < {FEW_SEEDS})" if few else v.verdict
+            out.append(Verdict(v.claim, v.condition, shown, v.evidence + caveat, seeds, v.verdict, kind))
     return out

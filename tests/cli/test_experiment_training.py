@@ -27,7 +27,12 @@ def test_quick_run_writes_the_pages_and_a_rerun_comes_from_the_cache(tmp_path, c
     assert [t["arm"] for t in data["table"]][: len(arms)] == arms
     claims = {(v["claim"], v["condition"]) for v in data["verdicts"]}
     assert len(claims) == 6 and all(v["seeds"] == 3 and "indicative only" in v["evidence"] for v in data["verdicts"])
+    assert all(v["kind"] == "indicative" and v["verdict"].startswith("indicative: ") and "3 seeds < 10" in v["verdict"]
+               for v in data["verdicts"])
+    verdict_lines = [line for line in printed.splitlines() if any(f"{c} (" in line for c, _ in claims)]
+    assert verdict_lines and all("indicative" in line for line in verdict_lines)
     html = (out / "training.html").read_text()
+    assert "class='proved'" not in html  # a bootstrap over 3 seeds is never styled as proved
     assert "data-figure='training_scale'" in html and "data-figure='training_epochs'" in html and "<img" not in html
     md = (out / "training.md").read_text()
     assert "piecewise linear" in md and "## Verdicts" in md  # what λ means on the ReLU CNN is said

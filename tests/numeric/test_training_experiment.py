@@ -5,7 +5,7 @@ cached, the arms really differ)."""
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 import numpy as np
 import pytest
@@ -18,7 +18,7 @@ from coupled_curvature.numeric.models.datasets import moons
 from coupled_curvature.numeric.studies.calibration import expected_calibration_error
 from coupled_curvature.numeric.studies.stats import mean_interval
 from coupled_curvature.numeric.studies.training_run import Condition, TrainingConfig, check_config, quick_config, run_training
-from coupled_curvature.numeric.studies.training_summary import arm_table, lambda_curves, verdicts
+from coupled_curvature.numeric.studies.training_summary import EvidenceKind, arm_table, lambda_curves, verdicts
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -129,6 +129,23 @@ def test_verdicts_follow_the_planted_effects_both_ways():
     assert _verdict(_rows(0.0, 0.0, 0.0, -0.5), "λ rises").verdict == "contradicted"
     few = _verdict(_rows(-0.3, 0.0, 0.0, 0.5, seeds=3), "CRR lowers")
     assert few.seeds == 3 and "indicative only" in few.evidence
+    assert few.verdict.startswith("indicative") and "3 seeds < 10" in few.verdict
+    assert few.outcome == "reproduced" and few.kind is EvidenceKind.INDICATIVE
+    many = _verdict(_rows(-0.3, 0.0, 0.0, 0.5), "CRR lowers")  # negative control: 12 seeds are not indicative
+    assert many.verdict == many.outcome == "reproduced" and many.kind is EvidenceKind.STATISTICAL
+
+
+def test_only_an_exact_result_is_styled_as_proved():
+    from coupled_curvature.reporting.training_page import mark_kind
+
+    for v in verdicts(_rows(-0.3, 0.0, 0.0, 0.5), (1e-3,), 1e-3, n_boot=400) + \
+            verdicts(_rows(-0.3, 0.0, 0.0, 0.5, seeds=3), (1e-3,), 1e-3, n_boot=400):
+        d = asdict(v)
+        assert mark_kind(d) != "proved"  # bootstrap verdicts are evidence, whatever their word
+        assert mark_kind({**d, "kind": "exact"}) == ("failed" if v.outcome in ("not reproduced", "contradicted")
+                                                     else "proved")
+    against = asdict(_verdict(_rows(+0.3, 0.0, 0.0, 0.5), "CRR lowers"))
+    assert mark_kind(against) == "failed"
 
 
 def test_arm_table_and_curves_average_over_seeds():
