@@ -31,7 +31,7 @@ def _check(rho: float, steps: int, lr: float | None = None) -> None:
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise InvalidInputError(f"steps must be an int ≥ 1, got {steps!r}")
     if lr is not None:
-        check_positive(lr, "lr", hint="; it is the ascent step as a fraction of the radius (e.g. 0.5)")
+        check_positive(lr, "lr", hint="; it is the ascent step as a fraction of the radius: pass e.g. 0.5")
 
 
 def _ascent(loss: LossFn, theta0: Tensor, scale: Tensor, rho: float, steps: int, lr: float,

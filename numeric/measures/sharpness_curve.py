@@ -78,7 +78,7 @@ def sharpness_curve(model: nn.Module, loss_fn: Callable, data: object, radii: Se
     for name, v in (("steps", steps), ("samples", samples)):
         check_count(v, name, 1)
     check_count(seed, "seed")
-    lr = check_positive(lr, "lr", hint="; it is the ascent step as a fraction of the radius (e.g. 0.5)")
+    lr = check_positive(lr, "lr", hint="; it is the ascent step as a fraction of the radius: pass e.g. 0.5")
     flat = FlatLoss(model, loss_fn, data, allow_train_mode=allow_train_mode)
     flat.value()  # L(θ₀) finite, or an error that names the outputs and targets, before any radius
     results = []

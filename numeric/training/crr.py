@@ -83,7 +83,7 @@ def check_trainable(model: object, what: str) -> None:
                                 "or torch.inference_mode()); call it outside that block")
     if not any(p.requires_grad for p in model.parameters()):
         raise InvalidInputError(f"{what} needs a parameter to train, but no parameter of the model requires a gradient "
-                                "(all frozen: requires_grad=False); unfreeze the ones to train")
+                                "(all frozen: requires_grad=False); call requires_grad_(True) on the ones to train")
 
 
 def _stream(generator: torch.Generator | int | None) -> torch.Generator:

@@ -54,8 +54,8 @@ def _sam_class() -> Any:
 
 
 def _rho(method: str, rho: float | None) -> float:
-    return check_positive(DEFAULT_RHO[method] if rho is None else rho, "rho", hint=f"; SAM's default is "
-                          f"{DEFAULT_RHO['sam']}, ASAM's {DEFAULT_RHO['asam']}")
+    return check_positive(DEFAULT_RHO[method] if rho is None else rho, "rho", hint=f"; pass e.g. SAM's "
+                          f"default {DEFAULT_RHO['sam']} or ASAM's {DEFAULT_RHO['asam']}")
 
 
 def make_optimizer(model: nn.Module, method: str, *, lr: float = 1e-2, rho: float | None = None,
