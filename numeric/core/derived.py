@@ -54,12 +54,13 @@ def derived_quantities(w_sq, g_sq, wHw, wHpinvw, notes: list[str]):
 
 
 def gradient_at_rounding(g_sq: float, g_rounding: float | None) -> bool:
-    """``‖g‖ ≤ g_rounding`` (``False`` when no rounding level was computed).
+    """``‖g‖ ≤ g_rounding`` (``False`` when no rounding level was computed, and when it is 0: every term of
+    ``g`` is exactly 0, as on a dead ReLU layer, so ``g = 0`` exactly, not to rounding).
 
-    >>> gradient_at_rounding(1e-34, 1e-15), gradient_at_rounding(1e-4, 1e-15), gradient_at_rounding(0.0, None)
+    >>> gradient_at_rounding(1e-34, 1e-15), gradient_at_rounding(1e-4, 1e-15), gradient_at_rounding(0.0, 0.0)
     (True, False, False)
     """
-    return g_rounding is not None and math.sqrt(g_sq) <= g_rounding
+    return g_rounding is not None and g_rounding > 0.0 and math.sqrt(g_sq) <= g_rounding
 
 
 def rounding_note(g_sq: float, g_rounding: float) -> str:

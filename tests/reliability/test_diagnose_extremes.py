@@ -152,3 +152,14 @@ def test_a_scale_invariant_block_is_not_taken_for_a_zero_gradient():
     assert b.scale_invariant and not b.g_at_rounding
     assert b.coupled is not None and abs(b.coupled) < 1e-8  # T10: wᵀHw = 0, so D = 0
     assert any("scale-invariant" in n for n in b.notes) and not any("zero to rounding" in n for n in b.notes)
+
+
+def test_an_exactly_zero_gradient_is_not_called_rounding():
+    """A dead ReLU layer: every term of g is exactly 0 (g_rounding = 0), so g = 0 exactly and D⁺ = 0 is defined."""
+    model = _net()
+    with torch.no_grad():
+        model[0].weight.zero_()
+        model[0].bias.fill_(-1.0)
+    b = diagnose(model, CE, DATA)["0.bias"]
+    assert b.g_sq == 0.0 and b.g_rounding == 0.0 and not b.g_at_rounding
+    assert b.coupled is None and b.inverse_coupled == 0.0
