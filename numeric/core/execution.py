@@ -219,8 +219,8 @@ def _gradient_rounding(objective, partition, collective, notes: list[str]) -> di
                      "zero to rounding is not recognised")
         return {}
     if found is None:
-        notes.append("the model's output is not one floating tensor: the rounding level of the gradient was not "
-                     "computed, so a gradient that is zero to rounding is not recognised")
+        notes.append("the model's output holds no floating tensor the loss depends on: the rounding level of the "
+                     "gradient was not computed, so a gradient that is zero to rounding is not recognised")
         return {}
     mags, m = found
     flat = torch.cat([mags[n].reshape(-1) for ms in partition.values() for n in ms])

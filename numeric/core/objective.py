@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -63,9 +63,9 @@ class Objective:
     def cotangent_magnitudes(self) -> tuple[dict[str, Tensor], int] | None:
         """``(Σ_batches |J_bᵀ|r_b||, m)`` per parameter: the gradient taken with the absolute output cotangents
         ``|r_b| = |∂(weight·loss_fn)/∂f_b|`` (one more forward and backward pass per batch), and ``m`` the number
-        of output entries. ``g = Σ_b J_bᵀr_b`` is a sum of ``m`` terms no larger than these, so its rounding
-        error is at most about ``m·ε·‖Σ_b |J_bᵀ|r_b||‖``. ``None`` when the model's output is not one
-        floating tensor (no cotangent to take).
+        of output entries (of every floating tensor in a tuple, list or mapping output). ``g = Σ_b J_bᵀr_b`` is
+        a sum of ``m`` terms no larger than these, so its rounding error is at most about ``m·ε·‖Σ_b |J_bᵀ|r_b||‖``.
+        ``None`` when the output holds no floating tensor the loss depends on (no cotangent to take).
 
         >>> net = nn.Linear(2, 3).double()
         >>> X, y = torch.randn(4, 2, dtype=torch.float64), torch.tensor([0, 1, 2, 0])
@@ -79,18 +79,30 @@ class Objective:
         for i, batch in enumerate(self.batches):
             leaves = {n: v.clone().requires_grad_(True) for n, v in self.values.items()}
             out = functional_call(self.model, {**leaves, **self.buffers}, (batch.X,))
-            if not isinstance(out, Tensor) or not out.is_floating_point() or not out.requires_grad:
-                return None
+            outs = [t for t in _tensors(out) if t.is_floating_point() and t.requires_grad]
             loss = batch.weight * checked_loss(self.loss_fn(out, batch.y), i)
-            if not loss.requires_grad:
+            if not outs or not loss.requires_grad:
                 return None
-            (r,) = torch.autograd.grad(loss, out, retain_graph=True, allow_unused=True)
-            if r is None:
+            rs = torch.autograd.grad(loss, outs, retain_graph=True, allow_unused=True)
+            pairs = [(t, r.abs()) for t, r in zip(outs, rs) if r is not None]
+            if not pairs:
                 return None
-            grads = torch.autograd.grad(out, list(leaves.values()), r.abs(), allow_unused=True)
+            grads = torch.autograd.grad([t for t, _ in pairs], list(leaves.values()), [r for _, r in pairs],
+                                        allow_unused=True)
             for (n, _), g in zip(leaves.items(), grads):
                 if g is not None:
                     sums[n] += g.detach().abs()
-            m += out.numel()
+            m += sum(t.numel() for t, _ in pairs)
         return sums, m
+
+
+def _tensors(out: object) -> list[Tensor]:
+    """The tensors of a model's output: a tensor, or the leaves of tuples, lists and mappings of them."""
+    if isinstance(out, Tensor):
+        return [out]
+    if isinstance(out, Mapping):
+        return [t for v in out.values() for t in _tensors(v)]
+    if isinstance(out, (tuple, list)):
+        return [t for v in out for t in _tensors(v)]
+    return []
 
