@@ -10,6 +10,7 @@ smallest ``rtol``) and re-thresholds the Ritz values, with a convergence verdict
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -87,11 +88,13 @@ def cutoff_sensitivity(
             continue
         w_sq, g_sq = float(c.w @ c.w), float(c.grad @ c.grad)
         cut = [c.pinv_form(r) for r in rtols]
-        values, ranks = [f.value for f in cut], [f.rank for f in cut]
+        exact, ranks = [f.exact for f in cut], [f.rank for f in cut]
         converged = error = None
         if c.spectral is SpectralRoute.KRYLOV:
             converged, error = [f.converged for f in cut], [f.error_estimate for f in cut]
-        dplus = [None if w_sq == 0.0 else v / w_sq * g_sq for v in values]
+        # wᵀH⁺w of a block far from unit scale need not fit float64 while D⁺ does: formed from the scaled value
+        dplus = [None if w_sq == 0.0 or not (math.isfinite(w_sq) and math.isfinite(g_sq))
+                 else v.times((w_sq, -1), (g_sq, 1)).value for v in exact]
         out[c.name] = {"size": c.size, "inverse_coupled": dplus, "rank": ranks, "converged": converged,
                        "error": error, "route": str(c.spectral), "reason": c.spectral_reason}
     return {"method": o.method, "rtols": list(rtols), "blocks": out, "left_out": left_out}
