@@ -228,11 +228,13 @@ FORMAL_SCOPE: dict[str, str] = {
     "T5": "the vec action of a positive neuron-wise scaling is conformal iff the scales are uniform; "
           "permutations are orthogonal; the layer partition's diag(c⁻ᵏI, I) is not conformal for cᵏ ≠ 1",
     "T6": "the pointwise core for every n (conformal Jacobian, Jw′ ∥ φ(w′), w′ᵀ∇²φ_k w′ = 0) and the "
-          "n = 1 pointwise law (D kept for all g, H iff φ'' = 0 at the point); not the global statements "
-          "(n = 1 affine classification, C² diffeomorphisms), which assume derivatives everywhere",
+          "n = 1 pointwise law (D kept for all g, H iff φ'' = 0 at the point); the n = 1 classification near a "
+          "point (φ, φ' derivable near x0: φ'' = 0 near x0 iff φ is affine near x0); not the global statements "
+          "(C² diffeomorphisms of Rⁿ), which assume derivatives everywhere",
     "T7": "the Moore–Penrose inverse constructed and unique, (A⁻ᵀHA⁻¹)⁺ = AH⁺Aᵀ for A ∈ CO(n), D⁺ "
           "invariant, the converse, and an exact singular witness; and the relative-cutoff H⁺_τ that diagnose "
-          "computes, given an orthogonal eigendecomposition of H (MathComp 1.15 has no real spectral theorem)",
+          "computes, given an orthogonal eigendecomposition of H (MathComp 1.15 has no real spectral theorem), "
+          "and the same H⁺_τ from any two such eigendecompositions of one H",
     "T8": "D → tD and D⁺ → D⁺/t under H → tH, with strict monotonicity; not the Laplace reading",
     "T9": "for a loss positively homogeneous of degree k in a block: wᵀg = k·L (L differentiable at w) and "
           "Hw = (k−1)·g (L differentiable near w, partials derivable at w); the network closed forms for "

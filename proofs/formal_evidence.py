@@ -51,6 +51,8 @@ FORMAL_INSTANCES: dict[str, tuple[str, ...]] = {
                                                       "T05_relu_group.T5_nonuniform_instance"),
     "T06_no_nonlinear_extension.pointwise_core": ("T06_no_nonlinear_extension.pointwise_core_instance",),
     "T06_n1_classification.n1_pointwise": ("T06_n1_classification.n1_pointwise_instance",),
+    "T06_n1_classification.n1_affine_near": ("T06_n1_classification.n1_affine_instance",
+                                             "T06_n1_classification.n1_nonaffine_instance"),
     **{f"T07_pseudo_inverse.{n}": ("T07_pseudo_inverse.T7_nonvacuous",)
        for n in ("T7_Dplus_invariant", "T7_pinv_congruence")},
     **{f"T07_relative_cutoff.{n}": ("T07_relative_cutoff.T7_cut_instance",)

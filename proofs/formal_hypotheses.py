@@ -143,6 +143,8 @@ _WORDS: tuple[tuple[str, str], ...] = (
      "every partial derivative ∂_jL is derivable at {1} along every coordinate direction (local)"),
     (r"forall i : 'I_\w+, (?:\w+\.)?differentiable_near \(ell i\) \(F i w\)",
      "every per-sample loss ℓ_i is differentiable at every point of a neighbourhood of f_i = F_i(w) (local)"),
+    (r"topology\.prop_near1 (\w+) \(inPhantom \(forall y : [^,]+, derive\.is_derive y 1 (\w+) \((\w+) y\)\)\)",
+     "{2} is derivable at every point y near {1}, with derivative {3}(y) there (local)"),
     (r"(?:\w+\.)?differentiable_near ell (\w+)",
      "ℓ is differentiable at every point of a neighbourhood of {1} (local)"),
 )
