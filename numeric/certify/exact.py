@@ -56,7 +56,7 @@ def check_model(model: nn.Module) -> None:
     >>> check_model(net)
     Traceback (most recent call last):
     ...
-    coupled_curvature.errors.UnsupportedModelError: parameters '0.weight' and '1.weight' are one tensor (tied weights); certify takes untied parameters only (each used by one module, so that the output is affine in a block); untie them, e.g. module.weight = nn.Parameter(module.weight.detach().clone())
+    coupled_curvature.errors.UnsupportedModelError: parameters '0.weight' and '1.weight' are one tensor (tied weights); certify takes untied parameters only (each used by one module, so that the output is affine in a block); untie them: use module.weight = nn.Parameter(module.weight.detach().clone()) on a copy of the model
     """
     if not isinstance(model, nn.Module):
         raise InvalidInputError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -72,8 +72,8 @@ def check_model(model: nn.Module) -> None:
     if tied:
         raise UnsupportedModelError(
             f"parameters {' and '.join(repr(n) for n in tied)} are one tensor (tied weights); certify takes untied "
-            "parameters only (each used by one module, so that the output is affine in a block); untie them, e.g. "
-            "module.weight = nn.Parameter(module.weight.detach().clone())")
+            "parameters only (each used by one module, so that the output is affine in a block); untie them: use "
+            "module.weight = nn.Parameter(module.weight.detach().clone()) on a copy of the model")
 
 
 def exact_data(model: nn.Module, loss_fn: Callable, data: object) -> tuple[nn.Module, Tensor, Tensor, tuple[int, ...]]:

@@ -61,11 +61,13 @@ def check_loss(loss_fn: Callable) -> str:
         raise InvalidInputError(f"the {type(loss_fn).__name__} has a replaced forward or forward hooks, so what it "
                                 "computes is not known; certify recomputes the loss in ball arithmetic and must "
                                 "know exactly what it computes: pass a plain loss object")
-    loss_reduction(loss_fn)  # refuses reduction='none'
+    if loss_fn.reduction not in ("mean", "sum"):
+        raise InvalidInputError(f"loss_fn.reduction is {loss_fn.reduction!r}; certify certifies a scalar loss: pass "
+                                f"nn.{type(loss_fn).__name__}(reduction='mean') or reduction='sum'")
     if kind == "ce":
         eps = loss_fn.label_smoothing
         if not (isinstance(eps, (int, float)) and 0.0 <= eps <= 1.0):
-            raise InvalidInputError(f"label_smoothing must be a number in [0, 1], got {eps!r}")
+            raise InvalidInputError(f"label_smoothing must be a number in [0, 1], got {eps!r}; pass one in [0, 1]")
         w = loss_fn.weight
         if w is not None and (w.dim() != 1 or not bool(torch.isfinite(w).all()) or bool((w < 0).any())):
             raise InvalidInputError("CrossEntropyLoss's class weights must be one finite value ≥ 0 per class "
@@ -246,7 +248,7 @@ def check_value(loss: ArbLoss, y: torch.Tensor) -> None:
     F = torch.tensor(loss.F.astype(float), dtype=torch.float64)
     if not bool(torch.isfinite(F).all()):
         raise InvalidInputError("the model's outputs exceed the float64 range, so torch cannot compute this loss; "
-                                "rescale the model's weights or inputs")
+                                "use smaller weights or inputs")
     total, start = 0.0, 0
     try:
         with torch.no_grad():
@@ -256,7 +258,7 @@ def check_value(loss: ArbLoss, y: torch.Tensor) -> None:
                 start += size
     except (RuntimeError, ValueError, IndexError) as e:
         raise InvalidInputError(f"torch's {type(t.loss64).__name__} fails on these outputs and targets "
-                                f"({str(e).splitlines()[0] if str(e) else type(e).__name__}); fix the targets") from None
+                                f"({str(e).splitlines()[0] if str(e) else type(e).__name__}); pass targets it accepts") from None
     Fa = F.abs()
     if t.kind == "ce":
         rows = 2 * Fa.max(dim=1).values + math.log(loss.C) + 1
@@ -270,7 +272,7 @@ def check_value(loss: ArbLoss, y: torch.Tensor) -> None:
             f"the loss torch computes on the model's outputs, {total!r}, is not the certified loss "
             f"{from_arb(loss.value)} (to float64 rounding): certify's formula for this "
             f"{type(t.loss64).__name__} does not match torch {torch.__version__}, so nothing is certified; "
-            "report this with the loss's options")
+            "use diagnose (float64) meanwhile, and report this with the loss's options")
 
 
 _EXP = np.frompyfunc(lambda v: v.exp(), 1, 1)

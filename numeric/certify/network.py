@@ -39,7 +39,7 @@ def _check_op(op: Op, in_shapes: list[tuple[int, ...]]) -> None:
     if op.kind == "add":
         if in_shapes[0] != in_shapes[1]:
             raise InvalidInputError(f"node {op.name!r} adds per-sample tensors of shapes {in_shapes[0]} and "
-                                    f"{in_shapes[1]}; certify adds tensors of one shape only (no broadcasting)")
+                                    f"{in_shapes[1]}; certify adds tensors of one shape only (no broadcasting): use a model that does")
         return
     m, shape = op.module, in_shapes[0]
     dims = None if m is None else _input_dims(m)
@@ -48,8 +48,8 @@ def _check_op(op: Op, in_shapes: list[tuple[int, ...]]) -> None:
         lead = "" if dims[1] < 0 else f" with {dims[1]} leading features/channels"
         raise InvalidInputError(
             f"module {op.name!r} ({type(m).__name__}) receives per-sample inputs of shape {shape}; certify applies "
-            f"it to {want} per-sample inputs{lead} only (torch would broadcast it over the extra axes); reshape "
-            "the data or flatten before it")
+            f"it to {want} per-sample inputs{lead} only (torch would broadcast it over the extra axes); pass "
+            "data of that shape, or put nn.Flatten() before it")
     if isinstance(m, nn.modules.batchnorm._BatchNorm):
         stats = {"running_mean": m.running_mean.double(), "running_var": m.running_var.double()}
         for what, t in stats.items():
@@ -62,8 +62,8 @@ def _check_op(op: Op, in_shapes: list[tuple[int, ...]]) -> None:
             raise InvalidInputError(
                 f"module {op.name!r} ({type(m).__name__}): running_var + eps = "
                 f"{float(stats['running_var'][low[0]]) + float(m.eps):g} ≤ 0 in channel {low[0]}, so its output "
-                "divides by √0 or the root of a negative number (torch gives inf/nan); set eps > 0 (the default is "
-                "1e-5) or fix running_var")
+                "divides by √0 or the root of a negative number (torch gives inf/nan); use eps > 0 (the default is "
+                "1e-5), or load running statistics with running_var + eps > 0")
 
 
 def check_shapes(ops: list[Op], in_shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -76,7 +76,7 @@ def check_shapes(ops: list[Op], in_shape: tuple[int, ...]) -> tuple[int, ...]:
     >>> check_shapes(trace(nn.Sequential(nn.Linear(4, 3), nn.Flatten(), nn.Linear(6, 2))), (2, 4))
     Traceback (most recent call last):
     ...
-    coupled_curvature.errors.InvalidInputError: module '0' (Linear) receives per-sample inputs of shape (2, 4); certify applies it to 1-D per-sample inputs with 4 leading features/channels only (torch would broadcast it over the extra axes); reshape the data or flatten before it
+    coupled_curvature.errors.InvalidInputError: module '0' (Linear) receives per-sample inputs of shape (2, 4); certify applies it to 1-D per-sample inputs with 4 leading features/channels only (torch would broadcast it over the extra axes); pass data of that shape, or put nn.Flatten() before it
     """
     shapes: list[tuple[int, ...]] = []
     for op in ops:
