@@ -59,6 +59,9 @@ FORMAL_INSTANCES: dict[str, tuple[str, ...]] = {
        for n in ("cut_invZ", "T7_cut_decomposition", "T7_cut_congruence", "T7_cut_Dplus_invariant")},
     **{f"T07_cutoff_independence.{n}": ("T07_cutoff_independence.T7_cut_independent_instance",)
        for n in ("spectral_fun_indep", "maxabs_indep", "T7_cut_independent")},
+    **{f"T13_attention.{n}": ("T13_attention.T13_instance",)
+       for n in ("T13_logits", "T13_values", "conformal_inv_iff", "T13_query_row_D_iff", "T13_key_row_D_iff")},
+    "T13_attention.T13_heads_perm": ("T13_attention.T13_heads_perm_instance",),
     **{f"T08_monotonicity.{n}": ("T08_monotonicity.T8_nonvacuous",)
        for n in ("T8_D_scale", "T8_Dplus_scale", "T8_D_mono", "T8_Dplus_mono")},
     **{f"T03_network_perm.{n}": ("T03_network_perm.T3_network_perm_instance",)
