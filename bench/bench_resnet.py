@@ -26,12 +26,15 @@ the three 2,359,296-parameter blocks have rank 288 = 32·9. --quick: Gram agains
 GiB for one 9025-parameter block and its bias (BᵀB side): slower than the dense route's ~24 s per such
 block (bench/bench_inverse.py), so the >= 10x MLP target is missed; it is out of reach for any exact route
 on this machine (see docs/benchmarks.md).
+On one NVIDIA H200 (--device cuda --repeat-d 3 --threads 8, torch 2.11.0+cu130, 2026-12-04): gradient 0.028 s; D only 2.7 s
+at the first call (CUDA warm-up), 0.32 s = 11.7x warm; D and D⁺ by the Gram route 3.7 s, 62/62 gram, ΔD 4.5e-16;
+torchvision's resnet18 there: gradient 0.010 s, D 0.1 s, D and D⁺ 0.7 s.
 torchvision.models.resnet18(num_classes=10), measured in a separate venv with torch 2.14.1 and torchvision
 0.29.1 (CPU, 1 thread, load 3-5, alone in its process): gradient 0.536 s; D only 3.0 s = 5.7x (62/62 blocks
 tangent; against the Hessian-vector-product route wᵀHw and D agree to 2.0e-15 on 8 samples); D and D⁺ by
 the Gram route 154.5 s, peak RSS 9.54 GiB, 62/62 gram (31 BᵀB, 31 G = BBᵀ).
 Run (from the repository root): PYTHONPATH=. nice python bench/bench_resnet.py [--quick] [--samples 32] [--threads 2] [--mlp-blocks all|NAME,...]
-     [--skip-mlp] [--skip-resnet] [--gram-memory BYTES]
+     [--skip-mlp] [--skip-resnet] [--gram-memory BYTES] [--device cuda] [--repeat-d N]
 """
 
 from __future__ import annotations

@@ -185,8 +185,8 @@ class LanczosRun:
         self._w = w
         if self._in_probe:
             gen = torch.Generator().manual_seed(seed)
-            self._lz = Lanczos(torch.randn(self.n, generator=gen, dtype=torch.float64),
-                                min(_PROBE_MAX, self.n))
+            start = torch.randn(self.n, generator=gen, dtype=torch.float64)  # drawn on the CPU: the same on any device
+            self._lz = Lanczos(start.to(w.device), min(_PROBE_MAX, self.n))
         else:
             self._lz = Lanczos(w, 1)
 

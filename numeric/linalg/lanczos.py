@@ -112,12 +112,15 @@ class LanczosResult:
 
 
 def lanczos_top(
-    matvec: Callable[[Tensor], Tensor], n: int, *, max_iter: int = 150, tol: float = 1e-9, seed: int = 0
+    matvec: Callable[[Tensor], Tensor], n: int, *, max_iter: int = 150, tol: float = 1e-9, seed: int = 0,
+    device: torch.device | str = "cpu",
 ) -> LanczosResult:
     """Largest (algebraic) eigenvalue ``θ`` of a symmetric ``A`` given by ``matvec``.
 
     :class:`Lanczos` from a random unit vector (``seed``); stops when the Ritz residual
-    ``β_k |s_k|`` of the top Ritz pair is ``≤ tol·|θ|``, or when the Krylov space is invariant.
+    ``β_k |s_k|`` of the top Ritz pair is ``≤ tol·|θ|``, or when the Krylov space is invariant. The
+    vectors live on ``device`` (where ``matvec`` computes); the start is drawn on the CPU, so a seed
+    gives the same run on every device.
 
     >>> A = torch.diag(torch.arange(1.0, 11.0, dtype=torch.float64))
     >>> r = lanczos_top(lambda v: A @ v, 10)
@@ -127,7 +130,8 @@ def lanczos_top(
     if n < 1 or max_iter < 1 or not tol > 0:
         raise InvalidInputError("lanczos_top needs n ≥ 1, max_iter ≥ 1 and tol > 0")
     gen = torch.Generator().manual_seed(seed)
-    lz = Lanczos(torch.randn(n, generator=gen, dtype=torch.float64), min(max_iter, n))
+    start = torch.randn(n, generator=gen, dtype=torch.float64)  # drawn on the CPU: the same start on any device
+    lz = Lanczos(start.to(device), min(max_iter, n))
     converged = False
     while len(lz.alphas) < lz.cap:
         broke = lz.step(matvec(lz.vector).to(torch.float64))
@@ -137,7 +141,7 @@ def lanczos_top(
             break
     theta, S = tridiagonal_eig(np.asarray(lz.alphas), np.asarray(lz.betas[:-1]))
     k = len(lz.alphas)
-    y = lz.V[:k].T @ torch.from_numpy(np.ascontiguousarray(S[:, -1]))
+    y = lz.V[:k].T @ torch.from_numpy(np.ascontiguousarray(S[:, -1])).to(lz.V.device)
     y = y / safe_norm(y)
     value = float(theta[-1])
     residual = safe_norm(matvec(y).to(torch.float64) - value * y)

@@ -39,7 +39,7 @@ def top_eigenvalue(model: nn.Module, loss_fn: Callable, data: object, **options)
     tol = float(options.pop("tol", 1e-9))
     seed = int(options.pop("seed", 0))
     refuse_unknown_options("top_eig", options)
-    r = lanczos_top(ctx.flat.hvp, ctx.flat.n, max_iter=max_iter, tol=tol, seed=seed)
+    r = lanczos_top(ctx.flat.hvp, ctx.flat.n, max_iter=max_iter, tol=tol, seed=seed, device=ctx.flat.theta0.device)
     return {"value": r.value, "residual": r.residual, "iterations": r.iterations, "converged": r.converged}
 
 
