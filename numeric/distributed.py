@@ -236,7 +236,7 @@ def global_batches(batches: Sequence, loss_fn, group, reduction: str | None = No
     from coupled_curvature.numeric.core.inputs import Batch, loss_reduction
 
     reduction = loss_reduction(loss_fn, reduction)
-    n_local = sum(int(b.X.shape[0]) for b in batches)
+    n_local = sum(b.n for b in batches)
     gathered = _gather_objects((reduction, n_local), group)
     if len({r for r, _ in gathered}) > 1:
         raise InvalidInputError(
@@ -246,7 +246,7 @@ def global_batches(batches: Sequence, loss_fn, group, reduction: str | None = No
     if reduction == "sum":
         return list(batches)
     total = sum(n for _, n in gathered)
-    return [Batch(b.X, b.y, b.X.shape[0] / total) for b in batches]
+    return [Batch(b.X, b.y, b.n / total) for b in batches]
 
 
 def _state_vector(model: nn.Module) -> tuple[list[tuple], Tensor]:

@@ -38,6 +38,8 @@ def diagnose(
     progress: bool | None = None,
     device: str | torch.device | None = None,
     routes: Iterable[WHwRoute | SpectralRoute] | None = None,
+    output: str | int | Callable | None = None,
+    target: str | Callable = "labels",
 ) -> Diagnosis:
     """Coupled diagnostics of every parameter block of ``model`` in float64.
 
@@ -103,6 +105,14 @@ def diagnose(
     e.g. ``routes={WHwRoute.HVP, SpectralRoute.DENSE}`` compares the Hessian-vector-product route with
     the tangent one).
 
+    **Any model's output, any batch.** The loss receives one tensor of the model's output: a tensor as is,
+    a mapping's (a ``transformers`` ``ModelOutput``'s) ``"logits"`` entry, a tuple's or list's first
+    element; ``output=`` (a key, an index or a callable ``output(out) -> Tensor``) picks another
+    (:mod:`~coupled_curvature.numeric.core.calling`). ``data`` may hold mapping batches
+    (``{"input_ids", "attention_mask", "labels"}``): the targets are the ``target`` entry (``"labels"``;
+    or a callable ``target(batch) -> Tensor``), the other entries go to the model as keyword arguments
+    (:mod:`~coupled_curvature.numeric.core.dict_batches`).
+
     ``progress`` prints a progress line on stderr (the curvature, Gram and Krylov stages, then
     block by block): ``None`` (default) when stderr is a terminal and the call has run 2 s,
     ``True``/``False`` always/never. It changes nothing in the result.
@@ -129,7 +139,7 @@ def diagnose(
     o = run_options(blocks=blocks, inverse=inverse, pinv_rtol=pinv_rtol, method=method, max_dense=max_dense,
                     krylov_max_iter=krylov_max_iter, krylov_tol=krylov_tol, gram_memory=gram_memory, frozen=frozen,
                     reduction=reduction, allow_train_mode=allow_train_mode, process_group=process_group,
-                    progress=progress, device=device)
+                    progress=progress, device=device, output=output, target=target)
     return diagnose_plan(plan(model, loss_fn, data, o, routes=ALL_ROUTES if routes is None else frozenset(routes)))
 
 

@@ -133,7 +133,7 @@ def execute(p: Plan, bar: Progress | None = None) -> Execution:
         if collective is not None:
             dist.reduce_block_curvature(curv, o.process_group)
         loss = objective.loss()
-    n_samples = sum(b.X.shape[0] for b in p.batches)
+    n_samples = sum(b.n for b in p.batches)
     if collective is not None:
         total = dist.all_reduce_sum(torch.tensor([loss, float(n_samples)], dtype=torch.float64,
                                                  device=p.device), o.process_group)

@@ -91,7 +91,7 @@ class FlatLoss:
         out = []
         for batch in self.batches:
             t = self.theta0.clone().requires_grad_(True)
-            values = per(torch.func.functional_call(self.net, {**self.params(t), **self.objective.buffers}, (batch.X,)), batch.y)
+            values = per(self.objective.forward(self.params(t), batch.X), batch.y)
             values = values.reshape(values.shape[0], -1).sum(dim=1)
             u = torch.zeros_like(values, requires_grad=True)
             (gt,) = torch.autograd.grad((u * values).sum(), t, create_graph=True)

@@ -11,23 +11,33 @@ import torch
 from torch import Tensor, nn
 
 from coupled_curvature.errors import InvalidInputError, TrainModeError, UnsupportedModelError
+from coupled_curvature.numeric.core.calling import Inputs, forward_checked, n_samples
+from coupled_curvature.numeric.core.dict_batches import DEFAULT_TARGET, check_target, dict_batch_parts
+
+__all__ = ["Batch", "REDUCTIONS", "check_count", "check_flag", "check_increasing", "check_loss_fn", "check_positive",
+           "check_targets", "checked_loss", "float64_copy", "forward_checked", "is_pair", "loss_reduction",
+           "prepare_batches", "prepare_inputs"]
 
 REDUCTIONS = ("mean", "sum")
 #: losses that take class-index targets (integers in 0..C-1, ``ignore_index`` allowed)
 _CLASS_LOSSES = (nn.CrossEntropyLoss, nn.NLLLoss)
 #: losses that compare outputs and targets element by element (same shape, float targets)
 _ELEMENTWISE_LOSSES = (nn.MSELoss, nn.L1Loss, nn.SmoothL1Loss, nn.HuberLoss, nn.BCELoss, nn.BCEWithLogitsLoss)
-#: what a model's forward or a loss may raise on inputs it cannot take (caught only around those calls)
-_CALL_ERRORS = (RuntimeError, TypeError, ValueError, IndexError)
 
 
 @dataclass(frozen=True)
 class Batch:
-    """One batch of float64 inputs, targets and its weight in the total loss."""
+    """One batch of inputs (a tensor, or a mapping of tensors passed as keyword arguments; floats in
+    float64), targets and its weight in the total loss."""
 
-    X: Tensor
+    X: Inputs
     y: Tensor
     weight: float
+
+    @property
+    def n(self) -> int:
+        """The number of samples (the first dimension of the inputs)."""
+        return n_samples(self.X)
 
 
 def float64_copy(model: nn.Module, *, allow_train_mode: bool = False) -> nn.Module:
@@ -134,12 +144,14 @@ def check_loss_fn(loss_fn: object) -> None:
         raise InvalidInputError("loss_fn must be callable as loss_fn(outputs, targets); pass e.g. nn.CrossEntropyLoss()")
 
 
-def prepare_inputs(X: object, what: str) -> Tensor:
-    """``X`` as a tensor (float inputs in float64), refusing NaN/inf and meta tensors.
+def prepare_inputs(X: object, what: str) -> Inputs:
+    """``X`` as a tensor (float inputs in float64), or a mapping of them, refusing NaN/inf and meta tensors.
 
     Integer inputs are kept (an ``nn.Embedding`` takes them); a model that cannot take them
     fails in :func:`forward_checked` with an error that says to pass float inputs.
     """
+    if isinstance(X, Mapping):
+        return {k: prepare_inputs(v, f"{what} (entry {k!r})") for k, v in X.items()}
     X = _values(X, what)
     if X.is_floating_point() and not bool(torch.isfinite(X).all()):
         raise InvalidInputError(f"{what} hold non-finite values (NaN or inf); remove or fix them")
@@ -154,38 +166,30 @@ def _values(x: object, what: str) -> Tensor:
     return x.to(torch.float64) if x.is_floating_point() else x
 
 
-def forward_checked(model: nn.Module, X: Tensor, where: str, first_shape: tuple | None = None) -> object:
-    """``model(X)`` with no gradient; a failure becomes an ``InvalidInputError`` that names ``where``.
-
-    The forward can only fail at run time (shapes and dtypes are the model's business), so
-    this is the one place that catches it, narrowly, and says what to pass instead.
-    """
-    try:
-        with torch.no_grad():
-            return model(X)
-    except _CALL_ERRORS as e:
-        if not (X.is_floating_point() or X.is_complex()):
-            fix = f"the inputs are integers ({X.dtype}); pass float inputs, e.g. X.double()"
-        elif first_shape is not None and tuple(X.shape[1:]) != first_shape:
-            fix = f"batch 0 has per-sample shape {first_shape}; pass batches of the shape the model takes"
-        else:
-            fix = "pass inputs of the shape and dtype the model takes"
-        raise InvalidInputError(
-            f"model(X) failed on {where} (inputs of shape {tuple(X.shape)}, {X.dtype}): "
-            f"{str(e).splitlines()[0] if str(e) else type(e).__name__}; {fix}"
-        ) from None
-
-
-def _prepare_pair(X: object, y: object, index: int) -> tuple[Tensor, Tensor]:
+def _prepare_pair(X: object, y: object, index: int) -> tuple[Inputs, Tensor]:
     X = prepare_inputs(X, f"inputs of batch {index}")
     y = _values(y, f"targets of batch {index}")
-    if X.shape[0] == 0:
+    n = n_samples(X)
+    if n == 0:
         raise InvalidInputError(f"batch {index} is empty; drop it or pass at least one sample")
-    if y.shape[0] != X.shape[0]:
+    if y.dim() == 0 or y.shape[0] != n:
         raise InvalidInputError(
-            f"batch {index}: {X.shape[0]} inputs but {y.shape[0]} targets; pass one target per input"
+            f"batch {index}: {n} inputs but {y.shape[0] if y.dim() else 'a scalar with no sample dimension for'} "
+            "targets; pass one target per input"
         )
     return X, y
+
+
+def _prepare_item(item: object, index: int, target: str | Callable) -> tuple[Inputs, Tensor]:
+    if isinstance(item, Mapping):
+        X, y = dict_batch_parts(item, target, index)
+        return _prepare_pair(X, y, index)
+    if not is_pair(item):
+        raise InvalidInputError(
+            f"batch {index} is not an (inputs, targets) pair or a mapping batch; pass data as (X, y), a "
+            "mapping such as {'input_ids': ..., 'labels': ...}, or an iterable of either"
+        )
+    return _prepare_pair(item[0], item[1], index)
 
 
 def is_pair(data: object) -> bool:
@@ -229,34 +233,39 @@ def loss_reduction(loss_fn: Callable, reduction: str | None = None) -> str:
     return reduction
 
 
-def prepare_batches(data: object, loss_fn: Callable, reduction: str | None = None) -> list[Batch]:
+def prepare_batches(data: object, loss_fn: Callable, reduction: str | None = None, *,
+                    target: str | Callable = DEFAULT_TARGET) -> list[Batch]:
     """Float64 batches with weights so that ``L = Σ weight·loss_fn(batch)``.
 
-    Mean-reduction losses are weighted by ``n_batch / N`` (an uneven split gives the
-    same ``L`` as one full batch); sum-reduction losses by 1. ``reduction`` overrides
-    ``loss_fn.reduction`` (for plain functions, which have none; see :func:`loss_reduction`).
+    ``data`` is an ``(X, y)`` pair, a mapping batch (the targets its ``target`` entry, the inputs the
+    others: :mod:`.dict_batches`) or an iterable of either. Mean-reduction losses are weighted by
+    ``n_batch / N`` (an uneven split gives the same ``L`` as one full batch); sum-reduction losses by 1.
+    ``reduction`` overrides ``loss_fn.reduction`` (for plain functions, which have none; see
+    :func:`loss_reduction`).
+
+    >>> b = prepare_batches({"x": torch.ones(3, 2), "labels": torch.zeros(3)}, nn.MSELoss())[0]
+    >>> b.X["x"].dtype, b.n, b.weight
+    (torch.float64, 3, 1.0)
     """
-    if is_pair(data):
-        pairs = [_prepare_pair(data[0], data[1], 0)]
+    check_target(target)
+    if is_pair(data) or isinstance(data, Mapping):
+        pairs = [_prepare_item(data, 0, target)]
     elif isinstance(data, Iterable) and not isinstance(data, (str, bytes, Tensor)):
-        pairs = []
-        for i, item in enumerate(data):
-            if not is_pair(item):
-                raise InvalidInputError(
-                    f"batch {i} is not an (inputs, targets) pair; pass data as (X, y) or as an "
-                    "iterable of (X, y) batches"
-                )
-            pairs.append(_prepare_pair(item[0], item[1], i))
+        pairs = [_prepare_item(item, i, target) for i, item in enumerate(data)]
     else:
         raise InvalidInputError(
-            "data must be an (X, y) pair of tensors or an iterable of (X, y) batches, got "
+            "data must be an (X, y) pair of tensors, a mapping batch or an iterable of either, got "
             f"{type(data).__name__}"
         )
     if not pairs:
         raise InvalidInputError("data holds no batches")
-    n_total = sum(X.shape[0] for X, _ in pairs)
+    kinds = {isinstance(X, Mapping) and frozenset(X) for X, _ in pairs}
+    if len(kinds) > 1:
+        raise InvalidInputError("the batches mix tensor inputs and mapping inputs, or mappings with different "
+                                "keys; pass batches of one kind with the same entries")
+    n_total = sum(n_samples(X) for X, _ in pairs)
     mean = loss_reduction(loss_fn, reduction) == "mean"
-    return [Batch(X, y, X.shape[0] / n_total if mean else 1.0) for X, y in pairs]
+    return [Batch(X, y, n_samples(X) / n_total if mean else 1.0) for X, y in pairs]
 
 
 def checked_loss(value: object, batch_index: int) -> Tensor:
@@ -315,85 +324,3 @@ def check_targets(loss_fn: Callable, out_shape: tuple, y: Tensor, index: int) ->
             )
         if not y.is_floating_point():
             raise InvalidInputError(f"{where} are {y.dtype}; {type(loss_fn).__name__} needs float targets: pass y.double()")
-
-
-#: the probe runs the model on this many samples of each batch first (the whole batch only if they fail)
-PROBE_SAMPLES = 4
-
-
-def probe_batches(model: nn.Module, loss_fn: Callable, batches: list[Batch]) -> None:
-    """A gradient-free forward per batch, before any heavy work: the model takes the inputs, the
-    targets suit the loss, and the loss is a finite scalar that depends on the outputs.
-
-    The forward runs on the first :data:`PROBE_SAMPLES` samples of a batch (the label checks see all
-    of them); only if that fails is the whole batch run, and its outcome decides (a slice can fail
-    where the batch works: batch statistics, masked losses). It runs on ``model`` (the float64
-    copy) with its buffers restored and the RNG forked, so a train-mode BatchNorm or Dropout leaves
-    no trace in the computation that follows.
-    """
-    buffers = [(b, b.detach().clone()) for b in model.buffers()]
-    first = tuple(batches[0].X.shape[1:])
-    try:
-        with torch.random.fork_rng(devices=[]):
-            for i, batch in enumerate(batches):
-                if batch.X.shape[0] > PROBE_SAMPLES:
-                    try:
-                        _probe(model, loss_fn, batch, i, first, PROBE_SAMPLES)
-                        continue
-                    except InvalidInputError:
-                        pass
-                _probe(model, loss_fn, batch, i, first, None)
-    finally:
-        with torch.no_grad():
-            for b, saved in buffers:
-                b.copy_(saved)
-
-
-def _structure(out: object) -> str:
-    """A short description of a model's non-tensor output, e.g. ``a tuple (Tensor (16, 3), Tensor (16, 4))``.
-
-    >>> _structure((torch.zeros(2, 3), {"a": torch.zeros(2)}))
-    'a tuple (Tensor (2, 3), dict)'
-    """
-    def one(v: object) -> str:
-        return f"Tensor {tuple(v.shape)}" if isinstance(v, Tensor) else type(v).__name__
-    if isinstance(out, (tuple, list)):
-        return f"a {type(out).__name__} ({', '.join(one(v) for v in out[:4])}{', …' if len(out) > 4 else ''})"
-    if isinstance(out, Mapping):
-        keys = list(out)
-        return f"a {type(out).__name__} with keys {', '.join(map(repr, keys[:6]))}{', …' if len(keys) > 6 else ''}"
-    return f"a {type(out).__name__}"
-
-
-def _probe(model: nn.Module, loss_fn: Callable, batch: Batch, i: int, first: tuple, k: int | None) -> None:
-    X, y = (batch.X, batch.y) if k is None else (batch.X[:k], batch.y[:k])
-    out = forward_checked(model, X, f"batch {i}", first)
-    if not isinstance(out, Tensor):  # a structured output: the loss decides what it needs, or says it cannot
-        try:
-            with torch.enable_grad():
-                loss_fn(out, y)
-        except _CALL_ERRORS as e:
-            raise InvalidInputError(
-                f"loss_fn(outputs, targets) failed on batch {i}: the model returns {_structure(out)}, not a tensor "
-                f"({str(e).splitlines()[0] if str(e) else type(e).__name__}); wrap the model so that its forward "
-                "returns the tensor the loss takes (e.g. the logits), or pass a loss_fn that takes this output"
-            ) from None
-        return
-    check_targets(loss_fn, (batch.X.shape[0], *out.shape[1:]), batch.y, i)
-    leaf = out.detach().requires_grad_(True) if out.is_floating_point() else out
-    try:
-        with torch.enable_grad():
-            value = loss_fn(leaf, y)
-    except _CALL_ERRORS as e:
-        raise InvalidInputError(
-            f"loss_fn(outputs, targets) failed on batch {i} (outputs {tuple(out.shape)} {out.dtype}, "
-            f"targets {tuple(y.shape)} {y.dtype}): {str(e).splitlines()[0] if str(e) else e!r}; "
-            "pass targets that loss_fn accepts with these outputs"
-        ) from None
-    value = checked_loss(value, i)
-    if not value.requires_grad:
-        raise InvalidInputError(
-            f"the loss does not depend on the model's outputs on batch {i} (no gradient flows from "
-            "it to them), so every derivative is 0; pass a loss_fn that is computed from its first "
-            "argument, the outputs"
-        )

@@ -6,18 +6,22 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import torch
 from torch import Tensor, nn
-from torch.func import functional_call
 
+from coupled_curvature.numeric.core.calling import Inputs, ModelCall
 from coupled_curvature.numeric.core.inputs import Batch, checked_loss
 
 
 class Objective:
     """``L(θ) = Σ_batches weight·loss_fn(model(X; θ), y)`` as a function of named parameters;
     ``reduction`` (``"mean"`` or ``"sum"``) says how ``loss_fn`` reduces a batch, so that one sample's
-    term enters ``L`` with weight ``weight/n_batch`` or ``weight`` (:meth:`sample_weight`)."""
+    term enters ``L`` with weight ``weight/n_batch`` or ``weight`` (:meth:`sample_weight`). ``call`` says which
+    tensor of the model's output the loss receives (:class:`~.calling.ModelCall`); every forward pass of the
+    engine is :meth:`forward`."""
 
-    def __init__(self, model: nn.Module, loss_fn: Callable, batches: Sequence[Batch], reduction: str = "mean"):
+    def __init__(self, model: nn.Module, loss_fn: Callable, batches: Sequence[Batch], reduction: str = "mean",
+                 call: ModelCall = ModelCall()):
         self.model = model
+        self.call = call
         self.loss_fn = loss_fn
         self.reduction = reduction
         self.batches = list(batches)
@@ -29,11 +33,16 @@ class Objective:
     def sample_weight(self, i: int) -> float:
         """The weight of one sample's loss term in ``L`` on batch ``i``: ``|weight|/n`` for a mean, ``|weight|`` for a sum."""
         batch = self.batches[i]
-        return abs(batch.weight) / (max(1, batch.X.shape[0]) if self.reduction == "mean" else 1)
+        return abs(batch.weight) / (max(1, batch.n) if self.reduction == "mean" else 1)
+
+    def forward(self, params: Mapping[str, Tensor], X: Inputs) -> Tensor:
+        """The tensor the loss receives from the model run on ``X`` with the parameters ``params`` (any not
+        given keep their values) and the model's buffers."""
+        return self.call.functional(self.model, {**self.values, **params, **self.buffers}, X)
 
     def batch_loss(self, i: int, params: dict[str, Tensor]) -> Tensor:
         batch = self.batches[i]
-        out = functional_call(self.model, {**params, **self.buffers}, (batch.X,))
+        out = self.forward(params, batch.X)
         return batch.weight * checked_loss(self.loss_fn(out, batch.y), i)
 
     def loss(self) -> float:
@@ -63,9 +72,9 @@ class Objective:
     def cotangent_magnitudes(self) -> tuple[dict[str, Tensor], int] | None:
         """``(Σ_batches |J_bᵀ|r_b||, m)`` per parameter: the gradient taken with the absolute output cotangents
         ``|r_b| = |∂(weight·loss_fn)/∂f_b|`` (one more forward and backward pass per batch), and ``m`` the number
-        of output entries (of every floating tensor in a tuple, list or mapping output). ``g = Σ_b J_bᵀr_b`` is
+        of output entries (of the tensor the loss receives, :class:`~.calling.ModelCall`). ``g = Σ_b J_bᵀr_b`` is
         a sum of ``m`` terms no larger than these, so its rounding error is at most about ``m·ε·‖Σ_b |J_bᵀ|r_b||‖``.
-        ``None`` when the output holds no floating tensor the loss depends on (no cotangent to take).
+        ``None`` when that output is not a floating tensor the loss depends on (no cotangent to take).
 
         >>> net = nn.Linear(2, 3).double()
         >>> X, y = torch.randn(4, 2, dtype=torch.float64), torch.tensor([0, 1, 2, 0])
@@ -78,8 +87,8 @@ class Objective:
         m = 0
         for i, batch in enumerate(self.batches):
             leaves = {n: v.clone().requires_grad_(True) for n, v in self.values.items()}
-            out = functional_call(self.model, {**leaves, **self.buffers}, (batch.X,))
-            outs = [t for t in _tensors(out) if t.is_floating_point() and t.requires_grad]
+            out = self.forward(leaves, batch.X)
+            outs = [out] if out.is_floating_point() and out.requires_grad else []
             loss = batch.weight * checked_loss(self.loss_fn(out, batch.y), i)
             if not outs or not loss.requires_grad:
                 return None
@@ -94,15 +103,4 @@ class Objective:
                     sums[n] += g.detach().abs()
             m += sum(t.numel() for t, _ in pairs)
         return sums, m
-
-
-def _tensors(out: object) -> list[Tensor]:
-    """The tensors of a model's output: a tensor, or the leaves of tuples, lists and mappings of them."""
-    if isinstance(out, Tensor):
-        return [out]
-    if isinstance(out, Mapping):
-        return [t for v in out.values() for t in _tensors(v)]
-    if isinstance(out, (tuple, list)):
-        return [t for v in out for t in _tensors(v)]
-    return []
 

@@ -16,12 +16,14 @@ coupled_curvature.errors.InvalidInputError: pinv_rtol must be a number in [0, 1)
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
 
 from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.numeric.core.calling import ModelCall
+from coupled_curvature.numeric.core.dict_batches import DEFAULT_TARGET, check_target
 from coupled_curvature.numeric.core.inputs import REDUCTIONS, check_count, check_flag
 from coupled_curvature.numeric.factors.gram import MEMORY_BUDGET
 
@@ -54,6 +56,8 @@ class RunOptions:
     process_group: object | None = None
     progress: bool | None = None
     device: torch.device | None = None
+    call: ModelCall = ModelCall()
+    target: str | Callable = DEFAULT_TARGET
 
 
 def check_pinv_rtol(value: object, name: str = "pinv_rtol") -> float:
@@ -83,6 +87,8 @@ def run_options(
     process_group: object | None = None,
     progress: bool | None = None,
     device: str | torch.device | None = None,
+    output: str | int | Callable | None = None,
+    target: str | Callable = DEFAULT_TARGET,
 ) -> RunOptions:
     """Check every run option and return them as a :class:`RunOptions`; the one validation of all entry points.
 
@@ -97,7 +103,12 @@ def run_options(
     - ``frozen``: ``"skip"`` or ``"include"`` parameters with ``requires_grad=False``;
     - ``reduction``: ``"mean"``/``"sum"`` when ``loss_fn`` has no ``.reduction``;
     - ``allow_train_mode``, ``process_group`` (``torch.distributed``), ``progress`` (``None``/bool),
-      ``device`` (where the float64 copy runs; by default the model's own device).
+      ``device`` (where the float64 copy runs; by default the model's own device);
+    - ``output``: which tensor of the model's output the loss receives: ``None`` (a tensor as is, a
+      mapping's ``"logits"``, a tuple's or list's first element), a key, an index or a callable
+      ``output(out) -> Tensor`` (:mod:`~.calling`);
+    - ``target``: in mapping batches, the key of the targets (``"labels"``) or a callable
+      ``target(batch) -> Tensor``; the other entries are the model's keyword inputs (:mod:`~.dict_batches`).
     """
     if not isinstance(blocks, (str, Mapping)):
         raise InvalidInputError(f"blocks must be 'tensor', 'layer' or a mapping, got {type(blocks).__name__}")
@@ -118,11 +129,13 @@ def run_options(
         raise InvalidInputError(f"frozen must be 'skip' or 'include', got {frozen!r}; pass one of them")
     if reduction is not None and (not isinstance(reduction, str) or reduction not in REDUCTIONS):
         raise InvalidInputError(f"reduction must be 'mean' or 'sum', got {reduction!r}; pass one of them")
+    check_target(target)
+    call = ModelCall(output)
     return RunOptions(blocks=blocks, inverse=inverse, pinv_rtol=rtol, method=method or "gram",
                       method_given=method is not None, max_dense=max_dense, krylov_max_iter=krylov_max_iter,
                       krylov_tol=float(krylov_tol), gram_memory=gram_memory, frozen=frozen, reduction=reduction,
                       allow_train_mode=allow_train_mode, process_group=process_group, progress=progress,
-                      device=_device(device))
+                      device=_device(device), call=call, target=target)
 
 
 def _device(device: object) -> torch.device | None:

@@ -36,11 +36,11 @@ from torch import nn
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.numeric.core.blocks import resolve_blocks
 from coupled_curvature.numeric.core.hvp import attention_calls
-from coupled_curvature.numeric.core.inputs import (
-    Batch, check_loss_fn, float64_copy, loss_reduction, prepare_batches, probe_batches,
-)
+from coupled_curvature.numeric.core.calling import map_inputs
+from coupled_curvature.numeric.core.inputs import Batch, check_loss_fn, float64_copy, loss_reduction, prepare_batches
 from coupled_curvature.numeric.core.objective import Objective
 from coupled_curvature.numeric.core.options import RunOptions
+from coupled_curvature.numeric.core.probe import probe_batches
 from coupled_curvature.numeric.core.routes import BlockPlan, Plan, SpectralRoute, WHwRoute
 
 __all__ = ["plan"]
@@ -58,7 +58,7 @@ def plan(model: nn.Module, loss_fn: Callable, data: object, options: RunOptions,
     ``spectral_required`` refuses, before any work, a block that no allowed route can take;
     ``routes`` is the set of routes that may be taken (all by default: tests take one away to
     compare the others). ``check_inputs=False`` skips the probing forward pass of every batch
-    (:func:`~.inputs.probe_batches`), for a caller that has probed the same model and data before
+    (:func:`~.probe.probe_batches`), for a caller that has probed the same model and data before
     (the tracker, whose worker thread must not fork the process-wide random stream).
     """
     check_loss_fn(loss_fn)
@@ -69,11 +69,12 @@ def plan(model: nn.Module, loss_fn: Callable, data: object, options: RunOptions,
     net = net.to(device)
     source = "argument" if o.reduction is not None else "loss_fn" if hasattr(loss_fn, "reduction") else "assumed"
     reduction = loss_reduction(loss_fn, o.reduction)
-    batches = [Batch(b.X.to(device), b.y.to(device), b.weight) for b in prepare_batches(data, loss_fn, reduction)]
+    batches = [Batch(map_inputs(b.X, lambda t: t.to(device)), b.y.to(device), b.weight)
+               for b in prepare_batches(data, loss_fn, reduction, target=o.target)]
     attention: dict[str, int] = {}
     if check_inputs:
         with attention_calls(net) as attention:
-            probe_batches(net, loss_fn, batches)
+            probe_batches(net, loss_fn, batches, o.call)
     notes = []
     if attention:
         notes.append(f"attention ({', '.join(attention)}) runs on the math kernel: "
@@ -86,7 +87,7 @@ def plan(model: nn.Module, loss_fn: Callable, data: object, options: RunOptions,
         from coupled_curvature.numeric import distributed as dist
 
         batches = dist.global_batches(batches, loss_fn, o.process_group, reduction=reduction)
-    objective = Objective(net, loss_fn, batches, reduction)
+    objective = Objective(net, loss_fn, batches, reduction, o.call)
     if not objective.names:
         raise InvalidInputError("the model has no parameters to diagnose; pass a model with at least one parameter")
     frozen = [n for n, p in net.named_parameters() if not p.requires_grad]

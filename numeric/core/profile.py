@@ -196,6 +196,8 @@ def spectral_profile(
     process_group: object | None = None,
     progress: bool | None = None,
     device: str | torch.device | None = None,
+    output: str | int | Callable | None = None,
+    target: str | Callable = "labels",
 ) -> SpectralProfile:
     """The profile ``μ_w = Σ_i ((u_iᵀw)²/‖w‖²) δ(λ_i/ρ)`` and ``ρ/‖g‖²`` (``ρ = max|λ_i|``) of every block of
     ``H_bb = ∇²_bb L`` in float64, so that ``D = (ρ/‖g‖²)∫x dμ_w`` and ``D⁺_τ = (‖g‖²/ρ)∫_{|x|>τ}x⁻¹dμ_w``.
@@ -204,7 +206,7 @@ def spectral_profile(
     else a dense eigendecomposition up to ``max_dense`` parameters, else Krylov), ``"gram"`` (Gram,
     else dense), ``"dense"`` or ``"krylov"`` (every block; ``pinv_rtol``, ``krylov_max_iter`` and
     ``krylov_tol`` are the run's target, as in ``diagnose``). A block that no allowed route takes
-    raises ``InvalidInputError``. The other options are ``diagnose``'s, checked by the same
+    raises ``InvalidInputError``. The other options (``output=`` and ``target=`` too) are ``diagnose``'s, checked by the same
     :func:`~coupled_curvature.numeric.core.options.run_options`, and the curvature comes from the same
     engine; the model is copied to float64 and never modified.
 
@@ -226,7 +228,7 @@ def spectral_profile(
     o = run_options(blocks=blocks, method=method, max_dense=max_dense, pinv_rtol=pinv_rtol,
                     krylov_max_iter=krylov_max_iter, krylov_tol=krylov_tol, allow_train_mode=allow_train_mode,
                     gram_memory=gram_memory, frozen=frozen, reduction=reduction, process_group=process_group,
-                    progress=progress, device=device)
+                    progress=progress, device=device, output=output, target=target)
     p = plan(model, loss_fn, data, o, spectral_required=True)
     bar = Progress("spectral_profile", len(p.partition), enabled=progress_enabled(progress),
                    delay=AUTO_DELAY if progress is None else 0.0)

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
-from torch.func import functional_call
 
 from coupled_curvature.numeric.core.objective import Objective
 
@@ -90,7 +89,7 @@ def shifted_forward(objective: Objective, batch: int, paths: Iterable[str],
         handles.append(model.get_submodule(p).register_forward_hook(hook(p)))
     try:
         with torch.enable_grad():
-            fw.out = functional_call(model, {**values, **objective.buffers}, (objective.batches[batch].X,))
+            fw.out = objective.forward(values, objective.batches[batch].X)
     finally:
         for h in handles:
             h.remove()

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from torch import Tensor, nn
-from torch.func import functional_call
 
+from coupled_curvature.numeric.core.calling import take_samples
 from coupled_curvature.numeric.core.objective import Objective
 from coupled_curvature.numeric.factors.forms import columns_gram, factor_side, factor_spectrum, reproduces_wHw
 from coupled_curvature.numeric.factors.layers import layer_rows, linear_module_of
@@ -109,7 +109,7 @@ def second_derivative_ratios(objective: Objective, partition: Mapping[str, Seque
     names = [m for b in blocks for m in partition[b]]
     leaves = {n: v.clone().requires_grad_(n in names) for n, v in objective.values.items()}
     with torch.enable_grad():
-        out = functional_call(objective.model, {**leaves, **objective.buffers}, (X,))
+        out = objective.forward(leaves, X)
         v = torch.randn(out.shape, generator=gen, dtype=out.dtype).requires_grad_(True)
         grads = dict(zip(names, torch.autograd.grad((v * out).sum(), [leaves[m] for m in names], create_graph=True,
                                                     allow_unused=True)))
@@ -214,7 +214,7 @@ def gram_forms(
             ratios = dict.fromkeys(names)
             if checked:
                 ratios.update(second_derivative_ratios(objective, partition, checked,
-                                                       objective.batches[0].X[:check_samples]))
+                                                       take_samples(objective.batches[0].X, slice(0, check_samples))))
         except (RuntimeError, NotImplementedError) as e:
             why = f"the second-derivative check failed to run ({str(e).splitlines()[0]})"
         why = agree(why)
@@ -253,7 +253,7 @@ def gram_forms(
             continue
         how = ("not checked (forced)" if force else "read off the autograd graph by the tangent route (every sample)"
                if ratios[block] is None else f"|vᵀf''|/‖v‖‖f'‖ = {ratios[block]:.1e} ≤ {SECOND_DERIVATIVE_RTOL:g} "
-               f"on {min(check_samples, objective.batches[0].X.shape[0])} sample(s)")
+               f"on {min(check_samples, objective.batches[0].n)} sample(s)")
         out[block] = GramResult(GramForm(pf.value, u_sq, pf.rank, pf.cutoff, pf.max_abs_eig, pf.min_kept_rel_eig,
                                          pf.noise_kept, acc.side, rows, ratios[block], spectrum.evals,
                                          spectrum.weights, how, pf.scaled), None)
@@ -381,7 +381,7 @@ def _positions(objective: Objective, paths: set[str]) -> dict[str, int]:
     handles = [objective.model.get_submodule(p).register_forward_hook(hook(p)) for p in paths]
     try:
         with torch.no_grad():
-            functional_call(objective.model, {**objective.values, **objective.buffers}, (objective.batches[0].X[:1],))
+            objective.forward(objective.values, take_samples(objective.batches[0].X, slice(0, 1)))
     finally:
         for h in handles:
             h.remove()

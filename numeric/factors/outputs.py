@@ -22,7 +22,6 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor
-from torch.func import functional_call
 
 from coupled_curvature.numeric.core.compare import EPS64
 from coupled_curvature.numeric.core.inputs import Batch, checked_loss
@@ -82,10 +81,10 @@ def output_factors(objective: Objective, batch: int, params: dict[str, Tensor] |
     values = objective.values if params is None else params
     if outputs is None:
         with torch.no_grad():
-            out = functional_call(objective.model, {**values, **objective.buffers}, (b.X,))
+            out = objective.forward(values, b.X)
     else:  # the caller's own forward pass of this batch at these values
         out = outputs.detach()
-    if not isinstance(out, Tensor) or out.dim() < 1 or out.shape[0] != b.X.shape[0]:
+    if not isinstance(out, Tensor) or out.dim() < 1 or out.shape[0] != b.n:
         raise ValueError("the model's output is not one tensor with the samples along dimension 0")
     n, shape = out.shape[0], out.shape
     F = out.detach().to(torch.float64).reshape(n, -1).requires_grad_(True)

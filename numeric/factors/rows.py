@@ -18,8 +18,9 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import torch
 from torch import Tensor
-from torch.func import functional_call, vjp, vmap
+from torch.func import vjp, vmap
 
+from coupled_curvature.numeric.core.calling import Inputs, map_inputs, n_samples, take_samples
 from coupled_curvature.numeric.core.objective import Objective
 from coupled_curvature.numeric.factors.layers import layer_rows, linear_module_of
 
@@ -65,12 +66,12 @@ def block_rows(objective: Objective, batch: int, partition: Mapping[str, Sequenc
         samples = slice(start, min(n, start + step))
         out = {b: layered[p].rows([m.rpartition(".")[2] for m in partition[b]], samples) for b, p in fast.items()}
         if generic:
-            per = _generic_rows(objective, values, names, X[samples], cot[samples])
+            per = _generic_rows(objective, values, names, take_samples(X, samples), cot[samples])
             out.update({b: torch.cat([per[m] for m in partition[b]], dim=2) for b in generic})
         yield samples, out
 
 
-def _generic_rows(objective: Objective, values: dict[str, Tensor], names: Sequence[str], x: Tensor,
+def _generic_rows(objective: Objective, values: dict[str, Tensor], names: Sequence[str], x: Inputs,
                   cot: Tensor) -> dict[str, Tensor]:
     """Per sample ``n`` of ``x``: ``cot_n J_n`` for the parameters ``names`` -> {name: (N, r, numel)}."""
     chunk = {m: values[m] for m in names}
@@ -78,7 +79,7 @@ def _generic_rows(objective: Objective, values: dict[str, Tensor], names: Sequen
 
     def one(xn, cn):
         def f(p):
-            return functional_call(objective.model, {**rest, **p, **objective.buffers}, (xn.unsqueeze(0),)).reshape(-1)
+            return objective.forward({**rest, **p}, map_inputs(xn, lambda t: t.unsqueeze(0))).reshape(-1)
 
         _, pull = vjp(f, chunk)
         return {m: t.reshape(cn.shape[0], -1) for m, t in vmap(pull)(cn)[0].items()}
@@ -86,5 +87,5 @@ def _generic_rows(objective: Objective, values: dict[str, Tensor], names: Sequen
     try:
         return vmap(one)(x, cot)
     except (RuntimeError, ValueError, NotImplementedError):  # a model vmap cannot batch: one sample at a time
-        parts = [one(x[i], cot[i]) for i in range(x.shape[0])]
+        parts = [one(take_samples(x, i), cot[i]) for i in range(n_samples(x))]
         return {m: torch.stack([p[m] for p in parts]) for m in names}

@@ -47,11 +47,13 @@ def cutoff_sensitivity(
     process_group: object | None = None,
     progress: bool | None = None,
     device: str | torch.device | None = None,
+    output: str | int | Callable | None = None,
+    target: str | Callable = "labels",
 ) -> dict:
     """``D⁺`` of every block at every cutoff in ``rtols`` (float64, model copied, never modified).
 
     ``D⁺(rtol) = (Σ_{|λ_i| > rtol·max|λ|} (u_iᵀw)²/λ_i) / wᵀw · ‖g‖²``. The curvature comes from the
-    engine that ``diagnose`` runs, with its options and routes (``method=None`` is ``"gram"``: the exact
+    engine that ``diagnose`` runs, with its options (``output=``, ``target=`` too) and routes (``method=None`` is ``"gram"``: the exact
     Gram route wherever the network is piecewise affine in the block, dense up to ``max_dense``
     elsewhere): the spectrum of each block is computed once and re-thresholded at every cutoff; a
     Krylov block runs Lanczos once at the smallest ``rtol`` and re-thresholds its Ritz values, with a
@@ -74,7 +76,7 @@ def cutoff_sensitivity(
     o = run_options(blocks=blocks, method=method, max_dense=max_dense, krylov_max_iter=krylov_max_iter,
                     krylov_tol=krylov_tol, allow_train_mode=allow_train_mode, gram_memory=gram_memory,
                     frozen=frozen, reduction=reduction, process_group=process_group, progress=progress,
-                    device=device, pinv_rtol=rtols[0])
+                    device=device, pinv_rtol=rtols[0], output=output, target=target)
     p = plan(model, loss_fn, data, o)
     bar = Progress("cutoff_sensitivity", len(p.partition), enabled=progress_enabled(progress),
                    delay=AUTO_DELAY if progress is None else 0.0)
