@@ -240,8 +240,10 @@ FORMAL_SCOPE: dict[str, str] = {
           "Hw = (k−1)·g (L differentiable near w, partials derivable at w); the network closed forms for "
           "L = Σ_i ℓ_i(F_i) with F_i(tw) = t^p F_i(w) for t near 1: wᵀg = pP and wᵀHw = p(p−1)P + p²Q with "
           "P = Σ⟨∇ℓ_i(f_i), f_i⟩, Q = Σ f_iᵀ∇²ℓ_i(f_i)f_i (L and each ℓ_i differentiable near the point, partials "
-          "differentiable at it; instances p = 1 and p = 2); for p = 1 also D = (Q/P²)·cos² (P ≠ 0); not the "
-          "bound D ≤ Q/P² nor the homogeneity of a deep net's outputs",
+          "differentiable at it; instances p = 1 and p = 2); for p = 1 also D = (Q/P²)·cos² (P ≠ 0); the "
+          "homogeneity itself from the network: with σ positively k-homogeneous and zero biases after layer l, "
+          "the output is positively homogeneous of degree k^(m−l) in W_l (any depth and widths); not the bound "
+          "D ≤ Q/P²",
     "T10": "L(sw) = L(w) gives wᵀg = 0 (L differentiable at w), Hw = −g, wᵀHw = 0 and D = 0 (L "
            "differentiable near w, its partials derivable at w); instance L(x) = (first coordinate of x)²/‖x‖² at x = (1, 1)",
     "T11": "ρ invariant under every invertible block action; the Newton decrement gᵀH⁻¹g invariant under "

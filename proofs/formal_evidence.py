@@ -73,6 +73,8 @@ FORMAL_INSTANCES: dict[str, tuple[str, ...]] = {
                                       "T09_closed_forms_grad.T9_closed_forms_grad_instance_p2")
        for n in ("T9_closed_forms_grad",)},
     "T09_closed_forms_grad.T9_k1_closed_forms_grad": ("T09_closed_forms_grad.T9_closed_forms_grad_instance",),
+    **{f"T09_network_homogeneity.{n}": ("T09_network_homogeneity.T9_net_instance",)
+       for n in ("eval_hom", "T9_net_homogeneous")},
     **{f"T10_scale_invariant_blocks.{n}": ("T10_scale_invariant_blocks.T10_instance",)
        for n in ("scale_invariant_radial", "scale_invariant_wg", "scale_invariant_Hw", "scale_invariant_quad")},
     **{f"T11_larger_groups.{n}": ("T11_larger_groups.T11_nonvacuous",)

@@ -91,6 +91,7 @@ _WORDS: tuple[tuple[str, str], ...] = (
     (r"(\w+)\^T = \1", "{1} is symmetric"),
     (r"(\w+) \*m diag_mx (\w+) \*m \1\^T = (\w+) \*m diag_mx (\w+'?) \*m \3\^T",
      "{1} diag({2}) {1}ᵀ = {3} diag({4}) {3}ᵀ: two eigendecompositions of the same matrix"),
+    (r"(?:\w+\.)?unbiased (\w+)", "every bias of the network {1} is zero"),
     (r"injective (\w+)", "{1} is injective: a permutation of the indices"),
     (r"conformal (\w+)", "{1} is conformal: {1}ᵀ{1} = c²I for some c > 0"),
     (r"~ conformal (\w+)", "{1} is not conformal"),

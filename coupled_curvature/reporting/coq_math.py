@@ -3,7 +3,7 @@
 The statements in ``proofs/coq/statements`` are Coq's printed types (MathComp notation):
 ``forall``/``exists`` binders, ``->``, ``<->``, ``/\\``, ``[/\\ … & …]``, ``~``, ``let … in``,
 ``=``, ``!=``, ``<``, ``\\in``, ``*m`` (matrix product), ``*:`` (scalar action), ``^+``/``^-``
-(powers), ``^-1``, ``^T``, ``%:M`` (scalar matrix), ``\\sum_k``, ``\\o``, application, the
+(powers; ``^`` a natural number's power), ``^-1``, ``^T``, ``%:M`` (scalar matrix), ``\\sum_k``, ``\\o``, application, the
 types ``'M_n``, ``'cV_n``, ``'rV_n``, ``'I_n`` and the package's definitions of ``Defs.v``
 (``dot``, ``sqnorm``, ``quad``, ``RQ``, ``coupledD``, ``act_w``/``act_g``/``act_H``,
 ``conformal``, …). :func:`coq_math` gives the statement as pieces, each with a Unicode, a
@@ -268,8 +268,8 @@ class _Printer:
             return join(*parts)
         if k == "bin":
             op, a, b = node[1], node[2], node[3]
-            if op in ("^+", "^-"):
-                exp = self.arg(b) if op == "^+" else join(operator("−", False), self.arg(b))
+            if op in ("^+", "^-", "^"):                     # ^: a natural number's power (expn)
+                exp = self.arg(b) if op != "^-" else join(operator("−", False), self.arg(b))
                 return superscript(self.wrap(a) if a[0] != "num" else e(a), exp)
             if op in ("*m", "*:"):
                 return join(e(a), Piece("", r"\,", ""), e(b))

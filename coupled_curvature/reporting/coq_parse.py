@@ -19,13 +19,13 @@ __all__ = ["parse"]
 
 _TOKEN = re.compile(r"""\s*(?:
     (?P<ty>'(?:M|cV|rV|I)_)
-  | (?P<op><->|<>|->|=>|\[/\\|/\\|\\/|!=|<=|:=|\*m|\*:|\*\+|\^\+|\^-1(?![0-9])|\^-|\^T|\^o|%:M|%:R|%N|\.\+1|\\in|\\notin
+  | (?P<op><->|<>|->|=>|\[/\\|/\\|\\/|!=|<=|:=|\*m|\*:|\*\+|\^\+|\^-1(?![0-9])|\^-|\^T|\^o|\^(?=\s)|%:M|%:R|%N|\.\+1|\\in|\\notin
           |\\o|\\sum_|\\row_|\\col_|\[eta|[(),:<=+\-*/~&\[\]])
   | (?P<id>[A-Za-z_][\w']*(?:\.[A-Za-z_][\w']*)*)
   | (?P<num>\d+))""", re.X)
 _KEYWORDS = {"forall", "exists", "let", "in", "fun"}
 #: infix operators: level (Coq's, lower binds tighter), right-associative
-_INFIX = {"^+": (29, False), "^-": (29, False), "*": (40, False), "/": (40, False), "*m": (40, False),
+_INFIX = {"^+": (29, False), "^-": (29, False), "^": (30, True), "*": (40, False), "/": (40, False), "*m": (40, False),
           "*:": (40, True), "*+": (40, False), "+": (50, False), "-": (50, False), "\\o": (50, False), "=": (70, False),
           "!=": (70, False), "<>": (70, False), "<": (70, False), "<=": (70, False), "\\in": (70, False), "\\notin": (70, False),
           "/\\": (80, True), "\\/": (85, True), "<->": (95, False), "->": (99, True)}

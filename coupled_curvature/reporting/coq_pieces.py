@@ -73,7 +73,10 @@ def number(s: str) -> Piece:
 
 def superscript(base: Piece, exp: Piece) -> Piece:
     small = exp.text.translate(_SUP)
-    u = base.text + (small if all(c in "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻ᵀᵏⁿ⁽⁾" for c in small) else f"^({exp.text})")
+    sup = "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻ᵀᵏⁿ⁽⁾"
+    # an exponent that holds a power itself (k^(n+1)) stays in "^(…)": raised twice it would read as kn+1
+    flat = all(c in sup for c in small) and not any(c in sup for c in exp.text)
+    u = base.text + (small if flat else f"^({exp.text})")
     # a parenthesized base stays ungrouped, "( … )^{2}": TeX may then break a long base across lines
     tex = f"{base.tex}^{{{exp.tex}}}" if _one_group(base.tex) else f"{{{base.tex}}}^{{{exp.tex}}}"
     return Piece(u, tex, f"<msup>{base.mathml}{exp.mathml}</msup>")

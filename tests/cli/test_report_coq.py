@@ -56,6 +56,7 @@ def test_every_pinned_statement_reads_as_mathematics(name, statement):
     ("\\sum_(s < m) ell s", "Σ_(s<m)ell(s)"),
     ("\\row_k k.+1%:R = \\col_j 2", "row(k ↦ k+1) = column(j ↦ 2)"),
     ("\\col_i ((-1) ^+ i *+ 2) = x", "column(i ↦ ((−1)^(i) · 2)) = x"),
+    ("c ^+ (k ^ n.+1) = x", "c^(kⁿ⁺¹) = x"),
 ])
 def test_translation_of_the_notation(coq, maths):
     assert _text(coq) == maths
