@@ -12,9 +12,12 @@ with value ``w``, gradient ``g`` and Hessian block ``H`` of the loss on the fixe
   ``global_step`` is a multiple of ``every``, and after the last step (the final model, when its
   step was not already recorded): the last record is ``diagnose`` of the trained model;
 * **what**: the model the ``Trainer`` passes to its callbacks (``transform``, e.g.
-  ``lambda m: m.backbone``, picks a network inside it). When that model returns a mapping (a
-  ``transformers`` ``ModelOutput`` or a dict, as models trained by the ``Trainer`` do), its
-  ``"logits"`` entry is what ``loss_fn`` receives; the probe's inputs go in as the first argument;
+  ``lambda m: m.backbone``, picks a network inside it). ``loss_fn`` receives the tensor the engine's
+  one rule picks from the model's output (:mod:`~coupled_curvature.numeric.core.calling`): a
+  ``ModelOutput``'s or a dict's ``"logits"`` entry, a tuple's first element, or what ``output=`` names.
+  The probe is an ``(X, y)`` pair (``X`` the first argument) or a mapping batch such as the
+  ``Trainer``'s data collator yields (``{"input_ids", "attention_mask", "labels"}``: the entries other
+  than ``target``, ``"labels"`` by default, go in as keyword arguments);
 * **where**: the numeric values of each record (keys prefixed with ``curvature/``) go through
   ``trainer.log`` when the callback is given its ``trainer``, so they land in
   ``trainer.state.log_history`` and in every ``report_to`` integration (TensorBoard, W&B, MLflow,
@@ -59,8 +62,6 @@ coupled_curvature.errors.InvalidInputError: every must be an int ≥ 1 (compute 
 
 from __future__ import annotations
 
-import copy
-import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -88,7 +89,8 @@ class CurvatureCallback(_Callback):  # type: ignore[misc,valid-type]
     """Log ``D = (wᵀHw/wᵀw)/‖g‖²`` per block on the fixed ``probe`` every ``every`` optimizer steps.
 
     ``CurvatureCallback(loss_fn, probe, *, every=100, log_dir=None, inverse=False, blocks="tensor",
-    measures=("D",), strict=False, transform=None, trainer=None)``: the options mean what they mean
+    measures=("D",), strict=False, transform=None, trainer=None, output=None, target="labels")``: the options
+    mean what they mean
     for :class:`~coupled_curvature.numeric.tracking.tracker.CurvatureTracker`, which the callback
     builds on the ``Trainer``'s model when training starts. ``trainer`` (a ``transformers.Trainer``)
     routes the records through ``trainer.log``; pass it and add the callback with
@@ -99,10 +101,12 @@ class CurvatureCallback(_Callback):  # type: ignore[misc,valid-type]
     def __init__(self, loss_fn: Callable, probe: object, *, every: int = 100, log_dir: str | None = None,
                  inverse: bool = False, blocks: str | Mapping[str, Sequence[str]] = "tensor",
                  measures: Sequence[str] = ("D",), strict: bool = False,
-                 transform: Callable[[nn.Module], nn.Module] | None = None, trainer: Any = None) -> None:
+                 transform: Callable[[nn.Module], nn.Module] | None = None, trainer: Any = None,
+                 output: str | int | Callable | None = None, target: str | Callable = "labels") -> None:
         check_options(every=every, inverse=inverse, strict=strict, measures=measures, transform=transform)
         self._schedule = TrackerSchedule(loss_fn, probe, every=every, log_dir=log_dir, inverse=inverse, blocks=blocks,
-                                         measures=measures, strict=strict, transform=self._network)
+                                         measures=measures, strict=strict, transform=transform, output=output,
+                                         target=target)
         if not _TRANSFORMERS:
             MissingExtraError.require("transformers", "CurvatureCallback", "hf",
                                       "in a hand-written loop, CurvatureTracker(...).step(step) does the same")
@@ -116,7 +120,6 @@ class CurvatureCallback(_Callback):  # type: ignore[misc,valid-type]
         self.loss_fn, self.probe, self.every, self.strict = loss_fn, probe, every, strict
         self.log_dir = self._schedule.log_dir
         self.trainer = trainer
-        self._transform = transform
         self._state: Any = None
 
     @property
@@ -128,11 +131,6 @@ class CurvatureCallback(_Callback):  # type: ignore[misc,valid-type]
     def history(self) -> list[dict[str, Any]]:
         """The records so far (an earlier run's first, when ``log_dir`` held one)."""
         return self._schedule.history
-
-    def _network(self, model: nn.Module) -> nn.Module:
-        """What the tracker diagnoses: ``transform(model)``, answering with its logits."""
-        net = model if self._transform is None else self._transform(model)
-        return _logits_view(net) if isinstance(net, nn.Module) else net
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: nn.Module | None = None,
                        **kwargs: Any) -> None:
@@ -179,16 +177,3 @@ class CurvatureCallback(_Callback):  # type: ignore[misc,valid-type]
             metrics["epoch"] = self._state.epoch
         self._state.log_history.append({**metrics, "step": int(record["step"])})  # as Trainer.log writes it
 
-
-def _logits_forward(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
-    out = type(self).forward(self, *args, **kwargs)
-    return out["logits"] if isinstance(out, Mapping) and "logits" in out else out
-
-
-def _logits_view(model: nn.Module) -> nn.Module:
-    """A shallow copy of ``model`` (the same parameters and submodules) whose forward gives the logits
-    when ``model``'s gives a mapping; the model itself is untouched. The method is bound to the copy,
-    so the float64 copy that ``diagnose`` makes keeps it, bound to that copy."""
-    view = copy.copy(model)
-    view.forward = types.MethodType(_logits_forward, view)  # type: ignore[method-assign]
-    return view

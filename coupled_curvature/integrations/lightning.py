@@ -68,7 +68,7 @@ class CurvatureCallback(_Callback):  # type: ignore[misc,valid-type]
     """Log ``D = (wᵀHw/wᵀw)/‖g‖²`` per block on the fixed ``probe`` every ``every`` optimizer steps.
 
     ``CurvatureCallback(loss_fn, probe, *, every=100, log_dir=None, inverse=False, blocks="tensor",
-    measures=("D",), strict=False, transform=None)``: the options mean what they mean for
+    measures=("D",), strict=False, transform=None, output=None, target="labels")``: the options mean what they mean for
     :class:`~coupled_curvature.numeric.tracking.tracker.CurvatureTracker`, which the callback builds
     on the ``LightningModule`` when fitting starts (``transform``, e.g. ``lambda m: m.net``, picks
     the network inside it). ``tracker`` is that tracker (``None`` before fitting), ``history`` its
@@ -78,9 +78,11 @@ class CurvatureCallback(_Callback):  # type: ignore[misc,valid-type]
     def __init__(self, loss_fn: Callable, probe: object, *, every: int = 100, log_dir: str | None = None,
                  inverse: bool = False, blocks: str | Mapping[str, Sequence[str]] = "tensor",
                  measures: Sequence[str] = ("D",), strict: bool = False,
-                 transform: Callable[[nn.Module], nn.Module] | None = None) -> None:
+                 transform: Callable[[nn.Module], nn.Module] | None = None,
+                 output: str | int | Callable | None = None, target: str | Callable = "labels") -> None:
         self._schedule = TrackerSchedule(loss_fn, probe, every=every, log_dir=log_dir, inverse=inverse, blocks=blocks,
-                                         measures=measures, strict=strict, transform=transform)
+                                         measures=measures, strict=strict, transform=transform, output=output,
+                                         target=target)
         if not _LIGHTNING:
             MissingExtraError.require("lightning", "CurvatureCallback", "lightning",
                                       "in a hand-written loop, CurvatureTracker(...).step(step) does the same")

@@ -27,6 +27,8 @@ from typing import Any
 
 from torch import nn
 
+from coupled_curvature.numeric.core.calling import ModelCall
+from coupled_curvature.numeric.core.dict_batches import DEFAULT_TARGET, check_target
 from coupled_curvature.numeric.tracking.sinks import check_log_dir
 from coupled_curvature.numeric.tracking.tracker import CurvatureTracker, check_options
 
@@ -35,18 +37,22 @@ __all__ = ["TrackerSchedule", "logged_values"]
 
 class TrackerSchedule:
     """The tracker a callback drives: ``TrackerSchedule(loss_fn, probe, *, every, log_dir, inverse, blocks,
-    measures, strict, transform)`` with the options of
+    measures, strict, transform, output, target)`` with the options of
     :class:`~coupled_curvature.numeric.tracking.tracker.CurvatureTracker`, checked here (before training)."""
 
     def __init__(self, loss_fn: Callable, probe: object, *, every: int = 100, log_dir: str | None = None,
                  inverse: bool = False, blocks: str | Mapping[str, Sequence[str]] = "tensor",
                  measures: Sequence[str] = ("D",), strict: bool = False,
-                 transform: Callable[[nn.Module], nn.Module] | None = None) -> None:
+                 transform: Callable[[nn.Module], nn.Module] | None = None,
+                 output: str | int | Callable | None = None, target: str | Callable = DEFAULT_TARGET) -> None:
         check_options(every=every, inverse=inverse, strict=strict, measures=measures, transform=transform)
+        ModelCall(output)
+        check_target(target)
         self.loss_fn, self.probe, self.every, self.strict = loss_fn, probe, every, strict
         self.log_dir = None if log_dir is None else check_log_dir(log_dir)
         self._options: dict[str, Any] = {"inverse": inverse, "blocks": blocks, "measures": tuple(measures),
-                                         "strict": strict, "transform": transform}
+                                         "strict": strict, "transform": transform, "output": output,
+                                         "target": target}
         self.tracker: CurvatureTracker | None = None
         self._last: int | None = None
         self._open = False

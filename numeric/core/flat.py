@@ -9,6 +9,8 @@ import torch
 from torch import Tensor, nn
 
 from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.numeric.core.calling import ModelCall
+from coupled_curvature.numeric.core.dict_batches import DEFAULT_TARGET
 from coupled_curvature.numeric.core.inputs import float64_copy, prepare_batches
 from coupled_curvature.numeric.core.objective import Objective
 
@@ -26,7 +28,8 @@ def per_sample_loss_fn(loss_fn: Callable) -> Callable:
 
 
 class FlatLoss:
-    """``L(θ) = Σ_batches weight·loss_fn(model(X; θ), y)`` for a flat ``θ`` (float64 copy of the model).
+    """``L(θ) = Σ_batches weight·loss_fn(model(X; θ), y)`` for a flat ``θ`` (float64 copy of the model);
+    ``call`` and ``target`` are :func:`~.options.run_options`'s ``output`` and ``target``.
 
     >>> net = nn.Sequential(nn.Linear(2, 1))
     >>> f = FlatLoss(net, nn.MSELoss(), (torch.randn(4, 2), torch.randn(4, 1)))
@@ -34,11 +37,12 @@ class FlatLoss:
     torch.Size([3])
     """
 
-    def __init__(self, model: nn.Module, loss_fn: Callable, data: object, *, allow_train_mode: bool = False):
+    def __init__(self, model: nn.Module, loss_fn: Callable, data: object, *, allow_train_mode: bool = False,
+                 call: ModelCall = ModelCall(), target: str | Callable = DEFAULT_TARGET):
         self.net = float64_copy(model, allow_train_mode=allow_train_mode)
         self.loss_fn = loss_fn
-        self.batches = prepare_batches(data, loss_fn)
-        self.objective = Objective(self.net, loss_fn, self.batches)
+        self.batches = prepare_batches(data, loss_fn, target=target)
+        self.objective = Objective(self.net, loss_fn, self.batches, call=call)
         if not self.objective.names:
             raise InvalidInputError("the model has no parameters")
         self.names = list(self.objective.names)

@@ -1,8 +1,9 @@
 """What the measures share for one (model, loss, data): the float64 flat view, the gradient, dense
 Hessian blocks, :func:`diagnose` runs and verified per-sample factors, each built once.
 
-A measure pops ``cache`` and ``allow_train_mode`` with :func:`measure_context`, its own options,
-then calls :func:`refuse_unknown_options` for the rest.
+A measure pops ``cache``, ``allow_train_mode``, ``output`` and ``target`` (which tensor of the model's output
+the loss receives, which entry of a mapping batch holds the targets: :func:`diagnose`'s) with
+:func:`measure_context`, its own options, then calls :func:`refuse_unknown_options` for the rest.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ import torch
 from torch import Tensor, nn
 
 from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.numeric.core.calling import ModelCall
 from coupled_curvature.numeric.core.compare import agrees
+from coupled_curvature.numeric.core.dict_batches import DEFAULT_TARGET, check_target
 from coupled_curvature.numeric.core.results import Diagnosis
 from coupled_curvature.numeric.core.diagnostics import diagnose
 from coupled_curvature.numeric.core.flat import FlatLoss
@@ -28,10 +31,11 @@ __all__ = ["MeasureContext", "measure_context", "refuse_unknown_options"]
 class MeasureContext:
     """Everything the measures share for one (model, loss, data): built lazily, once."""
 
-    def __init__(self, model: nn.Module, loss_fn: Callable, data: object, allow_train_mode: bool):
+    def __init__(self, model: nn.Module, loss_fn: Callable, data: object, allow_train_mode: bool,
+                 call: ModelCall = ModelCall(), target: str | Callable = DEFAULT_TARGET):
         self.model, self.loss_fn, self.data = model, loss_fn, data
-        self.allow_train_mode = allow_train_mode
-        self.flat = FlatLoss(model, loss_fn, data, allow_train_mode=allow_train_mode)
+        self.allow_train_mode, self.call, self.target = allow_train_mode, call, target
+        self.flat = FlatLoss(model, loss_fn, data, allow_train_mode=allow_train_mode, call=call, target=target)
         self._dense: dict[frozenset, dict[str, CurvatureSums]] = {}
         self._diag: dict[tuple, Diagnosis] = {}
         self._factors: dict[str, LinearFactors] | None = None
@@ -127,7 +131,7 @@ class MeasureContext:
             self._diag[key] = diagnose(
                 self.model, self.loss_fn, self.data, inverse=inverse, max_dense=max_dense if inverse else 0,
                 pinv_rtol=pinv_rtol, allow_train_mode=self.allow_train_mode,
-                method=method, krylov_max_iter=max_iter, krylov_tol=tol,
+                method=method, krylov_max_iter=max_iter, krylov_tol=tol, output=self.call.output, target=self.target,
             )
         return self._diag[key]
 
@@ -145,13 +149,19 @@ def measure_context(model, loss_fn, data, options: dict) -> MeasureContext:
     """
     cache = options.pop("cache", None)
     allow = bool(options.pop("allow_train_mode", False))
+    call = ModelCall(options.pop("output", None))
+    target = options.pop("target", DEFAULT_TARGET)
+    check_target(target)
     if cache is None:
-        return MeasureContext(model, loss_fn, data, allow)
+        return MeasureContext(model, loss_fn, data, allow, call, target)
     if not isinstance(cache, dict):
         raise InvalidInputError("cache must be a dict (one per model, loss and data)")
     ctx = cache.get("_context")
     if ctx is None:
-        ctx = cache["_context"] = MeasureContext(model, loss_fn, data, allow)
+        ctx = cache["_context"] = MeasureContext(model, loss_fn, data, allow, call, target)
+    elif (ctx.call, ctx.target) != (call, target):
+        raise InvalidInputError("this cache was built with other output=/target= options; pass a new cache (one per "
+                                "model, loss, data and options)")
     return ctx
 
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
 from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.numeric.core.calling import ModelCall
+from coupled_curvature.numeric.core.dict_batches import DEFAULT_TARGET
 from coupled_curvature.numeric.core.inputs import float64_copy, prepare_batches
 from coupled_curvature.numeric.core.flat import per_sample_loss_fn
 from coupled_curvature.numeric.factors.affinity import affine_outputs
@@ -40,7 +42,7 @@ def unit_directions(shape: torch.Size | tuple[int, ...], generator: torch.Genera
     return U / U.reshape(U.shape[0], -1).norm(dim=1).reshape((-1,) + (1,) * (U.dim() - 1))
 
 
-def piecewise_affine_in_input(model: nn.Module, X: Tensor, U: Tensor) -> bool:
+def piecewise_affine_in_input(model: nn.Module, X: Tensor, U: Tensor, call: ModelCall = ModelCall()) -> bool:
     """Whether the outputs are piecewise affine in the input, read off the autograd graph of one forward pass
     at ``X`` along ``U`` (:func:`~coupled_curvature.numeric.factors.affinity.affine_outputs`).
 
@@ -51,13 +53,13 @@ def piecewise_affine_in_input(model: nn.Module, X: Tensor, U: Tensor) -> bool:
     """
     t = torch.zeros(X.shape[0], dtype=X.dtype, requires_grad=True)
     z = X + t.reshape((-1,) + (1,) * (X.dim() - 1)) * U
-    out = model(z)
+    out = call.module(model, z)
     return isinstance(out, Tensor) and out.grad_fn is not None and \
         affine_outputs(out.grad_fn, {"input": z.grad_fn})["input"] is None
 
 
 def directional_derivatives(model: nn.Module, loss_fn: Callable, X: Tensor, y: Tensor, U: Tensor, orders: int,
-                            *, create_graph: bool = False) -> Tensor:
+                            *, create_graph: bool = False, call: ModelCall = ModelCall()) -> Tensor:
     """``d[i, n-1] = ∂ⁿ/∂tⁿ ℓ(model(x_i + t u_i), y_i)`` at ``t = 0``, ``n = 1..orders``, by nested autograd.
 
     One scalar ``t_i`` (of ``X``'s dtype) per point; the summed loss is differentiated ``orders``
@@ -74,7 +76,7 @@ def directional_derivatives(model: nn.Module, loss_fn: Callable, X: Tensor, y: T
     per = per_sample_loss_fn(loss_fn)
     t = torch.zeros(X.shape[0], dtype=X.dtype, requires_grad=True)
     shape = (-1,) + (1,) * (X.dim() - 1)
-    out = model(X + t.reshape(shape) * U)
+    out = call.module(model, X + t.reshape(shape) * U)
     values = per(out, y)
     f = values.reshape(values.shape[0], -1).sum()
     cols = []
@@ -102,6 +104,8 @@ def curvature_rate(
     near_boundary: bool = False,
     seed: int = 0,
     allow_train_mode: bool = False,
+    output: str | int | Callable | None = None,
+    target: str | Callable = DEFAULT_TARGET,
 ) -> CurvatureRate:
     """``λ = mean_i slope_n log|∂ⁿ_u ℓ(x_i + t u_i)|``, ``n = 1..orders`` (least squares per point).
 
@@ -122,13 +126,18 @@ def curvature_rate(
         raise InvalidInputError(f"orders must be an int ≥ 2 (a slope needs two points), got {orders!r}")
     if not isinstance(points, int) or points < 1:
         raise InvalidInputError(f"points must be an int ≥ 1, got {points!r}")
+    call = ModelCall(output)  # output=, target=: as diagnose takes them
     net = float64_copy(model, allow_train_mode=allow_train_mode)
-    batches = prepare_batches(data, loss_fn)
+    batches = prepare_batches(data, loss_fn, target=target)
+    if isinstance(batches[0].X, Mapping) or not batches[0].X.is_floating_point():
+        raise InvalidInputError("λ moves the inputs along x + t·u, so it needs float tensor inputs; these are "
+                                f"{'a mapping batch' if isinstance(batches[0].X, Mapping) else batches[0].X.dtype} "
+                                "(token ids cannot move): pass (X, y) with float X, or leave λ out")
     X = torch.cat([b.X for b in batches])
     y = torch.cat([b.y for b in batches])
     if near_boundary:
         with torch.no_grad():
-            logits = net(X)
+            logits = call.module(net, X)
         if logits.dim() != 2 or logits.shape[1] < 2:
             raise InvalidInputError("near_boundary needs class logits of shape (N, C ≥ 2)")
         top = logits.topk(2, dim=1).values
@@ -138,7 +147,7 @@ def curvature_rate(
         idx = torch.arange(min(points, X.shape[0]))
     Xs, ys = X[idx], y[idx]
     U = unit_directions(Xs.shape, torch.Generator().manual_seed(seed))
-    d = directional_derivatives(net, loss_fn, Xs, ys, U, orders)
+    d = directional_derivatives(net, loss_fn, Xs, ys, U, orders, call=call)
     logs = torch.where(d != 0, d.abs().log(), torch.full_like(d, float("nan")))
     n = torch.arange(1, orders + 1, dtype=torch.float64)
     slopes = []
@@ -155,4 +164,4 @@ def curvature_rate(
     if not bool(keep.any()):
         raise InvalidInputError("every directional derivative vanished; λ is undefined for this model")
     return CurvatureRate(float(s[keep].mean()), s, logs, orders, int(keep.sum()),
-                         piecewise_affine_in_input(net, Xs, U))
+                         piecewise_affine_in_input(net, Xs, U, call))

@@ -137,7 +137,7 @@ def curvature_rate_measure(model: nn.Module, loss_fn: Callable, data: object, **
     cache = options.pop("cache", None)  # λ needs no parameter-space context
     del cache
     allow = bool(options.pop("allow_train_mode", False))
-    kw = _options("lambda", options, ("orders", "points", "near_boundary", "seed"))
+    kw = _options("lambda", options, ("orders", "points", "near_boundary", "seed", "output", "target"))
     r = curvature_rate(model, loss_fn, data, allow_train_mode=allow, **kw)
     return {"value": r.value, "points": r.points, "orders": r.orders}
 

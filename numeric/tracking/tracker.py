@@ -54,9 +54,11 @@ class CurvatureTracker:
     """Log ``D`` (and on request ``Dplus``, ``RQ``, ``sqnorm_grad``) per block on a fixed probe during training.
 
     ``CurvatureTracker(model, loss_fn, probe, *, every=100, log_dir=None, inverse=False, blocks="tensor",
-    measures=("D",), sinks=None, strict=False, transform=None, background=False)``
+    measures=("D",), sinks=None, strict=False, transform=None, background=False, output=None, target="labels")``
 
-    * ``probe``: a fixed batch ``(X, y)`` or a list of them, as :func:`diagnose` takes it;
+    * ``probe``: a fixed batch ``(X, y)``, a mapping batch, or a list of them, as :func:`diagnose` takes it;
+    * ``output``, ``target``: which tensor of the model's output the loss receives and which entry of a
+      mapping batch holds the targets, as :func:`diagnose` takes them;
     * ``every``: :meth:`step` computes when ``step % every == 0``;
     * ``measures``: names among ``D``, ``Dplus``, ``RQ``, ``sqnorm_grad`` (``D`` is always recorded);
       ``inverse=True`` adds ``Dplus``, which is computed only when asked for (``wᵀHw`` otherwise takes the
@@ -103,7 +105,8 @@ class CurvatureTracker:
                  log_dir: str | None = None, inverse: bool = False,
                  blocks: str | Mapping[str, Sequence[str]] = "tensor", measures: Sequence[str] = ("D",),
                  sinks: Sequence[str | Callable[[dict[str, Any]], object]] | None = None, strict: bool = False,
-                 transform: Callable[[nn.Module], nn.Module] | None = None, background: bool = False) -> None:
+                 transform: Callable[[nn.Module], nn.Module] | None = None, background: bool = False,
+                 output: str | int | Callable | None = None, target: str | Callable = "labels") -> None:
         self._measures = check_options(every=every, inverse=inverse, strict=strict, measures=measures,
                                        transform=transform)
         if not isinstance(background, bool):
@@ -114,6 +117,7 @@ class CurvatureTracker:
         named = _sink_names(sinks, log_dir)
         self.model, self.loss_fn, self.probe, self.every, self.strict = model, loss_fn, probe, every, strict
         self.blocks, self.transform = blocks, transform
+        self._io = {"output": output, "target": target}  # diagnose's output= and target=, checked by it
         self.block_names = self._check_probe(background)
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="ccurv-tracker") if background else None
         self._pending: Future | None = None
@@ -166,9 +170,9 @@ class CurvatureTracker:
 
         with isolated_rng(), eval_mode(self.model), hooks_detached(self.model) as hooked:
             net = self._model()
-            d = diagnose(net, self.loss_fn, self.probe, inverse=False, blocks=self.blocks, progress=False)
+            d = diagnose(net, self.loss_fn, self.probe, inverse=False, blocks=self.blocks, progress=False, **self._io)
             if background:
-                _check_background(net, d.notes, self.loss_fn, self.probe)
+                _check_background(net, d.notes, self.loss_fn, self.probe, **self._io)
         shapes = dict(net.named_parameters())
         self._shapes = {b.name: [list(shapes[p].shape) for p in b.params] for b in d}
         self._hooked = hooked
@@ -242,7 +246,7 @@ class CurvatureTracker:
             if isinstance(net, Exception):
                 raise net
             model = net if isinstance(net, nn.Module) else net()
-            o = run_options(inverse=self._inverse, blocks=self.blocks, progress=False)
+            o = run_options(inverse=self._inverse, blocks=self.blocks, progress=False, **self._io)
             d = diagnose_plan(plan(model, self.loss_fn, self.probe, o, check_inputs=False))
             if d.names() != self.block_names:
                 raise InvalidInputError(f"the model's blocks changed to {d.names()} (the log has {self.block_names});"
@@ -331,10 +335,12 @@ def check_options(*, every: object, inverse: object, strict: object, measures: o
     return _measures(measures, bool(inverse))
 
 
-def _check_background(net: nn.Module, notes: Sequence[str], loss_fn: Callable, probe: object) -> None:
+def _check_background(net: nn.Module, notes: Sequence[str], loss_fn: Callable, probe: object, *,
+                      output: object, target: str | Callable) -> None:
     """Refuse ``background=True`` for a model whose record would touch process-wide state from the
     worker thread: attention (the math-kernel switch) or random numbers drawn in eval mode (the
     training thread's random stream)."""
+    from coupled_curvature.numeric.core.calling import ModelCall, map_inputs, take_samples
     from coupled_curvature.numeric.core.inputs import prepare_batches
 
     attention = [n for n in notes if n.startswith("attention (")]
@@ -342,11 +348,13 @@ def _check_background(net: nn.Module, notes: Sequence[str], loss_fn: Callable, p
         raise InvalidInputError(f"background=True: the model calls attention ({attention[0][11:].split(')')[0]}), "
                                 "and the worker's choice of the math attention kernel would apply to the training "
                                 "thread too; pass background=False")
-    batch = prepare_batches(probe, loss_fn)[0]
+    batch = prepare_batches(probe, loss_fn, target=target)[0]
     with isolated_rng(), eval_mode(net), torch.no_grad():
         before = random_states()
         copy = float64_copy(net)
-        loss_fn(copy(batch.X[:2].to(next(iter(copy.parameters())).device)), batch.y[:2])
+        device = next(iter(copy.parameters())).device
+        X = map_inputs(take_samples(batch.X, slice(0, 2)), lambda t: t.to(device))
+        loss_fn(ModelCall(output).module(copy, X), batch.y[:2].to(device))
         drew = random_states() != before
     if drew:
         raise InvalidInputError("background=True: the model or the loss draws random numbers in eval mode, and a "

@@ -100,19 +100,21 @@ def test_a_torn_last_line_is_dropped_with_a_note(run_dir, tmp_path_factory, cut)
     assert path.read_bytes() == torn  # the reader never writes the log
 
 
-def test_a_tuple_output_gets_our_error_naming_its_structure():
-    class TwoOutputs(nn.Module):
+def test_an_output_without_a_tensor_to_select_gets_our_error_naming_its_structure():
+    class TwoOutputs(nn.Module):  # a mapping without "logits": the calling rule has no tensor to give the loss
         def __init__(self):
             super().__init__()
             self.net = make_mlp(4, [6], 3)
 
         def forward(self, x):
-            return self.net(x), x
+            return {"scores": self.net(x), "inputs": x}
 
     X, y = batch(16, 4, 3)
-    with pytest.raises(InvalidInputError, match=r"returns a tuple \(Tensor \(16, 3\), Tensor \(16, 4\)\)") as exc:
+    with pytest.raises(InvalidInputError, match=r"returns a dict with keys 'scores', 'inputs'") as exc:
         CurvatureTracker(TwoOutputs(), LOSS, (X, y), every=1)
     assert_names_fix(exc)
+    t = CurvatureTracker(TwoOutputs(), LOSS, (X, y), every=1, output="scores")  # the fix the message names
+    assert t.block_names == ["net.0.weight", "net.0.bias", "net.2.weight", "net.2.bias"]
 
 
 def test_user_hooks_never_fire_on_the_trackers_computations(tmp_path):
