@@ -81,7 +81,7 @@ def exact_data(model: nn.Module, loss_fn: Callable, data: object) -> tuple[nn.Mo
     ``data`` concatenated, and the batch sizes (the loss weighs batches as ``prepare_batches`` does)."""
     check_model(model)
     model64 = float64_copy(model)
-    batches = prepare_batches(data, loss_fn)
+    batches = prepare_batches(data, loss_fn, tensors_only="certify")
     X = torch.cat([b.X for b in batches])
     y = torch.cat([b.y for b in batches])
     if not X.is_floating_point():

@@ -234,14 +234,15 @@ def loss_reduction(loss_fn: Callable, reduction: str | None = None) -> str:
 
 
 def prepare_batches(data: object, loss_fn: Callable, reduction: str | None = None, *,
-                    target: str | Callable = DEFAULT_TARGET) -> list[Batch]:
+                    target: str | Callable = DEFAULT_TARGET, tensors_only: str | None = None) -> list[Batch]:
     """Float64 batches with weights so that ``L = Σ weight·loss_fn(batch)``.
 
     ``data`` is an ``(X, y)`` pair, a mapping batch (the targets its ``target`` entry, the inputs the
     others: :mod:`.dict_batches`) or an iterable of either. Mean-reduction losses are weighted by
     ``n_batch / N`` (an uneven split gives the same ``L`` as one full batch); sum-reduction losses by 1.
     ``reduction`` overrides ``loss_fn.reduction`` (for plain functions, which have none; see
-    :func:`loss_reduction`).
+    :func:`loss_reduction`). ``tensors_only`` names a caller that takes tensor inputs only: mapping batches
+    are then refused, naming it.
 
     >>> b = prepare_batches({"x": torch.ones(3, 2), "labels": torch.zeros(3)}, nn.MSELoss())[0]
     >>> b.X["x"].dtype, b.n, b.weight
@@ -259,6 +260,9 @@ def prepare_batches(data: object, loss_fn: Callable, reduction: str | None = Non
         )
     if not pairs:
         raise InvalidInputError("data holds no batches")
+    if tensors_only and isinstance(pairs[0][0], Mapping):
+        raise InvalidInputError(f"{tensors_only} takes tensor batches only, not mapping batches; pass data as (X, y) "
+                                "or a list of (X, y) pairs, or use diagnose, which takes mapping batches")
     kinds = {isinstance(X, Mapping) and frozenset(X) for X, _ in pairs}
     if len(kinds) > 1:
         raise InvalidInputError("the batches mix tensor inputs and mapping inputs, or mappings with different "

@@ -105,7 +105,7 @@ def prepare_problem(model, loss_fn, data, blocks) -> Problem:
     check_loss_fn(loss_fn)
     layers = _layers_of(model)
     kind = _loss_kind(loss_fn)
-    batches = prepare_batches(data, loss_fn)
+    batches = prepare_batches(data, loss_fn, tensors_only="the mpmath route (numeric.highprec)")
     outputs = layers[-1].W.M.shape[0]
     for i, bt in enumerate(batches if kind == "ce" else []):  # diagnose()'s label checks, on the output shape
         check_targets(loss_fn, (bt.X.shape[0], outputs), bt.y, i)

@@ -227,3 +227,15 @@ def test_a_tiny_bert_classifier_end_to_end():
     assert _close(_values(t), _values(d))
     with pytest.raises(InvalidInputError, match="hold label 3, outside 0..2"):
         diagnose(model, nn.CrossEntropyLoss(), {**batch, "labels": torch.tensor([0, 1, 2, 3])}, blocks=blocks)
+
+
+def test_the_exact_arithmetic_routes_refuse_mapping_batches_naming_the_fix():
+    from coupled_curvature.numeric.certify.api import certify
+    from coupled_curvature.numeric.highprec.engine import diagnose as exact_diagnose
+
+    X, y = _data(0)
+    for run, name in ((certify, "certify"), (exact_diagnose, "the mpmath route")):
+        with pytest.raises(InvalidInputError, match=f"{name}.* takes tensor batches only.*pass data as \\(X, y\\)"):
+            run(_mlp(0).double(), LOSS, {"x": X, "labels": y})
+        with pytest.raises(InvalidInputError, match="takes tensor batches only"):
+            run(_mlp(0).double(), LOSS, [{"x": X, "labels": y}])
