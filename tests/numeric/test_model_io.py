@@ -239,3 +239,17 @@ def test_the_exact_arithmetic_routes_refuse_mapping_batches_naming_the_fix():
             run(_mlp(0).double(), LOSS, {"x": X, "labels": y})
         with pytest.raises(InvalidInputError, match="takes tensor batches only"):
             run(_mlp(0).double(), LOSS, [{"x": X, "labels": y}])
+
+
+def test_the_tracker_and_callbacks_take_output_and_target():
+    from coupled_curvature.integrations.schedule import TrackerSchedule
+
+    X, y = _data(4)
+    d = diagnose(_mlp(4), LOSS, (X, y), inverse=False)["0.weight"].coupled
+    with CurvatureTracker(Wrapped(_mlp(4), "tuple"), LOSS, {"x": X, "labels": y}, every=1, background=True) as t:
+        t.step(0)
+        t.flush()
+    assert math.isclose(t.history[0]["D/net.0.weight"], d, rel_tol=1e-9)
+    for bad, match in (({"output": 2.5}, "output must be None"), ({"target": None}, "target must be the key")):
+        with pytest.raises(InvalidInputError, match=match):  # checked when the callback is made
+            TrackerSchedule(LOSS, (X, y), every=1, **bad)
