@@ -9,6 +9,8 @@ costs nothing until one is used:
     per-block relative changes of D, D⁺, RQ, ‖g‖², wᵀHw; what ``Diagnosis.summary()`` returns.
 ``layer_rescale``, ``neuron_rescale``, ``permute_neurons``, ``function_gap``
     the ReLU symmetries (T2) as new models, and the largest output difference of two models.
+``qk_transform``, ``vo_transform``, ``permute_heads``, ``norm_rescale``
+    attention's symmetries (T13): per-head Q/K and V/O maps, head permutations, a norm's scale.
 ``evaluate(name, model, loss_fn, data)``, ``MEASURES``
     the invariance matrix's measures (sharpness, trace, Fisher–Rao, λ, D, D⁺, ρ, …) by name.
 ``cutoff_sensitivity``, ``pinv_quadratic_form``
@@ -47,6 +49,10 @@ _LAZY: dict[str, tuple[str, str]] = {
     "neuron_rescale": ("symmetries.homogeneous", "neuron_rescale"),
     "permute_neurons": ("symmetries.homogeneous", "permute_neurons"),
     "function_gap": ("symmetries.homogeneous", "function_gap"),
+    "qk_transform": ("symmetries.attention", "qk_transform"),
+    "vo_transform": ("symmetries.attention", "vo_transform"),
+    "permute_heads": ("symmetries.attention", "permute_heads"),
+    "norm_rescale": ("symmetries.attention", "norm_rescale"),
     "evaluate": ("measures.registry", "evaluate"),
     "MEASURES": ("measures.registry", "REGISTRY"),
     "cutoff_sensitivity": ("studies.cutoff", "cutoff_sensitivity"),
