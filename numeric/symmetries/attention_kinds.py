@@ -108,9 +108,24 @@ def attention_layout(model: nn.Module, name: object) -> AttentionLayout:
         hint = f"pass one of its attention modules: {', '.join(repr(n) for n in found[:8])}" if found else \
             "it holds no attention module this package recognises: pass a name from model.named_modules()"
         raise InvalidInputError(f"attn={name!r} is not a module of this model; {hint}") from None
-    layout = _layout(mod, name)
+    try:
+        layout = _layout(mod, name)
+    except UnsupportedModelError as e:
+        near = _nearby(model, name)
+        if not near:
+            raise
+        raise UnsupportedModelError(f"{e}; the recognised attention nearest to it: "
+                                    f"{', '.join(repr(n) for n in near[:4])}") from None
     _check_tensors(model, layout)
     return layout
+
+
+def _nearby(model: nn.Module, name: str) -> list[str]:
+    """Recognised attention modules inside ``name``, or the module holding it."""
+    sub = f"{name}." if name else ""
+    inside = [f"{sub}{n}" for n, m in model.get_submodule(name).named_modules() if n and _known(m)]
+    parent = name.rpartition(".")[0]
+    return inside or ([parent] if name and _known(model.get_submodule(parent)) else [])
 
 
 def _known(m: nn.Module) -> bool:

@@ -113,6 +113,26 @@ def _gpt2() -> tuple[nn.Module, str, torch.Tensor]:
     return model, "m.transformer.h.1.attn", torch.randint(0, 50, (3, 7), generator=torch.Generator().manual_seed(0))
 
 
+class GPT2Cross(nn.Module):
+    """GPT-2's cross-attention (``q_attn`` for Q, ``c_attn`` fused K and V): the first 3 positions attend to the rest."""
+
+    def __init__(self) -> None:
+        from transformers import GPT2Config
+        from transformers.models.gpt2.modeling_gpt2 import GPT2Attention
+
+        super().__init__()
+        cfg = GPT2Config(n_layer=1, n_embd=16, n_head=4, vocab_size=50, n_positions=16, bos_token_id=0, eos_token_id=0)
+        self.attn = GPT2Attention(cfg, is_cross_attention=True, layer_idx=0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.attn(x[:, :3].contiguous(), encoder_hidden_states=x[:, 3:].contiguous())[0]
+
+
+def _gpt2_cross() -> tuple[nn.Module, str, torch.Tensor]:
+    model = _randomize(GPT2Cross().double().eval(), 14, 0.5)
+    return model, "attn", torch.randn(2, 7, 16, generator=torch.Generator().manual_seed(0), dtype=F64)
+
+
 def _bert(layers: int = 2) -> tuple[nn.Module, str, torch.Tensor]:
     from transformers import BertConfig, BertForSequenceClassification
 
@@ -147,11 +167,11 @@ def _torch_kind(kind: str) -> tuple[nn.Module, str, torch.Tensor]:
 
 
 TORCH_KINDS = ["mha", "mha-bf", "mha-sep", "mha-sep-bf", "encoder", "encoder-norm-first", "declared"]
-HF_KINDS = ["gpt2", "bert", "vit"]
+HF_KINDS = ["gpt2", "gpt2-cross", "bert", "vit"]
 
 
 def build(kind: str) -> tuple[nn.Module, str, torch.Tensor]:
-    return {"gpt2": _gpt2, "bert": _bert, "vit": _vit}.get(kind, lambda: _torch_kind(kind))()
+    return {"gpt2": _gpt2, "gpt2-cross": _gpt2_cross, "bert": _bert, "vit": _vit}.get(kind, lambda: _torch_kind(kind))()
 
 
 KINDS = TORCH_KINDS + [pytest.param(k, marks=needs_transformers) for k in HF_KINDS]
@@ -333,6 +353,19 @@ def test_modules_that_are_not_provably_attention_are_refused(model, name, error,
 
 
 @needs_transformers
+@pytest.mark.parametrize("build, name, nearest", [
+    (_bert, "m.bert.encoder.layer.0.attention.self", "'m.bert.encoder.layer.0.attention'"),
+    (_gpt2, "m.transformer.h.0", "'m.transformer.h.0.attn'"),
+    (_gpt2, "m.transformer.h.0.attn.c_attn", "'m.transformer.h.0.attn'"),
+])
+def test_a_near_miss_names_the_attention_to_pass(build, name, nearest):
+    model = build()[0]
+    with pytest.raises(UnsupportedModelError, match=f"nearest to it: {nearest}$") as e:
+        qk_transform(model, name, torch.eye(4))
+    assert_names_fix(e)
+
+
+@needs_transformers
 def test_llama_attention_is_refused_with_both_reasons():
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -404,3 +437,12 @@ def test_norm_rescale_refuses_other_structures(model, linear, match):
 def test_norm_rescale_refuses_bad_factors(c):
     with pytest.raises(InvalidInputError, match="c must be"):
         norm_rescale(_normed(nn.RMSNorm(4, eps=0.0)), "0", c)
+
+
+def test_float32_models_stay_float32():
+    model, name, X = _torch_kind("mha-sep")
+    model = model.float()
+    new = qk_transform(model, name, invertible(4, 15))
+    assert {p.dtype for p in new.parameters()} == {torch.float32}
+    assert function_gap(model, new, X) <= 1e-4  # float32 rounding of the new weights, not the map
+    assert function_gap(model, _q_only(model, name, invertible(4, 15)), X) > 1e-2
