@@ -251,8 +251,8 @@ FORMAL_SCOPE: dict[str, str] = {
     "T12": "D → D/s, D⁺ → sD⁺, ρ → ρ/s and D·D⁺ unchanged under L → sL",
     "T13": "for one head, every sequence length and width: the logits (XW_QA)(XW_KA⁻ᵀ)ᵀ = (XW_Q)(XW_K)ᵀ for "
            "every invertible A, PXW_VB·B⁻¹W_O = PXW_VW_O for every invertible B and pattern P, heads permuted "
-           "with W_O's row blocks alike give the same output; with T4, D of one row of W_Q (moved by Aᵀ) or of "
-           "W_K (moved by A⁻¹) exact for all (w, g, H) iff A is conformal; not the whole d×h block (I ⊗ Aᵀ), "
+           "with W_O's row blocks alike give the same output; with T4 and T7, D and D⁺ of one row of W_Q (moved by "
+           "Aᵀ) or of W_K (moved by A⁻¹) exact for all (w, g, H) iff A is conformal; not the whole d×h block (I ⊗ Aᵀ), "
            "the fused tensors or the norm layers",
 }
 

@@ -60,7 +60,8 @@ FORMAL_INSTANCES: dict[str, tuple[str, ...]] = {
     **{f"T07_cutoff_independence.{n}": ("T07_cutoff_independence.T7_cut_independent_instance",)
        for n in ("spectral_fun_indep", "maxabs_indep", "T7_cut_independent")},
     **{f"T13_attention.{n}": ("T13_attention.T13_instance",)
-       for n in ("T13_logits", "T13_values", "conformal_inv_iff", "T13_query_row_D_iff", "T13_key_row_D_iff")},
+       for n in ("T13_logits", "T13_values", "conformal_inv_iff", "T13_query_row_D_iff", "T13_key_row_D_iff",
+                 "T13_query_row_Dplus_iff", "T13_key_row_Dplus_iff")},
     "T13_attention.T13_heads_perm": ("T13_attention.T13_heads_perm_instance",),
     **{f"T08_monotonicity.{n}": ("T08_monotonicity.T8_nonvacuous",)
        for n in ("T8_D_scale", "T8_Dplus_scale", "T8_D_mono", "T8_Dplus_mono")},

@@ -12,7 +12,8 @@
    - With T4: the weights of W_Q from one input coordinate (row r of W_Q, a block of h numbers) move
      as rᵀ -> Aᵀrᵀ under W_Q -> W_Q A, the block action of T1 with the matrix Aᵀ; `T13_query_row_D_iff`:
      D of that block is unchanged for every (w, g, H) iff A is conformal (T4_i_iii with Aᵀ, and
-     AᵀA = c²I iff AAᵀ = c²I); `T13_key_row_D_iff`: the same for a row of W_K, which moves by A⁻¹.
+     AᵀA = c²I iff AAᵀ = c²I); `T13_key_row_D_iff`: the same for a row of W_K, which moves by A⁻¹;
+     `T13_query_row_Dplus_iff`, `T13_key_row_Dplus_iff`: the same for D⁺ (T7_iff).
      Not formalised: the whole d×h block vec(W_Q) (action I ⊗ Aᵀ) and the fused tensors.
    - `T13_instance`: A = [2 1; 0 1] (invertible, not conformal), two tokens X = [1 0; 1 1], W_Q = I,
      W_K = diag(1, 2): the queries XW_Q move while the logits are unchanged, and (T4's witness) D of a
@@ -20,7 +21,7 @@
      but invertibility (met by A) or injectivity (met by any permutation). *)
 From mathcomp Require Import all_ssreflect all_algebra.
 From mathcomp Require Import ring.
-From CoupledCurvature Require Import Defs T04_invariance_group.
+From CoupledCurvature Require Import Defs T04_invariance_group T07_pseudo_inverse.
 
 Section Attention.
 Variable R : rcfType.
@@ -99,6 +100,19 @@ Theorem T13_key_row_D_iff h (A : 'M[R]_h) : A \in unitmx ->
   invariant_under (@coupledD _ _) (invmx A) <-> conformal A.
 Proof.
 move=> uA; rewrite -(conformal_inv_iff uA); apply: T4_i_iii; by rewrite unitmx_inv.
+Qed.
+
+(* the same for D⁺ (T7_iff) *)
+Theorem T13_query_row_Dplus_iff h (A : 'M[R]_h) : A \in unitmx ->
+  invariant_under (@coupledDplus _ _) A^T <-> conformal A.
+Proof.
+move=> uA; rewrite -conformal_tr; apply: T7_iff; by rewrite unitmx_tr.
+Qed.
+
+Theorem T13_key_row_Dplus_iff h (A : 'M[R]_h) : A \in unitmx ->
+  invariant_under (@coupledDplus _ _) (invmx A) <-> conformal A.
+Proof.
+move=> uA; rewrite -(conformal_inv_iff uA); apply: T7_iff; by rewrite unitmx_inv.
 Qed.
 
 End Attention.
