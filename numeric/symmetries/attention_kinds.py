@@ -133,11 +133,15 @@ def _known(m: nn.Module) -> bool:
     return type(m) in (nn.MultiheadAttention, nn.TransformerEncoderLayer) or _hf_kind(m) is not None or declared
 
 
+_HF_KINDS = {  # exact classes (module path and name): a look-alike class elsewhere may compute something else
+    "transformers.models.gpt2.modeling_gpt2.GPT2Attention": "GPT-2",
+    "transformers.models.bert.modeling_bert.BertAttention": "BERT",
+    "transformers.models.vit.modeling_vit.ViTAttention": "ViT",
+}
+
+
 def _hf_kind(m: nn.Module) -> str | None:
-    cls = type(m)
-    if not cls.__module__.startswith("transformers.models."):
-        return None
-    return {"GPT2Attention": "GPT-2", "BertAttention": "BERT", "ViTAttention": "ViT"}.get(cls.__name__)
+    return _HF_KINDS.get(f"{type(m).__module__}.{type(m).__qualname__}")
 
 
 def _layout(mod: nn.Module, name: str) -> AttentionLayout:

@@ -203,8 +203,9 @@ def _q_only(model: nn.Module, name: str, A: torch.Tensor) -> nn.Module:
     """A wrong map: ``W_Q -> W_Q A`` without ``W_K -> W_K A⁻ᵀ`` (the K columns put back)."""
     lay = attention_layout(model, name)
     new = qk_transform(model, name, A)
+    (M_old, vecs_old), (M_new, vecs_new) = output_columns(model, lay.k), output_columns(new, lay.k)
     with torch.no_grad():
-        for old, now in zip(*(sum(([M], vecs), []) for M, vecs in (output_columns(m, lay.k) for m in (model, new)))):
+        for old, now in zip([M_old, *vecs_old], [M_new, *vecs_new]):
             now.copy_(old)
     return new
 
