@@ -72,8 +72,14 @@ def _mixed(text: str) -> str:
 
 
 def _breakable(name: str) -> str:
-    """A method name such as ``rewrite:sigma_homogeneity`` that may break after ``:`` and ``_``."""
-    return tex_text(name).replace(":", r":\allowbreak{}").replace(r"\_", r"\_\allowbreak{}")
+    """A method name such as ``rewrite:sigma_homogeneity`` that may break after ``:`` and ``_``; a
+    command's ``--formal`` keeps its two hyphens (``-{}-``: no en dash), so that a copied command works.
+
+    >>> _breakable("ccurv check --formal")
+    'ccurv check -{}-{}formal'
+    """
+    return (tex_text(name).replace("-", "-{}").replace(":", r":\allowbreak{}")
+            .replace(r"\_", r"\_\allowbreak{}"))
 
 
 

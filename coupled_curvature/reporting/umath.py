@@ -36,7 +36,7 @@ _OPS = {"→": r"\to", "≤": r"\le", "≥": r"\ge", "≠": r"\ne", "≈": r"\ap
         "⊥": r"\perp", "⊤": r"\top", "ʹ": r"\prime", "′": "'", "’": "'", "∑": r"\sum", "⌈": r"\lceil", "⌉": r"\rceil",
         "%": r"\%", "#": r"\#", "&": r"\&", "~": r"\sim", "°": r"^{\circ}", "✓": r"\checkmark", "—": "-"}
 _FUNCS = {"diag", "det", "log", "tr", "vec", "max", "min", "cos", "sin", "exp", "sinh", "GL", "CO", "RQ", "rank",
-          "Tr", "sign", "ReLU", "span", "ker", "Var", "KL", "sgn", "argmax", "pinv", "Abs", "dps", "rtol"}
+          "Tr", "adj", "sign", "ReLU", "span", "ker", "Var", "KL", "sgn", "argmax", "pinv", "Abs", "dps", "rtol"}
 _MATH_CHARS = set(_SUP) | set(_GREEK) | set(_OPS) - {"—", "’", "%", "#", "&", "~", "°", "✓"} | set("_^=<>+|")
 _SPELLED = {"sigma": "σ", "lambda": "λ", "tau": "τ", "theta": "θ", "alpha": "α", "rho": "ρ", "kappa": "κ",
             "delta": "δ", "phi": "φ", "gamma": "γ", "epsilon": "ε", "ell": "ℓ", "dell": "∂ℓ", "d2ell": "∂²ℓ"}
@@ -65,6 +65,9 @@ def normalise(s: str) -> str:
     return s.replace("= True", "holds").replace("= False", "fails")
 
 
+#: function names that are mathematics standing alone (``det M``); not ``log``, ``max``: prose says "log axes"
+_NAMED = {"det", "tr", "diag", "adj", "vec", "exp", "Tr"}
+
 _ENGLISH = set("a an as at be by do if in is it no of on or so to up we the and for all are has its not one two "
                "per but any may use set can ray via own net new too now see how say out off was each with this that "
                "from then into onto when also only else both even more most such than them they".split())
@@ -81,11 +84,16 @@ def _core(w: str) -> str:
 
 def _is_math_word(w: str) -> bool:
     core = _core(w)
-    if (not core or core in _ENGLISH or (len(core) > 1 and core.lower() in _ENGLISH) or core in ("I", "i.e", "e.g")
+    if (not core or core in _ENGLISH or core in ("—", "–") or (len(core) > 1 and core.lower() in _ENGLISH) or core in ("I", "i.e", "e.g")
             or re.fullmatch(r"\(?T\d+\)?|'?[a-z]{2,}(_[a-z]{2,})+'?", core)):
         return False
     if any(c in _MATH_CHARS for c in core):
         return True
+    if core in _NAMED:
+        return True
+    if ("(" in core or ")" in core) and not re.fullmatch(r"[A-Za-z]*\([A-Za-z0-9,]*\)[A-Za-z0-9]*", core):
+        parts = [x for x in re.split(r"[()/]", core) if x]  # tr((H, δI)), L(L: math when each piece is
+        return bool(parts) and all(x in _FUNCS or _is_math_word(x) for x in parts)
     if len(core) <= 3 and not re.fullmatch(r"[A-Z]?[a-z]{2,3}|[A-Z]{2,3}s?|[a-z]+-", core):
         return True  # a lone variable, a short product such as pP or Aw, a number, (i)
     return bool(re.fullmatch(r"[A-Za-z]*\([A-Za-z0-9,]*\)[A-Za-z0-9]*|[0-9]+[A-Za-z]?|[A-Za-z]+'+", core))
@@ -103,20 +111,49 @@ def split_math(text: str) -> list[tuple[str, str]]:
         if not f:
             out.append(("text", piece))
             continue
-        lead = trail = ""
-        while True:
-            if piece.startswith("(") and piece.count("(") > piece.count(")"):
-                lead, piece = lead + "(", piece[1:]
-            elif piece and piece[-1] in ",.;:":
-                trail, piece = piece[-1] + trail, piece[:-1]
-            elif piece.endswith(")") and piece.count(")") > piece.count("("):
-                trail, piece = ")" + trail, piece[:-1]
-            else:
-                break
-        out += [("text", lead)] if lead else []
-        out += [("math", piece)] if piece else []
-        out += [("text", trail)] if trail else []
+        at = 0
+        for cut in sorted(_text_parens(piece)) + [len(piece)]:
+            out += _trimmed(piece[at:cut]) + ([("text", piece[cut])] if cut < len(piece) else [])
+            at = cut + 1
     return _joined(out)
+
+
+#: characters after which `` (`` continues a formula (``= (A⁻ᵀg)``) rather than opening an aside
+_OPERATORS = set("=+-−·×/<>≤≥≠≈→⇔⇒∈∉⊗∘:,;(|")
+
+
+def _text_parens(run: str) -> set[int]:
+    """Positions of the parentheses of a math run that belong to the text: those that do not pair
+    up inside the run (an aside that starts in the math and ends in prose) and both of an aside's
+    pair, `` (`` after an operand (``wᵀg = kL (L differentiable at w)``).
+
+    >>> sorted(_text_parens("T (T")), sorted(_text_parens("Q ≥ 0 (n = 2)")), sorted(_text_parens("c⁻²(|λ| − m)"))
+    ([2], [6, 12], [])
+    """
+    out, stack = set(), []
+    masked = re.sub(r"\([^()\[\]]*\]|\[[^()\[\]]*\)", lambda m: "x" * len(m.group(0)), run)  # (0, 1], [0, 1)
+    for i, ch in enumerate(masked):
+        if ch == "(":
+            stack.append(i)
+        elif ch == ")":
+            if not stack:
+                out.add(i)
+                continue
+            j = stack.pop()
+            before = run[:j].rstrip()
+            aside = re.search(r"[a-z]{2,}|[=,;]", run[j + 1:i])  # (n = 2), (L convex); not (M⁻¹)_jj, a product
+            if j and run[j - 1] == " " and before and before[-1] not in _OPERATORS and aside:
+                out |= {i, j}
+    return out | set(stack)
+
+
+def _trimmed(piece: str) -> list[tuple[str, str]]:
+    """A math fragment with its outer spaces and punctuation given to the text."""
+    core = piece.strip(" ,.;:")
+    if not core:
+        return [("text", piece)] if piece else []
+    lead, trail = piece[:piece.index(core)], piece[piece.index(core) + len(core):]
+    return [("text", lead)] * bool(lead) + [("math", core)] + [("text", trail)] * bool(trail)
 
 
 def _joined(runs: Iterable[tuple[K, str]]) -> list[tuple[K, str]]:
@@ -144,6 +181,16 @@ def _group(s: str, i: int) -> tuple[str, int]:
                 return s[i + 1:j], j + 1
             j += 1
         return s[i + 1:], len(s)
+    if i < len(s) and s[i] == "(":  # ^(2-2k): the parenthesised exponent is the group, without its parentheses
+        depth, j = 0, i
+        while j < len(s):
+            depth += {"(": 1, ")": -1}.get(s[j], 0)
+            if depth == 0:
+                return s[i + 1:j], j + 1
+            j += 1
+    if i < len(s) and s[i] in "-−" and i + 1 < len(s) and s[i + 1] not in " )":  # ^-k, ^−(N+1): the sign and its group
+        arg, j = _group(s, i + 1)
+        return "-" + arg, j
     j = i
     if i < len(s) and s[i] in _DIGITS:
         while j < len(s) and s[j] in _DIGITS:
