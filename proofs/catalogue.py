@@ -3,7 +3,7 @@
 Trust labels, strongest first:
 
 * ``formal``      -- a step checked symbolically (one of the labels below) whose claim a pinned Coq
-  theorem also states in general (:data:`coupled_curvature.theorems.FORMAL_STEPS`); the step
+  theorem also states in general (:data:`coupled_curvature.formal_claims.FORMAL_STEPS`); the step
   names those theorems in ``CheckedStep.formal`` and keeps its symbolic method;
 * ``exact``       -- exact symbolic identity (``expand``/``cancel``/``Poly``) or Gröbner reduction;
 * ``certificate`` -- a plain-data witness or certificate accepted by the independent
@@ -40,7 +40,8 @@ from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.symbolic import check_certificate, check_pinv_witness, check_witness
 from coupled_curvature.symbolic.derivation import Derivation, Step, Witness, exact_equal
 from coupled_curvature.symbolic.methods import MethodKind, StepMethod
-from coupled_curvature.theorems import FORMAL_SCOPE, THEOREMS, formal_names, formal_step
+from coupled_curvature.formal_claims import FORMAL_SCOPE, formal_names, formal_step
+from coupled_curvature.theorems import THEOREMS
 
 __all__ = [
     "TRUST_LABELS", "PROOF_LABELS", "trust_label", "CheckedStep", "WitnessRecord", "Entry", "Status",

@@ -171,7 +171,7 @@ def unsupported_steps(formal_steps: dict[str, dict[str, tuple[str, ...]]] | None
     """``(theorem id, step, Coq theorem, why)`` for each formal step whose theorem is not pinned,
     assumes differentiability everywhere, or has hypotheses and no pinned instance."""
     from coupled_curvature.proofs.formal import statement_pins
-    from coupled_curvature.theorems import FORMAL_STEPS
+    from coupled_curvature.formal_claims import FORMAL_STEPS
 
     formal_steps = FORMAL_STEPS if formal_steps is None else formal_steps
     pins = statement_pins() if pins is None else pins

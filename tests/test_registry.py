@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from coupled_curvature import formal_claims as F
 from coupled_curvature import theorems as R
 from coupled_curvature.errors import InvalidInputError
 
@@ -34,7 +35,7 @@ def test_registry_is_frozen_plain_data():
 
 
 def test_imports_neither_torch_nor_sympy():
-    code = ("import sys, coupled_curvature.theorems as R; R.get('T1'); R.formal_names('T1');"
+    code = ("import sys, coupled_curvature.theorems as R, coupled_curvature.formal_claims as F; R.get('T1'); F.formal_names('T1');"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'sympy', 'numpy')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -55,10 +56,10 @@ def test_formal_names_are_the_pinned_coq_theorems():
     from coupled_curvature.proofs import formal
 
     pins = formal.formal_theorems()
-    assert R.formal_names("T4") == tuple(pins["T4"]) and len(R.formal_names("T4")) >= 3
-    assert all(R.formal_names(t) == tuple(pins.get(t, ())) for t in IDS)
+    assert F.formal_names("T4") == tuple(pins["T4"]) and len(F.formal_names("T4")) >= 3
+    assert all(F.formal_names(t) == tuple(pins.get(t, ())) for t in IDS)
     with pytest.raises(InvalidInputError):
-        R.formal_names("T0")
+        F.formal_names("T0")
 
 
 def test_doctests():
@@ -108,8 +109,8 @@ def test_every_formally_proved_theorem_states_its_scope():
     theorems with pinned Coq statements."""
     from coupled_curvature.proofs import formal
 
-    assert set(R.FORMAL_SCOPE) == set(formal.formal_theorems())
-    assert all(R.FORMAL_SCOPE[t].strip() for t in R.FORMAL_SCOPE)
+    assert set(F.FORMAL_SCOPE) == set(formal.formal_theorems())
+    assert all(F.FORMAL_SCOPE[t].strip() for t in F.FORMAL_SCOPE)
 
 
 def test_formal_steps_name_pinned_coq_theorems_and_real_steps():
@@ -118,7 +119,7 @@ def test_formal_steps_name_pinned_coq_theorems_and_real_steps():
     import importlib
 
     from coupled_curvature.proofs.formal import formal_theorems
-    from coupled_curvature.theorems import FORMAL_STEPS, formal_step
+    from coupled_curvature.formal_claims import FORMAL_STEPS, formal_step
 
     pinned = {n for ns in formal_theorems().values() for n in ns}
     assert len(pinned) > 50
@@ -138,7 +139,7 @@ def test_formal_steps_name_pinned_coq_theorems_and_real_steps():
 def test_step_labels_follow_the_registry(monkeypatch):
     """A listed step of a checked entry is labelled formal and names its Coq theorems; unlisted
     steps keep their symbolic label; a listed name that is not pinned gives no label."""
-    from coupled_curvature import theorems
+    from coupled_curvature import formal_claims as theorems
     from coupled_curvature.proofs.catalogue import evaluate, make_entry
     from coupled_curvature.symbolic.loss_scaling import derive_T12
 

@@ -99,7 +99,7 @@ def formal_section(only: list[str], checked: bool) -> tuple[bool, dict[str, Any]
     axioms of the real-number libraries.
     """
     from coupled_curvature.proofs import formal
-    from coupled_curvature.theorems import FORMAL_SCOPE
+    from coupled_curvature.formal_claims import FORMAL_SCOPE
 
     pinned = {t: names for t, names in formal.formal_theorems().items() if t in only}
     if not checked:

@@ -70,7 +70,7 @@ def test_full_default_check_within_budget(tmp_path):
 def test_summary_counts_formal_steps_within_100_columns(capsys):
     """The table has a formal column (steps also stated in general by a pinned Coq theorem) that
     equals the registry's count, and no printed line is wider than 100 columns."""
-    from coupled_curvature.theorems import FORMAL_STEPS
+    from coupled_curvature.formal_claims import FORMAL_STEPS
 
     assert main(["check", "--symbolic", "--only", "T12,T9"]) == 0
     out = capsys.readouterr().out.splitlines()

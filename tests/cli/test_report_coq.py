@@ -125,7 +125,7 @@ def test_definitions_side_by_side(pages):
 
 
 def test_formal_steps_name_their_coq_theorems(pages):
-    from coupled_curvature.theorems import FORMAL_STEPS
+    from coupled_curvature.formal_claims import FORMAL_STEPS
 
     md = pages["md"]
     t12 = md.split("## T12")[1]

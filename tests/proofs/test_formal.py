@@ -158,7 +158,7 @@ def test_no_pinned_statement_assumes_differentiability_everywhere() -> None:
 def test_formal_steps_have_local_hypotheses_and_pinned_instances() -> None:
     """A step is formal only if its pinned theorem has local hypotheses and a pinned instance shows
     they can hold (FORMAL_INSTANCES); the rule fails on a global hypothesis or a missing instance."""
-    from coupled_curvature.theorems import FORMAL_STEPS
+    from coupled_curvature.formal_claims import FORMAL_STEPS
 
     assert formal.unsupported_steps() == []
     pinned = {n.removeprefix("CoupledCurvature.") for ps in formal.statement_pins().values() for n, _ in ps}
@@ -210,7 +210,7 @@ def test_t9_closed_forms_are_pinned() -> None:
     instance has content (P = 2 <> 0, not a constant function)."""
     from coupled_curvature.proofs.formal_evidence import global_differentiability
     from coupled_curvature.proofs.formal_hypotheses import hypotheses_in_words
-    from coupled_curvature.theorems import FORMAL_STEPS
+    from coupled_curvature.formal_claims import FORMAL_STEPS
 
     pins = dict(formal.statement_pins()["T9"])
     ray = pins["CoupledCurvature.T09_closed_forms.T9_ray_closed_forms"]
@@ -237,7 +237,7 @@ def test_t9_closed_forms_grad_are_pinned() -> None:
     (p = 1 and p = 2)."""
     from coupled_curvature.proofs.formal_evidence import FORMAL_INSTANCES, global_differentiability
     from coupled_curvature.proofs.formal_hypotheses import hypotheses_in_words
-    from coupled_curvature.theorems import FORMAL_STEPS
+    from coupled_curvature.formal_claims import FORMAL_STEPS
 
     pins = dict(formal.statement_pins()["T9"])
     mod = "CoupledCurvature.T09_closed_forms_grad."
