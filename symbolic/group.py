@@ -166,6 +166,6 @@ def derive_T4() -> Derivation:
     Qr = sp.Matrix([[sp.Rational(3, 5), -sp.Rational(4, 5)], [sp.Rational(4, 5), sp.Rational(3, 5)]])
     A2 = sp.ImmutableMatrix(2 * Qr)
     AtA = matmul(sp.Transpose(A2), A2)
-    d.add(Step("conformal A = 2·[[3/5,-4/5],[4/5,3/5]]: AᵀA = 4I, and witness(A) returns None", AtA, 4 * sp.eye(2),
+    d.add(Step("conformal A = 2·[[3/5,-4/5],[4/5,3/5]]: AᵀA = 4I, so A has no non-invariance witness (witness(A) finds none)", AtA, 4 * sp.eye(2),
                "exact", exact_equal(AtA, 4 * sp.eye(2)) and witness(A2) is None))
     return d.finish()

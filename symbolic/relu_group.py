@@ -84,6 +84,6 @@ def derive_T5() -> Derivation:
     Au = sp.ImmutableMatrix(kron_action([2, 2], [2, 2, 2]))
     AtA = matmul(sp.Transpose(Au), Au)
     d.add(Step("uniform a = b = 2, k = 1 on W_l: the action K = diag(b)^-1 ⊗ diag(a) has KᵀK = I (conformal), "
-               "so witness(K) returns None", AtA, sp.eye(6), "exact",
+               "so K has no non-invariance witness (witness(K) finds none)", AtA, sp.eye(6), "exact",
                exact_equal(AtA, sp.eye(6)) and witness(Au) is None and is_conformal(Au)))
     return d.finish()

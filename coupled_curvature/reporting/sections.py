@@ -106,8 +106,8 @@ def definitions(data: ReportData) -> list[Section]:
                          "Coq development in proofs/coq defines it (Defs.v; the "
                          "forward pass in T02_homogeneous_rescaling.v), translated to mathematics. In Coq the "
                          "vectors are columns of a matrix type over a real closed field R, uᵀv is the (0, 0) "
-                         "entry of a 1×1 product, and Coq's division by 0 gives 0 where the package answers "
-                         "None.", False))
+                         "entry of a 1×1 product, and Coq's division by 0 gives 0 where the package reports the "
+                         "quantity as undefined (no value).", False))
     table = Table((_t("quantity", False), _t("package", False), _t("Coq", False)), tuple(rows), (0.15, 0.37, 0.44))
     return [Section("Definitions: package and Coq", (intro, table), "definitions")]
 

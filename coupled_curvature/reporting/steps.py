@@ -36,6 +36,8 @@ __all__ = ["StepView", "step_view", "presentable", "MAX_NODES"]
 #: a formula shown inline has at most this many expression-tree nodes per side
 MAX_NODES = 40
 _GENERATED = re.compile(r"[A-Za-z]+\d|\d_\d|^d\d?ell|^ell_")
+_GREEK_NAMES = {"alpha", "beta", "gamma", "delta", "epsilon", "theta", "kappa", "lambda", "mu", "rho", "sigma", "tau",
+                "phi", "psi", "eta", "omega", "xi", "pi", "nu", "zeta", "chi", "iota", "ell"}
 _NAMES = {"sigma": "σ", "ell": "ℓ", "dell": "∂ℓ", "d2ell": "∂²ℓ", "theta": "θ", "lambda": "λ", "tau": "τ"}
 
 
@@ -94,8 +96,30 @@ def _visible(tex: str) -> int:
     return len(re.sub(r"[{}\s^_]", "", t))
 
 
+def _folded(e: Any) -> Any:
+    """``e`` with a reciprocal of a product that holds a reciprocal folded (``1/((1/c²)λ)`` as
+    ``c²/λ``): a SymPy artefact of an unevaluated power, not how the identity is written."""
+    def nested(x: Any) -> bool:
+        return (isinstance(x, sp.Pow) and x.exp == -1 and isinstance(x.base, sp.Mul)
+                and any(isinstance(a, sp.Pow) and a.exp.is_negative for a in x.base.args))
+    try:
+        return e.replace(nested, lambda x: sp.Pow(x.base, -1))
+    except (AttributeError, TypeError):
+        return e
+
+
 def _latex(e: Any) -> str:
-    tex = sp.latex(e)
+    """LaTeX of a step's side: multi-letter names upright (``\\mathrm{rtol}``, not a product
+    ``r t o l``), nested reciprocals folded, ``(Aᵀ)⁻¹`` as ``A^{-T}``.
+
+    >>> m, rtol, c = sp.symbols("m rtol c", positive=True)
+    >>> _latex(-m * rtol / c**2), _latex(sp.Pow(c**-2 * m, -1, evaluate=False))
+    ('- \\\\frac{m \\\\mathrm{rtol}}{c^{2}}', '\\\\frac{c^{2}}{m}')
+    """
+    e = _folded(e)
+    names = {x: rf"\mathrm{{{x.name}}}" for x in getattr(e, "free_symbols", ())
+             if isinstance(x, sp.Symbol) and re.fullmatch(r"[A-Za-z]{2,}", x.name) and x.name not in _GREEK_NAMES}
+    tex = sp.latex(e, symbol_names=names) if names else sp.latex(e)
     tex = re.sub(r"\\left\(([A-Za-z])\^\{T\}\\right\)\^\{-1\}", r"\1^{-T}", tex)  # (Aᵀ)⁻¹ as A⁻ᵀ
     return re.sub(r"\\operatorname\{(sigma|ell)\}", lambda m: "\\" + m.group(1), tex)
 
@@ -127,6 +151,11 @@ def _instance(lhs: Any, rhs: Any, description: str) -> str:
             f"{_shape(lhs)} written out in coordinates ({size} expression nodes), {how} exactly")
 
 
+def _number(e: Any) -> bool:
+    """A SymPy scalar without free symbols (``4/1``, ``(1/2)/1``): its display is arithmetic only."""
+    return isinstance(e, sp.Expr) and not isinstance(e, MatrixExpr) and not e.free_symbols
+
+
 def step_view(description: str, lhs: Any, rhs: Any) -> StepView:
     """The page form of a step ``description: lhs = rhs`` (see the module docstring)."""
     statement = normalise(description)
@@ -139,6 +168,8 @@ def step_view(description: str, lhs: Any, rhs: Any) -> StepView:
     if isinstance(lhs, str) or isinstance(rhs, str):
         return StepView(statement, instance="checked by the independent checker on the certificate data "
                                              "(listed under Witnesses)")
+    if _number(lhs) and _number(rhs):  # 4/1 = 4: the statement already says the value
+        return StepView(statement, instance="both sides are exact numbers, computed and compared exactly")
     if presentable(lhs) and presentable(rhs):
         try:
             tex = f"{_latex(lhs)} = {_latex(rhs)}"

@@ -141,7 +141,9 @@ def _text_parens(run: str) -> set[int]:
                 continue
             j = stack.pop()
             before = run[:j].rstrip()
-            aside = re.search(r"[a-z]{2,}|[=,;]", run[j + 1:i])  # (n = 2), (L convex); not (M⁻¹)_jj, a product
+            inner = run[j + 1:i]  # (n = 2), (L convex); not (M⁻¹)_jj or (λ⁻¹uuᵀ), products
+            aside = re.search(r"[=,;]", inner) or any(w in _ENGLISH or (len(w) > 3 and w not in _FUNCS)
+                                                      for w in re.findall(r"[a-z]{2,}", inner))
             if j and run[j - 1] == " " and before and before[-1] not in _OPERATORS and aside:
                 out |= {i, j}
     return out | set(stack)

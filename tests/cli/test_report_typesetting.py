@@ -36,7 +36,8 @@ def _trivial(display: str) -> bool:
 
 
 def _inline_math(tex: str) -> list[str]:
-    return re.sub(r"\\\$", "", tex).split("$")[1::2]
+    """The inline formulas; pieces of one formula set side by side (``$( \\forall j :$ $L )$``) as one."""
+    return re.sub(r"\$(\s*)\$", r"\1", re.sub(r"\\\$", "", tex)).split("$")[1::2]
 
 
 def _unbalanced(math: str) -> bool:
