@@ -12,8 +12,8 @@ import html as _html
 import re
 
 from coupled_curvature.reporting.outline import (Block, Bullets, Code, Details, Display, Figure, Inline, Link, Listing,
-                                                 Mark, Math, Outline, Paragraph, Section, Steps, Strong, Table, Text,
-                                                 render_inline)
+                                                 Mark, Math, Outline, Paragraph, Section, Statement, Steps, Strong, Table,
+                                                 Text, render_inline)
 from coupled_curvature.reporting.umath import text_html
 
 __all__ = ["render_html", "inline_html", "PAGE_CSS", "figure_html"]
@@ -126,6 +126,8 @@ def _block(b: Block, svgs: dict[str, str] | None) -> list[str]:
         return out + (["</section>"] if b.level == 1 else [])
     if isinstance(b, Paragraph):
         return [f"<p>{inline_html(b.parts)}</p>"]
+    if isinstance(b, Statement):
+        return [f"<p><b>Statement.</b> {inline_html(b.parts)}</p>"]
     if isinstance(b, Bullets):
         return ["<ul>" + "".join(f"<li>{inline_html(i)}</li>" for i in b.items) + "</ul>"]
     if isinstance(b, Table):

@@ -1,4 +1,10 @@
-"""A report outline as compilable LaTeX source (``pdflatex``/``lualatex``; T1 fonts, lmodern, amsmath, graphicx, longtable, booktabs).
+"""A report outline as compilable LaTeX source (``pdflatex``/``lualatex``; T1 fonts, lmodern, amsmath,
+amsthm, graphicx, float, longtable, booktabs, hyperref).
+
+The document has a title page, a table of contents (pdflatex twice: :mod:`.pdf`), each theorem's
+statement as a theorem numbered by its catalogue id (Theorem T1 …), sections linked from the
+contents and from the summary, figures placed where they stand in the outline (``[H]``), and the
+raw Coq listings in an appendix (each theorem keeps a one-line reference to its entry there).
 
 Statements and step descriptions are Unicode mathematics (:mod:`.umath`): their math runs are
 typeset as inline math, the rest escaped as text; a step's identity is shown as a display
@@ -10,8 +16,8 @@ from __future__ import annotations
 import re
 
 from coupled_curvature.reporting.outline import (Block, Bullets, Code, Details, Display, Figure, Inline, Link, Listing,
-                                                 Mark, Math, Outline, Paragraph, Section, Steps, Strong, Table, Text,
-                                                 render_inline)
+                                                 Mark, Math, Outline, Paragraph, Section, Statement, Steps, Strong, Table,
+                                                 Text, render_inline)
 from coupled_curvature.reporting.umath import text_latex
 
 __all__ = ["render_latex", "tex_text", "inline_tex"]
@@ -95,8 +101,17 @@ _INLINE = {
     Strong: lambda p: r"\textbf{" + inline_tex(p.parts) + "}",
     Mark: lambda p: rf"\texttt{{[{tex_text(p.text)}]}}" if p.kind == "label" else tex_text(p.text),
     Math: lambda p: f"${p.tex}$" if p.tex is not None else tex_text(p.text),
-    Link: lambda p: tex_text(p.text),
+    Link: lambda p: rf"\hyperref[{_label(p.target)}]{{{tex_text(p.text)}}}",
 }
+
+
+def _label(target: str) -> str:
+    """A LaTeX label for a section id or a listing's name (letters, digits, ``:``, ``.``, ``-`` only).
+
+    >>> _label("T1"), _label("T04_invariance_group.T4_witness")
+    ('sec:T1', 'sec:T04-invariance-group.T4-witness')
+    """
+    return "sec:" + re.sub(r"[^A-Za-z0-9.:-]", "-", target)
 
 
 def _column(w: float | str) -> str:
@@ -127,10 +142,22 @@ def _steps(s: Steps) -> list[str]:
     return L + [r"\end{enumerate}"]
 
 
-def _block(b: Block) -> list[str]:
+def _block(b: Block, appendix: list[Listing]) -> list[str]:
+    """``b`` as LaTeX lines; a named listing goes to ``appendix`` and leaves a reference to it."""
     if isinstance(b, Section):
-        head = (r"\section*{" if b.level == 1 else r"\subsection*{") + _mixed(b.title).replace(" — ", " --- ") + "}"
-        return [head, *(ln for x in b.blocks for ln in _block(x))]
+        title = _mixed(b.title).replace(" — ", " --- ")
+        if b.level != 1:
+            return [r"\subsection*{" + title + "}", *(ln for x in b.blocks for ln in _block(x, appendix))]
+        head = [r"\section*{" + title + "}", r"\addcontentsline{toc}{section}{" + title + "}"]
+        head += [rf"\label{{{_label(b.id)}}}"] if b.id else []
+        return head + [ln for x in b.blocks for ln in _block(x, appendix)]
+    if isinstance(b, Statement):
+        return [rf"\begin{{catalogue}}{{{tex_text(b.label)}}}{{{_mixed(b.title)}}}", inline_tex(b.parts),
+                r"\end{catalogue}"]
+    if isinstance(b, Details) and b.blocks and all(isinstance(x, Listing) and x.name for x in b.blocks):
+        appendix += b.blocks  # raw listings: in the appendix, a one-line reference here
+        return [r"{\small Coq: " + ", ".join(rf"\texttt{{{_breakable(x.name)}}}" for x in b.blocks)
+                + r", printed as coqc prints it in Appendix~\ref{sec:coq-listings}.\par}"]
     if isinstance(b, Paragraph):
         if all(isinstance(p, Math) or (isinstance(p, Text) and not p.text.strip()) for p in b.parts):
             # a formula in pieces: break between them, ragged right
@@ -141,7 +168,7 @@ def _block(b: Block) -> list[str]:
     if isinstance(b, Table):
         return _longtable(b)
     if isinstance(b, Figure):
-        return [r"\begin{figure}[h]\centering", rf"\includegraphics[width=0.75\linewidth]{{{b.name}.png}}",
+        return [r"\begin{figure}[H]\centering", rf"\includegraphics[width=0.75\linewidth]{{{b.name}.png}}",
                 rf"\caption{{{inline_tex(b.caption)}}}", r"\end{figure}"]
     if isinstance(b, Display):
         return [r"\begin{equation*}", b.tex, r"\end{equation*}"]
@@ -150,22 +177,51 @@ def _block(b: Block) -> list[str]:
     if isinstance(b, Details):
         L = [r"\begingroup\footnotesize", rf"\textit{{{tex_text(b.summary)}}}\par"]
         for x in b.blocks:
-            L += _block(x)
+            L += _block(x, appendix)
         return L + [r"\endgroup"]
     if isinstance(b, Listing):
         return [r"\begingroup\footnotesize", r"\begin{verbatim}", b.text, r"\end{verbatim}", r"\endgroup"]
     raise TypeError(f"no LaTeX form for {type(b).__name__}")
 
 
+#: a theorem of the catalogue, numbered by its id: \begin{catalogue}{T1}{Transformation law}
+_THEOREM = [r"\newtheorem*{catalogueinner}{\cataloguename}", r"\newcommand{\cataloguename}{}",
+            r"\newenvironment{catalogue}[2]{\renewcommand{\cataloguename}{Theorem #1}\begin{catalogueinner}[#2]}"
+            r"{\end{catalogueinner}}"]
+
+
+def _appendix(listings: list[Listing]) -> list[str]:
+    if not listings:
+        return []
+    L = [r"\clearpage", r"\appendix", r"\section{Coq statements as coqc prints them}", r"\label{sec:coq-listings}",
+         "Each pinned Coq theorem cited in the sections above, verbatim; the sections give them as mathematics."]
+    for x in listings:
+        L += [r"\subsection*{\texttt{" + _breakable(x.name) + "}}", rf"\label{{{_label(x.name)}}}",
+              r"\begingroup\footnotesize", r"\begin{verbatim}", x.text, r"\end{verbatim}", r"\endgroup"]
+    return L
+
+
 def render_latex(outline: Outline) -> str:
-    """The report outline as one LaTeX document (``pdflatex``/``lualatex``)."""
+    r"""The report outline as one LaTeX document (``pdflatex``/``lualatex``, compiled twice for the
+    table of contents and the references).
+
+    >>> o = Outline("demo", "2000-01-01", (), (Section("T1 — Law", (Statement("T1", "Law", (Text("D = RQ"),)),), "T1"),))
+    >>> tex = render_latex(o)
+    >>> "\\tableofcontents" in tex and "\\begin{catalogue}{T1}{Law}" in tex and "\\label{sec:T1}" in tex
+    True
+    """
     L = [r"\documentclass[10pt]{article}", r"\usepackage[T1]{fontenc}", r"\usepackage{lmodern}",
-         r"\usepackage{textcomp}", r"\usepackage[margin=2cm]{geometry}", r"\usepackage{amsmath,amssymb}",
-         r"\usepackage{graphicx}", r"\usepackage{longtable}", r"\usepackage{booktabs}", r"\usepackage{array}",
+         r"\usepackage{textcomp}", r"\usepackage[margin=2cm]{geometry}", r"\usepackage{amsmath,amssymb,amsthm}",
+         r"\usepackage{graphicx}", r"\usepackage{float}", r"\usepackage{longtable}", r"\usepackage{booktabs}",
+         r"\usepackage{array}", r"\usepackage[hidelinks,bookmarksnumbered]{hyperref}", *_THEOREM,
          r"\allowdisplaybreaks", r"\setlength{\emergencystretch}{3em}", r"\setlength{\tabcolsep}{3pt}",
-         rf"\title{{{tex_text(outline.title)}}}", r"\date{}", r"\begin{document}",
-         r"\maketitle", f"% Generated: {outline.generated}"]
-    for b in (*outline.intro, *outline.sections):
-        L += _block(b)
-    L.append(r"\end{document}")
+         rf"\title{{{tex_text(outline.title)}}}", rf"\date{{Generated: {tex_text(outline.generated)}}}",
+         r"\begin{document}", r"\begin{titlepage}", r"\maketitle", r"\thispagestyle{empty}"]
+    appendix: list[Listing] = []
+    for b in outline.intro:
+        L += _block(b, appendix)
+    L += [r"\end{titlepage}", r"\tableofcontents", r"\clearpage"]
+    for b in outline.sections:
+        L += _block(b, appendix)
+    L += _appendix(appendix) + [r"\end{document}"]
     return "\n".join(L) + "\n"

@@ -16,8 +16,8 @@ c⁻²
 from __future__ import annotations
 
 from coupled_curvature.reporting.outline import (Block, Bullets, Code, Details, Display, Figure, Inline, Link, Listing,
-                                                 Mark, Math, Outline, Paragraph, Section, Steps, Strong, Table, Text,
-                                                 render_inline)
+                                                 Mark, Math, Outline, Paragraph, Section, Statement, Steps, Strong, Table,
+                                                 Text, render_inline)
 from coupled_curvature.reporting.umath import normalise
 
 __all__ = ["render_markdown", "inline_md"]
@@ -69,6 +69,8 @@ def _block(b: Block) -> list[str]:
         return ["#" * (b.level + 1) + " " + normalise(b.title), ""] + [ln for x in b.blocks for ln in _block(x)]
     if isinstance(b, Paragraph):
         return [inline_md(b.parts), ""]
+    if isinstance(b, Statement):
+        return ["__Statement.__ " + inline_md(b.parts), ""]
     if isinstance(b, Bullets):
         return [f"- {inline_md(i)}" for i in b.items] + [""]
     if isinstance(b, Table):

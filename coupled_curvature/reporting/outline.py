@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Union
 
 __all__ = ["Text", "Code", "Strong", "Mark", "Math", "Link", "Inline", "render_inline", "Paragraph", "Bullets", "Table",
-           "Figure", "Display", "StepItem", "Steps", "Details", "Listing", "Section", "Block", "Outline"]
+           "Figure", "Display", "Statement", "StepItem", "Steps", "Details", "Listing", "Section", "Block", "Outline"]
 
 
 @dataclass(frozen=True)
@@ -121,6 +121,16 @@ class Display:
 
 
 @dataclass(frozen=True)
+class Statement:
+    """A theorem's statement: catalogue id ``label`` (``T1``), its ``title``, the statement's runs
+    (LaTeX sets it as a numbered theorem, the other formats as a paragraph headed "Statement.")."""
+
+    label: str
+    title: str
+    parts: tuple[Inline, ...]
+
+
+@dataclass(frozen=True)
 class StepItem:
     """One checked step: verdict, trust label, statement (Unicode mathematics), how it was checked,
     an optional formula (LaTeX and MathML), an optional instance note, its Coq theorems."""
@@ -155,6 +165,7 @@ class Listing:
 
     text: str
     language: str = ""
+    name: str = ""  #: what it lists (a Coq theorem's short name): LaTeX moves it to an appendix under it
 
 
 @dataclass(frozen=True)
@@ -167,7 +178,7 @@ class Section:
     level: int = 1
 
 
-Block = Union[Paragraph, Bullets, Table, Figure, Display, Steps, Details, Listing, Section]
+Block = Union[Paragraph, Bullets, Table, Figure, Display, Statement, Steps, Details, Listing, Section]
 
 
 @dataclass(frozen=True)

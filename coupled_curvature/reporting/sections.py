@@ -20,8 +20,8 @@ from coupled_curvature.reporting.coq_math import Piece, coq_math
 from coupled_curvature.reporting.content import NUMERIC_HEAD, ReportData, as_math, fmt_num, formal_listing, summary_rows
 from coupled_curvature.reporting.mathml import to_mathml
 from coupled_curvature.reporting.outline import (Block, Bullets, Code, Details, Display, Figure, Inline, Link,
-                                                 Listing, Mark, Math, Outline, Paragraph, Section, StepItem, Steps,
-                                                 Strong, Table, Text)
+                                                 Listing, Mark, Math, Outline, Paragraph, Section, Statement, StepItem,
+                                                 Steps, Strong, Table, Text)
 from coupled_curvature.reporting.precision import CAPTION, POWER, precision_table, precision_text
 from coupled_curvature.reporting.steps import step_view
 
@@ -163,13 +163,13 @@ def _formal_section(e: Any) -> list[Block]:
                                      for p, w in said))]
         else:
             blocks.append(Paragraph(_t("It has no hypotheses.", False)))
-        blocks.append(Details("Coq statement (as coqc prints it)", (Listing(pinned[name], "coq"),)))
+        blocks.append(Details("Coq statement (as coqc prints it)", (Listing(pinned[name], "coq", short),)))
     return [Section("Formal proofs in Coq", tuple(blocks), level=2)]
 
 
 def _theorem(t: str, e: Any, s: Any) -> Section:
     b: list[Block] = [Paragraph((Strong((Text("Status: ", False), Mark(s.status, s.status))),)),
-                      Paragraph((Strong(_t("Statement.", False)), Text(" " + e.statement)))]
+                      Statement(t, e.title, (Text(e.statement),))]
     if e.hypotheses:
         b += [Paragraph((Strong(_t("Hypotheses.", False)),)), Bullets(tuple(_t(h) for h in e.hypotheses))]
     if e.rules:
