@@ -1,4 +1,4 @@
-"""The theorem registry: one record per theorem T1–T12, read by every layer.
+"""The theorem registry: one record per theorem T1–T13, read by every layer.
 
 Each :class:`Theorem` holds the id, the title, the one statement text (the catalogue, the
 SymPy derivations and the reports all show this text), where its derivation lives, what its
@@ -147,21 +147,35 @@ _ALL = (
         ("loss_scaling", "derive_T12"),
         "sum vs mean reduction on trained nets",
     ),
+    Theorem(
+        "T13", "Attention's symmetry group",
+        "For one head with Q = XW_Q, K = XW_K, V = XW_V and the head's rows W_O^h of the output map: "
+        "W_Q → W_QA, W_K → W_KA⁻ᵀ (any invertible A) leaves the logits QKᵀ unchanged; W_V → W_VB, "
+        "W_O^h → B⁻¹W_O^h (any invertible B) leaves the output unchanged; heads can be permuted together "
+        "with the row blocks of W_O; a linear map followed by LayerNorm or RMSNorm (without a bias in between) "
+        "is scale invariant (T10). A row of W_Q maps as w → Aᵀw and a row of W_K as w → A⁻¹w, so by T4 and T7 "
+        "D and D⁺ of a per-head row block are exact under A iff A = cQ (c > 0, Q orthogonal); a general A "
+        "has a witness. Whole fused tensors (c_attn, in_proj_weight) are not exact even under a per-head cQ "
+        "with c ≠ 1.",
+        ("attention", "derive_T13"),
+        "function gap and D of the Q weight under qk_transform: A = c·I on all heads (D unchanged), a "
+        "non-conformal A (output unchanged, D moves), a per-head cQ on a fused in_proj_weight (D moves)",
+    ),
 )
 
-#: theorem id -> :class:`Theorem`, in order T1 … T12
+#: theorem id -> :class:`Theorem`, in order T1 … T13
 THEOREMS: dict[str, Theorem] = {t.id: t for t in _ALL}
 
 
 def get(theorem_id: str) -> Theorem:
-    """The registered theorem ``theorem_id`` (exactly ``"T1"`` … ``"T12"``).
+    """The registered theorem ``theorem_id`` (exactly ``"T1"`` … ``"T13"``).
 
     >>> get("T12").derivation
     ('loss_scaling', 'derive_T12')
-    >>> get("T13")
+    >>> get("T14")
     Traceback (most recent call last):
     ...
-    coupled_curvature.errors.InvalidInputError: unknown theorem id 'T13'; valid ids: T1, T2, T3, T4, T5, T6, T7, T8, T9, T10, T11, T12
+    coupled_curvature.errors.InvalidInputError: unknown theorem id 'T14'; valid ids: T1, T2, T3, T4, T5, T6, T7, T8, T9, T10, T11, T12, T13
     """
     if not isinstance(theorem_id, str) or theorem_id not in THEOREMS:
         raise InvalidInputError(f"unknown theorem id {theorem_id!r}; valid ids: {', '.join(THEOREMS)}")
@@ -182,10 +196,10 @@ def check_citations(texts: Iterable[str]) -> None:
     """Raise ``InvalidInputError`` if any text cites a theorem id that is not registered.
 
     >>> check_citations(["T4: A ∉ CO(n)", "no theorem cited"])
-    >>> check_citations(["T13: no such theorem"])
+    >>> check_citations(["T14: no such theorem"])
     Traceback (most recent call last):
     ...
-    coupled_curvature.errors.InvalidInputError: 'T13: no such theorem' cites T13, which is not a registered theorem; valid ids: T1, T2, T3, T4, T5, T6, T7, T8, T9, T10, T11, T12
+    coupled_curvature.errors.InvalidInputError: 'T14: no such theorem' cites T14, which is not a registered theorem; valid ids: T1, T2, T3, T4, T5, T6, T7, T8, T9, T10, T11, T12, T13
     """
     for text in texts:
         for tid in cited(text):

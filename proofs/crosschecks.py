@@ -301,6 +301,17 @@ def _t12(lab: Lab) -> NumericCheck:
                    "max rel error of D/s", rows, among="D_sum")
 
 
+@_checks("T13")
+def _t13(lab: Lab) -> NumericCheck:
+    from coupled_curvature.proofs.attention_crosscheck import attention_rows
+
+    lab.say(f"T13 attention maps on two small trained nn.MultiheadAttention classifiers (seed {lab.seed})")
+    rows = [_row(*r) for r in attention_rows(lab.seed, tol=TOL_D, move=MOVE)]
+    return _result("T13", "qk_transform keeps the function; D of the Q weight is kept by A = c·I on all heads, "
+                   "moved by a non-conformal A and, on a fused in_proj_weight, by a per-head cQ",
+                   "max rel ΔD under a conformal A", rows, among="(conformal on the block)")
+
+
 #: the net, the precision and the exact factors of the certified rows (non-dyadic: the rescaled weights are
 #: not float64 numbers, and the symmetry is applied exactly in ball arithmetic)
 CERTIFIED_NET, CERTIFIED_PREC, CERTIFIED_C = "bc-16x2", 256, Fraction(37, 10)

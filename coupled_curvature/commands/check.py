@@ -1,4 +1,4 @@
-"""``ccurv check``: machine-check T1–T12 (symbolic proofs and numeric cross-checks on trained nets).
+"""``ccurv check``: machine-check T1–T13 (symbolic proofs and numeric cross-checks on trained nets).
 
 Prints one summary row per theorem (status, steps by trust label, agreement, time); exit 0
 when every selected theorem is proved (or, numeric only, agrees), 1 otherwise, 2 on bad input.
@@ -192,8 +192,8 @@ def run(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     check = sub.add_parser(
-        "check", help="machine-check T1-T12 (default: symbolic proofs and numeric cross-checks)",
-        description="Check every theorem T1-T12: exact SymPy derivations with trust labels, certificates re-checked "
+        "check", help="machine-check T1-T13 (default: symbolic proofs and numeric cross-checks)",
+        description="Check every theorem T1-T13: exact SymPy derivations with trust labels, certificates re-checked "
         "by an independent rational checker, numeric cross-checks on trained networks (evidence, never proof) "
         "and, with --formal, the Coq proofs. Exit 0 when everything selected holds, 1 when something fails, "
         "2 on bad input.")
