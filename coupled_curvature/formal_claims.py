@@ -216,6 +216,19 @@ FORMAL_STEPS: dict[str, dict[str, tuple[str, ...]]] = {
         "instance (singular H, s = 5/2): D -> D/s (D = 5/42)": ("T12_loss_scaling.T12_D",),
         "instance: D⁺ -> s·D⁺ (pinv of rational matrices; D⁺ = 15/7)": ("T12_loss_scaling.T12_Dplus",),
     },
+    "T13": {
+        "logits: (XW_QA)(XW_KA⁻ᵀ)ᵀ = (XW_Q)(XW_K)ᵀ (2×3 inputs, 3×2 head maps, symbolic A)":
+            ("T13_attention.T13_logits",),
+        "values: PX(W_VB)(B⁻¹W_O^h) = PXW_VW_O^h (any pattern P, symbolic B)": ("T13_attention.T13_values",),
+        "heads: [O_2 O_1]·[W_2; W_1] = [O_1 O_2]·[W_1; W_2] (two heads swapped with W_O's row blocks)":
+            ("T13_attention.T13_two_heads_swap", "T13_attention.T13_heads_perm"),
+        "query row action: (row r of W_QA)ᵀ = Aᵀ·(row r of W_Q)ᵀ, i.e. w -> Aᵀw": ("T13_attention.query_row_action",),
+        "key row action: (row r of W_KA⁻ᵀ)ᵀ = A⁻¹·(row r of W_K)ᵀ, i.e. w -> A⁻¹w": ("T13_attention.key_row_action",),
+        "query row under A = c·[[3/5, -4/5], [4/5, 3/5]] (c > 0): D' = D for symbolic w, g, symmetric H":
+            ("T13_attention.T13_query_row_D_iff",),
+        "key row under A = c·[[3/5, -4/5], [4/5, 3/5]] (c > 0): D' = D for symbolic w, g, symmetric H":
+            ("T13_attention.T13_key_row_D_iff",),
+    },
 }
 
 
