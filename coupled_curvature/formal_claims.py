@@ -72,9 +72,9 @@ FORMAL_SCOPE: dict[str, str] = {
     "T11": "ρ invariant under every invertible block action; the Newton decrement gᵀH⁻¹g invariant under "
            "every invertible linear map (also with H⁺)",
     "T12": "D → D/s, D⁺ → sD⁺, ρ → ρ/s and D·D⁺ unchanged under L → sL",
-    "T13": "for one head, every sequence length and width: the logits (XW_QA)(XW_KA⁻ᵀ)ᵀ = (XW_Q)(XW_K)ᵀ for "
-           "every invertible A, PXW_VB·B⁻¹W_O = PXW_VW_O for every invertible B and pattern P, heads permuted "
-           "with W_O's row blocks alike give the same output; with T4 and T7, D and D⁺ of one row of W_Q (moved by "
+    "T13": "for one head, every sequence length and width: the logits (XW_Q·A)(XW_K·A⁻ᵀ)ᵀ = (XW_Q)(XW_K)ᵀ for "
+           "every invertible A, PXW_V·B·B⁻¹·W_O = PXW_V·W_O for every invertible B and pattern P, heads permuted "
+           "with the row blocks of W_O alike give the same output; with T4 and T7, D and D⁺ of one row of W_Q (moved by "
            "Aᵀ) or of W_K (moved by A⁻¹) exact for all (w, g, H) iff A is conformal; not the whole d×h block (I ⊗ Aᵀ), "
            "the fused tensors or the norm layers",
 }
@@ -217,13 +217,13 @@ FORMAL_STEPS: dict[str, dict[str, tuple[str, ...]]] = {
         "instance: D⁺ -> s·D⁺ (pinv of rational matrices; D⁺ = 15/7)": ("T12_loss_scaling.T12_Dplus",),
     },
     "T13": {
-        "logits: (XW_QA)(XW_KA⁻ᵀ)ᵀ = (XW_Q)(XW_K)ᵀ (2×3 inputs, 3×2 head maps, symbolic A)":
+        "logits: (XW_Q·A)(XW_K·A⁻ᵀ)ᵀ = (XW_Q)(XW_K)ᵀ (2×3 inputs, 3×2 head maps, symbolic A)":
             ("T13_attention.T13_logits",),
-        "values: PX(W_VB)(B⁻¹W_O^h) = PXW_VW_O^h (any pattern P, symbolic B)": ("T13_attention.T13_values",),
+        "values: PX(W_V·B)(B⁻¹·W_O^h) = PXW_V·W_O^h (any pattern P, symbolic B)": ("T13_attention.T13_values",),
         "heads: [O_2 O_1]·[W_2; W_1] = [O_1 O_2]·[W_1; W_2] (two heads swapped with W_O's row blocks)":
             ("T13_attention.T13_two_heads_swap", "T13_attention.T13_heads_perm"),
-        "query row action: (row r of W_QA)ᵀ = Aᵀ·(row r of W_Q)ᵀ, i.e. w -> Aᵀw": ("T13_attention.query_row_action",),
-        "key row action: (row r of W_KA⁻ᵀ)ᵀ = A⁻¹·(row r of W_K)ᵀ, i.e. w -> A⁻¹w": ("T13_attention.key_row_action",),
+        "query row action: (row r of W_Q·A)ᵀ = Aᵀ·(row r of W_Q)ᵀ, i.e. w -> Aᵀw": ("T13_attention.query_row_action",),
+        "key row action: (row r of W_K·A⁻ᵀ)ᵀ = A⁻¹·(row r of W_K)ᵀ, i.e. w -> A⁻¹w": ("T13_attention.key_row_action",),
         "query row under A = c·[[3/5, -4/5], [4/5, 3/5]] (c > 0): D' = D for symbolic w, g, symmetric H":
             ("T13_attention.T13_query_row_D_iff",),
         "key row under A = c·[[3/5, -4/5], [4/5, 3/5]] (c > 0): D' = D for symbolic w, g, symmetric H":

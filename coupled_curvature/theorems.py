@@ -150,10 +150,10 @@ _ALL = (
     Theorem(
         "T13", "Attention's symmetry group",
         "For one head with Q = XW_Q, K = XW_K, V = XW_V and the head's rows W_O^h of the output map: "
-        "W_Q → W_QA, W_K → W_KA⁻ᵀ (any invertible A) leaves the logits QKᵀ unchanged; W_V → W_VB, "
-        "W_O^h → B⁻¹W_O^h (any invertible B) leaves the output unchanged; heads can be permuted together "
+        "W_Q → W_Q·A, W_K → W_K·A⁻ᵀ (any invertible A) leaves the logits QKᵀ unchanged; W_V → W_V·B, "
+        "W_O^h → B⁻¹·W_O^h (any invertible B) leaves the output unchanged; heads can be permuted together "
         "with the row blocks of W_O; a linear map followed by LayerNorm or RMSNorm (without a bias in between) "
-        "is scale invariant (T10). A row of W_Q maps as w → Aᵀw and a row of W_K as w → A⁻¹w, so by T4 and T7 "
+        "is scale invariant (T10). Each row of W_Q maps as w → Aᵀw and each row of W_K as w → A⁻¹w, so by T4 and T7 "
         "D and D⁺ of a per-head row block are exact under A iff A = cQ (c > 0, Q orthogonal); a general A "
         "has a witness. Whole fused tensors (c_attn, in_proj_weight) are not exact even under a per-head cQ "
         "with c ≠ 1.",

@@ -61,7 +61,7 @@ def _witness_step(d: Derivation, desc: str, M: sp.MatrixBase) -> None:
 def derive_T13() -> Derivation:
     """Derive T13: exact identities on symbolic 2×3 and 3×2 matrices, the row actions, witnesses.
 
-    Formula: ``(XW_QA)(XW_KA⁻ᵀ)ᵀ = XW_Q A A⁻¹ W_Kᵀ Xᵀ = (XW_Q)(XW_K)ᵀ``; each step is an entrywise
+    Formula: ``(XW_Q·A)(XW_K·A⁻ᵀ)ᵀ = XW_Q A A⁻¹ W_Kᵀ Xᵀ = (XW_Q)(XW_K)ᵀ``; each step is an entrywise
     ``expand``/``cancel`` identity of rational functions.
 
     >>> d = derive_T13()
@@ -79,12 +79,12 @@ def derive_T13() -> Derivation:
     Ai = inverse_by_adjugate(A)
     d.exact("A·(adj(A)/det A) = I (det A ≠ 0)", matmul(A, Ai), sp.eye(2))
     Q, K = matmul(X, WQ), matmul(X, WK)
-    d.exact("logits: (XW_QA)(XW_KA⁻ᵀ)ᵀ = (XW_Q)(XW_K)ᵀ (2×3 inputs, 3×2 head maps, symbolic A)",
+    d.exact("logits: (XW_Q·A)(XW_K·A⁻ᵀ)ᵀ = (XW_Q)(XW_K)ᵀ (2×3 inputs, 3×2 head maps, symbolic A)",
             matmul(matmul(X, WQ, A), sp.Transpose(matmul(X, WK, sp.Transpose(Ai)))),
             sp.ImmutableMatrix(sp.Matrix(X * WQ) * sp.Matrix(X * WK).T))
     B, P = symbol_matrix("b", 2, 2), symbol_matrix("p", 2, 2)
     WV, WO = symbol_matrix("v", 3, 2), symbol_matrix("o", 2, 3)
-    d.exact("values: PX(W_VB)(B⁻¹W_O^h) = PXW_VW_O^h (any pattern P, symbolic B)",
+    d.exact("values: PX(W_V·B)(B⁻¹·W_O^h) = PXW_V·W_O^h (any pattern P, symbolic B)",
             matmul(P, X, WV, B, inverse_by_adjugate(B), WO), sp.ImmutableMatrix(P * X * WV * WO))
     O1, O2 = symbol_matrix("u", 2, 2), symbol_matrix("z", 2, 2)
     W1, W2 = symbol_matrix("m", 2, 3), symbol_matrix("n", 2, 3)
@@ -93,9 +93,9 @@ def derive_T13() -> Derivation:
             sp.ImmutableMatrix(sp.Matrix.hstack(O1, O2) * sp.Matrix.vstack(W1, W2)))
     _norms(d)
     r = 1  # the second row of the 3×2 head maps: one input feature's weights into the head
-    d.exact("query row action: (row r of W_QA)ᵀ = Aᵀ·(row r of W_Q)ᵀ, i.e. w -> Aᵀw",
+    d.exact("query row action: (row r of W_Q·A)ᵀ = Aᵀ·(row r of W_Q)ᵀ, i.e. w -> Aᵀw",
             sp.Transpose(matmul(WQ, A)[r, :]), matmul(sp.Transpose(A), sp.Transpose(WQ[r, :])))
-    d.exact("key row action: (row r of W_KA⁻ᵀ)ᵀ = A⁻¹·(row r of W_K)ᵀ, i.e. w -> A⁻¹w",
+    d.exact("key row action: (row r of W_K·A⁻ᵀ)ᵀ = A⁻¹·(row r of W_K)ᵀ, i.e. w -> A⁻¹w",
             sp.Transpose(matmul(WK, sp.Transpose(Ai))[r, :]), matmul(Ai, sp.Transpose(WK[r, :])))
     S = sp.ImmutableMatrix([[2, 1], [0, 1]])
     _witness_step(d, "query row under the shear A = [[2, 1], [0, 1]], action Aᵀ", S.T)
