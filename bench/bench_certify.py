@@ -11,7 +11,7 @@ Measured in one run and printed as measured (targets in brackets):
     inverse=False (D only); the load average; with --profile, where certify's time goes.
   * A residual CNN with eval BatchNorm (conv-BN-ReLU stem, one residual block with two conv-BN, max pool,
     adaptive average pool, Linear; 8 channels) on 64 digits images 1x8x8: certify(inverse=True), time.
-Run (from the repository root): PYTHONPATH=. OMP_NUM_THREADS=1 python bench/bench_certify.py [--skip-mlp] [--skip-cnn]
+Run (from the repository root): PYTHONPATH=src OMP_NUM_THREADS=1 python bench/bench_certify.py [--skip-mlp] [--skip-cnn]
 [--repeats 3] [--profile]
 """
 

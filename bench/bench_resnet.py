@@ -33,7 +33,7 @@ torchvision.models.resnet18(num_classes=10), measured in a separate venv with to
 0.29.1 (CPU, 1 thread, load 3-5, alone in its process): gradient 0.536 s; D only 3.0 s = 5.7x (62/62 blocks
 tangent; against the Hessian-vector-product route wᵀHw and D agree to 2.0e-15 on 8 samples); D and D⁺ by
 the Gram route 154.5 s, peak RSS 9.54 GiB, 62/62 gram (31 BᵀB, 31 G = BBᵀ).
-Run (from the repository root): PYTHONPATH=. nice python bench/bench_resnet.py [--quick] [--samples 32] [--threads 2] [--mlp-blocks all|NAME,...]
+Run (from the repository root): PYTHONPATH=src nice python bench/bench_resnet.py [--quick] [--samples 32] [--threads 2] [--mlp-blocks all|NAME,...]
      [--skip-mlp] [--skip-resnet] [--gram-memory BYTES] [--device cuda] [--repeat-d N]
 """
 

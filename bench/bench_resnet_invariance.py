@@ -42,7 +42,7 @@ no atom count moved under any map; per model diagnose 124-232 s + profile 129-22
     |ΔD⁺|/D⁺ up to 15 (6e11 ε/x_min), profile |Δx| up to 0.32 and ρ/‖g‖² up to 0.47; wᵀHw still
     unchanged.
 Run (from the repository root):
-  PYTHONPATH=. nice python bench/bench_resnet_invariance.py [--samples 8] [--threads 1] [--widths 64-128-256-512]
+  PYTHONPATH=src nice python bench/bench_resnet_invariance.py [--samples 8] [--threads 1] [--widths 64-128-256-512]
       [--control | --control-only] [--gram-memory BYTES]
 """
 

@@ -11,12 +11,9 @@ import coupled_curvature
 
 
 def _modules() -> list[str]:
-    names = ["coupled_curvature"]
+    names = ["coupled_curvature"]  # symbolic, numeric and proofs are sub-packages of it (src/coupled_curvature)
     for info in pkgutil.walk_packages(coupled_curvature.__path__, "coupled_curvature."):
         names.append(info.name)
-    for sub in ("symbolic", "numeric", "proofs"):
-        pkg = importlib.import_module(f"coupled_curvature.{sub}")
-        names += [pkg.__name__] + [i.name for i in pkgutil.walk_packages(pkg.__path__, f"{pkg.__name__}.")]
     return sorted(set(names) - {"coupled_curvature.__main__"})  # __main__ runs the CLI on import
 
 

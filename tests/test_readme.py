@@ -36,7 +36,7 @@ def test_readme_block_runs_and_prints_what_it_says(index, tmp_path):
     same cumulative weight after layer_rescale (checked to 1e-13); a block that ends with ``# prints:``
     and commented lines prints exactly those lines last."""
     block = BLOCKS[index]
-    paths = [str(README.parent), *filter(None, [os.environ.get("PYTHONPATH")])]
+    paths = [str(README.parent / "src"), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     out = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True, timeout=300, cwd=tmp_path,
                          env=env)  # the checkout's code, not whichever copy is installed

@@ -1,9 +1,8 @@
 """MkDocs hooks of the documentation site (``hooks:`` in ``mkdocs.yml``).
 
-* **The package as it installs.** ``symbolic/``, ``numeric/`` and ``proofs/`` install inside
-  ``coupled_curvature/`` but sit beside it in the checkout, where no static reader can find them.
-  Before mkdocstrings starts, a temporary tree with the installed layout (links to the checkout's
-  folders) goes first on its search path, so the API pages read the checkout's own sources.
+* **The checkout's package.** The placeholders below import ``coupled_curvature`` from the checkout's
+  ``src/`` (first on the search path), as mkdocstrings reads it (``paths: [src]`` in ``mkdocs.yml``),
+  not whichever copy is installed.
 * **Pages filled from the package**, so that they cannot drift from it. A page marks the place with
   an HTML comment:
 
@@ -18,49 +17,25 @@
 from __future__ import annotations
 
 import argparse
-import atexit
 import contextlib
 import os
 import re
-import shutil
 import sys
-import tempfile
 from collections.abc import Iterator
 from typing import Any
 
 from mkdocs.plugins import event_priority
-
-SUBPACKAGES = ("symbolic", "numeric", "proofs")
 
 
 def _checkout(config: Any) -> str:
     return os.path.dirname(os.path.abspath(config.config_file_path))
 
 
-def layout_tree(root: str) -> str:
-    """A temporary folder holding ``coupled_curvature/`` as it installs: the checkout's front-door
-    entries and its three sub-package folders, all as links (removed when the build ends)."""
-    tree = tempfile.mkdtemp(prefix="ccurv-docs-")
-    atexit.register(shutil.rmtree, tree, True)
-    pkg = os.path.join(tree, "coupled_curvature")
-    os.mkdir(pkg)
-    front = os.path.join(root, "coupled_curvature")
-    for name in os.listdir(front):
-        if name != "__pycache__":
-            os.symlink(os.path.join(front, name), os.path.join(pkg, name))
-    for sub in SUBPACKAGES:
-        os.symlink(os.path.join(root, sub), os.path.join(pkg, sub))
-    return tree
-
-
-@event_priority(100)  # before mkdocstrings makes its handler, which reads the search path once
+@event_priority(100)  # before anything below imports the package
 def on_config(config: Any) -> Any:
-    root = _checkout(config)
-    if root not in sys.path:
-        sys.path.insert(0, root)  # the placeholders below import the checkout's package
-    handlers = config.plugins["mkdocstrings"].config.handlers
-    python = handlers.setdefault("python", {})
-    python["paths"] = [layout_tree(root), *python.get("paths", [])]
+    src = os.path.join(_checkout(config), "src")
+    if src not in sys.path:
+        sys.path.insert(0, src)  # the placeholders below import the checkout's package
     return config
 
 

@@ -228,7 +228,7 @@ needs_hook = pytest.mark.skipif(not has_hook(), reason="diagnose(..., process_gr
 
 
 def _worker_env() -> dict:
-    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    path = os.pathsep.join([str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH", "")])  # package, tests.…
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=path)
     if "lo" in {name for _, name in socket.if_nameindex()}:
         env["GLOO_SOCKET_IFNAME"] = "lo"  # loopback only

@@ -53,7 +53,7 @@ def test_signal_while_writing_leaves_previous_output(sig, code, word, existing, 
             Path(tmp, "report.md").write_text("the previous report")
         write_folder(str(out), "report", fill)
     before = tree_hash(tmp_path)
-    script = CHILD.format(root=str(ROOT))
+    script = CHILD.format(root=str(ROOT / "src"))
     child = subprocess.Popen([sys.executable, "-c", script, str(out)], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     try:

@@ -14,11 +14,6 @@ torch and ``coupled_curvature.numeric`` never pulls in sympy.
 from __future__ import annotations
 
 import importlib
-import importlib.abc
-import importlib.machinery
-import importlib.util
-import os
-import sys
 from typing import Any
 
 from coupled_curvature.errors import (
@@ -30,37 +25,6 @@ from coupled_curvature.errors import (
 )
 
 __version__ = "0.1.0"
-
-# In a source checkout (tests and benchmarks run from the repository root) the sub-packages
-# sit beside this folder, as symbolic/, numeric/ and proofs/; an install maps them by
-# package-dir. In a checkout, a finder resolves exactly those three names to those folders:
-# nothing else in the checkout (tests, bench, this folder itself) becomes importable as
-# coupled_curvature.<name>.
-_SUBPACKAGES = ("symbolic", "numeric", "proofs")
-_checkout = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-class _CheckoutFinder(importlib.abc.MetaPathFinder):
-    """Finds ``coupled_curvature.{symbolic,numeric,proofs}`` in the checkout's top-level folders."""
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
-        head, _, sub = name.partition(".")
-        if head != __name__ or sub not in _SUBPACKAGES:
-            return None
-        folder = os.path.join(_checkout, sub)
-        return importlib.util.spec_from_file_location(
-            name, os.path.join(folder, "__init__.py"), submodule_search_locations=[folder])
-
-
-def _holds_subpackages(folder: str) -> bool:
-    return all(os.path.isfile(os.path.join(folder, s, "__init__.py")) for s in _SUBPACKAGES)
-
-
-# installed: the sub-packages sit inside this folder; a checkout: beside it, with the project file
-_in_checkout = os.path.isfile(os.path.join(_checkout, "pyproject.toml")) and _holds_subpackages(_checkout)
-if not _holds_subpackages(os.path.dirname(__file__)) and _in_checkout:
-    if not any(isinstance(f, _CheckoutFinder) for f in sys.meta_path):
-        sys.meta_path.insert(0, _CheckoutFinder())
 
 _LAZY = {
     "diagnose": "coupled_curvature.numeric.core.diagnostics",

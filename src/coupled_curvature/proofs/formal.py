@@ -134,8 +134,8 @@ class StatementCheck:
 def coq_dir() -> Path | None:
     """The ``proofs/coq`` folder (it ships in the source tree), or ``None`` when not found.
 
-    Looked up in order: ``$CCURV_COQ_DIR``, next to this module, ``proofs/coq`` in the current
-    folder or one of its parents.
+    Looked up in order: ``$CCURV_COQ_DIR``, next to this module, ``src/coupled_curvature/proofs/coq``
+    in the current folder or one of its parents (a source checkout).
 
     >>> d = coq_dir()
     >>> d is None or (d / "_CoqProject").is_file()
@@ -147,7 +147,7 @@ def coq_dir() -> Path | None:
         candidates.append(Path(env))
     candidates.append(Path(__file__).resolve().parent / "coq")
     cwd = Path.cwd().resolve()
-    candidates.extend(p / "proofs" / "coq" for p in (cwd, *cwd.parents))
+    candidates.extend(p / "src" / "coupled_curvature" / "proofs" / "coq" for p in (cwd, *cwd.parents))
     for c in candidates:
         if (c / "_CoqProject").is_file():
             return c
