@@ -65,9 +65,10 @@ def gradient_at_rounding(g_sq: float, g_rounding: float | None) -> bool:
 
 def rounding_note(g_sq: float, g_rounding: float) -> str:
     """The note of a block whose gradient is zero to rounding."""
-    return (f"the gradient is zero to rounding (‖g‖ = {math.sqrt(g_sq):.1e} ≤ {g_rounding:.1e}, the rounding level of "
-            "the terms that make it): D = RQ/‖g‖² and D⁺ are undefined (None); the loss does not move along "
-            "this block to first order (e.g. a shift of every logit under cross-entropy)")
+    return (f"the gradient is zero to rounding (‖g‖ = {math.sqrt(g_sq):.1e} ≤ {g_rounding:.1e}: the rounding level of "
+            "the terms that make it, or the loss does not move when the block moves along g at its own scale): "
+            "D = RQ/‖g‖² and D⁺ are undefined (None); e.g. a shift of every logit under cross-entropy, or a key bias "
+            "in attention")
 
 
 def _all_floats(*xs: object) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.numeric.core.gradient_level import unresolved_gradients
 from coupled_curvature.numeric.core.hvp import (
     CurvatureSums, block_curvature, block_krylov, hidden_dependence, math_attention, route_failure,
 )
@@ -147,6 +148,9 @@ def execute(p: Plan, bar: Progress | None = None) -> Execution:
     del retained
     _refuse_hidden(objective, partition, curv)
     g_rounding = _gradient_rounding(objective, partition, collective, model_notes)
+    if collective is None:  # a distributed run keeps the cotangent bound alone (the loss probe is per rank)
+        for b, level in unresolved_gradients(objective, partition, {b: curv[b].grad for b in partition}, loss).items():
+            g_rounding[b] = max(g_rounding.get(b, 0.0), level)
     blocks = {}
     for b, members in partition.items():
         c = curv[b]

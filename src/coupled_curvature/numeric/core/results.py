@@ -58,7 +58,9 @@ class BlockDiagnosis:
     ``wHw_reason`` says why. Both route fields are ``str`` enums: they compare equal to their values.
     ``g_rounding`` is the rounding level of the gradient, ``m·ε·‖Σ_n J_nᵀ|r_n|‖`` (``r_n = ∂L/∂f_n`` the
     output cotangents, ``m`` their number): the size of the rounding errors in ``g = Σ_n J_nᵀr_n``
-    (``None`` where it was not computed). A block with ``‖g‖ ≤ g_rounding`` has a gradient that is zero
+    (``None`` where it was not computed); where the loss does not move when the block moves by
+    ``max(‖w‖, 1)`` along ``±g`` (:mod:`.gradient_level`: a cancellation inside one sample's backward pass,
+    such as a key bias under softmax), it is ``‖g‖`` itself. A block with ``‖g‖ ≤ g_rounding`` has a gradient that is zero
     to rounding (``g_at_rounding``; e.g. a logit shift under cross-entropy, whose gradient is exactly 0):
     ``D`` and ``D⁺`` are ``None`` there and a note says so.
     """
