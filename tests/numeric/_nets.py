@@ -51,12 +51,17 @@ def block_loss(model, loss_fn, X, y, members):
     return f, torch.cat([params[m].reshape(-1) for m in members])
 
 
-def reference_block(model, loss_fn, X, y, members, rtol=1e-10):
-    """Brute force: the dense block Hessian by ``torch.func.hessian`` on the block alone, numpy pinv."""
+def reference_block(model, loss_fn, X, y, members, rtol=1e-10, positions=None):
+    """Brute force: the dense block Hessian by ``torch.func.hessian`` on the block alone, numpy pinv.
+    ``positions`` (indices into the flattened ``members``) restricts ``w``, ``g`` and ``H`` to a principal
+    submatrix: the reference of a block of sub-tensors."""
     f, w = block_loss(model, loss_fn, X, y, members)
     g = grad(f)(w).numpy()
     H = hessian(f)(w).numpy()
     w = w.numpy()
+    if positions is not None:
+        idx = np.asarray(positions)
+        g, H, w = g[idx], H[np.ix_(idx, idx)], w[idx]
     Hp = np.linalg.pinv(H, rcond=rtol, hermitian=True)
     wHw, wHpw, gsq, wsq = w @ H @ w, w @ Hp @ w, g @ g, w @ w
     lam = np.abs(np.linalg.eigvalsh(H))

@@ -29,6 +29,10 @@ def resolve_blocks(param_names: Sequence[str], blocks: str | Mapping[str, Sequen
             for n in names:
                 out.setdefault(n.rpartition(".")[0] or n, []).append(n)
             return out
+        if blocks == "head":
+            raise InvalidInputError("blocks='head' (sub-tensor blocks) is taken by the curvature engine (diagnose, "
+                                    "spectral_profile, cutoff_sensitivity, the tracker), not by this route; pass "
+                                    "'tensor', 'layer' or whole-tensor blocks here")
         raise InvalidInputError(
             f"blocks={blocks!r} is not a partition; use 'tensor', 'layer' or a mapping "
             "{block name: [parameter names]}"
@@ -45,6 +49,12 @@ def resolve_blocks(param_names: Sequence[str], blocks: str | Mapping[str, Sequen
         if not members:
             raise InvalidInputError(f"block {block!r} lists no parameters")
         for m in members:
+            if isinstance(m, tuple):
+                raise InvalidInputError(
+                    f"block {block!r} holds a slice {m!r}: sub-tensor blocks are taken by the curvature engine "
+                    "(diagnose, spectral_profile, cutoff_sensitivity, the tracker), not by this route; pass whole "
+                    "parameter names here"
+                )
             if m not in known:
                 raise InvalidInputError(
                     f"block {block!r} names unknown parameter {m!r}; the model has: "

@@ -9,6 +9,7 @@ from torch import Tensor, nn
 
 from coupled_curvature.numeric.core.calling import Inputs, ModelCall
 from coupled_curvature.numeric.core.inputs import Batch, checked_loss
+from coupled_curvature.numeric.core.slices import Piece, assemble, gather_index
 
 
 class Objective:
@@ -16,17 +17,28 @@ class Objective:
     ``reduction`` (``"mean"`` or ``"sum"``) says how ``loss_fn`` reduces a batch, so that one sample's
     term enters ``L`` with weight ``weight/n_batch`` or ``weight`` (:meth:`sample_weight`). ``call`` says which
     tensor of the model's output the loss receives (:class:`~.calling.ModelCall`); every forward pass of the
-    engine is :meth:`forward`."""
+    engine is :meth:`forward`.
+
+    ``pieces`` (parameter -> its :class:`~.slices.Piece` s, from :func:`~.slices.sliced_partition`) makes
+    sub-tensors leaves of their own: ``names`` lists the leaves (each sliced parameter replaced by its
+    pieces), ``values`` holds them and every parameter's full value, and :meth:`forward` rebuilds a sliced
+    parameter from the full value and the pieces given (out of place), so derivatives reach the pieces."""
 
     def __init__(self, model: nn.Module, loss_fn: Callable, batches: Sequence[Batch], reduction: str = "mean",
-                 call: ModelCall = ModelCall()):
+                 call: ModelCall = ModelCall(), pieces: Mapping[str, Sequence[Piece]] | None = None):
         self.model = model
         self.call = call
         self.loss_fn = loss_fn
         self.reduction = reduction
         self.batches = list(batches)
-        self.names = [n for n, _ in model.named_parameters()]
-        self.values = {n: p.detach() for n, p in model.named_parameters()}
+        full = {n: p.detach() for n, p in model.named_parameters()}
+        self.pieces = {n: list(ps) for n, ps in (pieces or {}).items() if ps}
+        self.names = [leaf for n in full for leaf in ([p.leaf for p in self.pieces[n]] if n in self.pieces else [n])]
+        self.values = dict(full)
+        for n, ps in self.pieces.items():
+            self.values.update({p.leaf: full[n].reshape(-1)[p.flat.to(full[n].device)].reshape(p.shape) for p in ps})
+        self._params = list(full)
+        self._gather = {n: gather_index(full[n].shape, ps).to(full[n].device) for n, ps in self.pieces.items()}
         self.buffers = {n: b.detach() for n, b in model.named_buffers()}
         self.graph_loss: float | None = None
 
@@ -37,8 +49,12 @@ class Objective:
 
     def forward(self, params: Mapping[str, Tensor], X: Inputs) -> Tensor:
         """The tensor the loss receives from the model run on ``X`` with the parameters ``params`` (any not
-        given keep their values) and the model's buffers."""
-        return self.call.functional(self.model, {**self.values, **params, **self.buffers}, X)
+        given keep their values) and the model's buffers; a sliced parameter is assembled from its pieces."""
+        given = {**self.values, **params}
+        tensors = {n: given[n] for n in self._params}
+        for n, ps in self.pieces.items():
+            tensors[n] = assemble(given[n], [given[p.leaf] for p in ps], self._gather[n])
+        return self.call.functional(self.model, {**tensors, **self.buffers}, X)
 
     def batch_loss(self, i: int, params: dict[str, Tensor]) -> Tensor:
         batch = self.batches[i]

@@ -27,10 +27,12 @@ from coupled_curvature.numeric.core.dict_batches import DEFAULT_TARGET, check_ta
 from coupled_curvature.numeric.core.inputs import REDUCTIONS, check_count, check_flag
 from coupled_curvature.numeric.factors.gram import MEMORY_BUDGET
 
-__all__ = ["FROZEN", "GRAM_MEMORY", "METHODS", "RunOptions", "check_pinv_rtol", "run_options"]
+__all__ = ["BLOCKS", "FROZEN", "GRAM_MEMORY", "METHODS", "RunOptions", "check_pinv_rtol", "run_options"]
 
 #: how ``wᵀH⁺w`` is computed (``None`` means ``"gram"``): see :class:`~.engine.SpectralRoute`
 METHODS = ("gram", "dense", "krylov", "auto")
+#: the partitions named by a string (a mapping gives explicit blocks)
+BLOCKS = ("tensor", "layer", "head")
 #: what happens to parameters with ``requires_grad=False``
 FROZEN = ("skip", "include")
 #: the rows ``B`` of the Gram route held at once stay under this many bytes by default
@@ -92,7 +94,9 @@ def run_options(
 ) -> RunOptions:
     """Check every run option and return them as a :class:`RunOptions`; the one validation of all entry points.
 
-    - ``blocks``: ``"tensor"`` (one block per parameter tensor), ``"layer"`` or ``{block: [names]}``;
+    - ``blocks``: ``"tensor"`` (one block per parameter tensor), ``"layer"``, ``"head"`` (attention split
+      into per-head Q, K, V, O blocks: :mod:`~.head_blocks`) or ``{block: [members]}``, a member being a
+      parameter name or ``(name, index)``, a sub-tensor (:mod:`~.slices`);
     - ``inverse``: compute ``D⁺ = (wᵀH⁺_τw/wᵀw)·‖g‖²`` (``False``: ``D`` only, by the cheapest route);
     - ``pinv_rtol``: the relative cutoff ``τ = pinv_rtol·max|λ|``, in ``[0, 1)``;
     - ``method``: ``None``/``"gram"`` (the exact Gram route where the net is piecewise affine in the
@@ -111,7 +115,10 @@ def run_options(
       ``target(batch) -> Tensor``; the other entries are the model's keyword inputs (:mod:`~.dict_batches`).
     """
     if not isinstance(blocks, (str, Mapping)):
-        raise InvalidInputError(f"blocks must be 'tensor', 'layer' or a mapping, got {type(blocks).__name__}")
+        raise InvalidInputError(f"blocks must be 'tensor', 'layer', 'head' or a mapping, got {type(blocks).__name__}")
+    if isinstance(blocks, str) and blocks not in BLOCKS:
+        raise InvalidInputError(f"blocks={blocks!r} is not a partition; use 'tensor', 'layer', 'head' or a mapping "
+                                "{block name: [parameter names or (name, index)]}")
     check_flag(inverse, "inverse")
     check_flag(allow_train_mode, "allow_train_mode")
     if progress is not None:

@@ -28,13 +28,13 @@ route (``D`` only), if no parameter is tied and no process group is given; else 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 
 import torch
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.numeric.core.blocks import resolve_blocks
+from coupled_curvature.numeric.core.head_blocks import head_blocks
 from coupled_curvature.numeric.core.hvp import attention_calls
 from coupled_curvature.numeric.core.calling import map_inputs
 from coupled_curvature.numeric.core.inputs import Batch, check_loss_fn, float64_copy, loss_reduction, prepare_batches
@@ -42,6 +42,7 @@ from coupled_curvature.numeric.core.objective import Objective
 from coupled_curvature.numeric.core.options import RunOptions
 from coupled_curvature.numeric.core.probe import probe_batches
 from coupled_curvature.numeric.core.routes import BlockPlan, Plan, SpectralRoute, WHwRoute
+from coupled_curvature.numeric.core.slices import sliced_partition
 
 __all__ = ["plan"]
 
@@ -87,12 +88,19 @@ def plan(model: nn.Module, loss_fn: Callable, data: object, options: RunOptions,
         from coupled_curvature.numeric import distributed as dist
 
         batches = dist.global_batches(batches, loss_fn, o.process_group, reduction=reduction)
-    objective = Objective(net, loss_fn, batches, reduction, o.call)
-    if not objective.names:
+    shapes = {n: p.shape for n, p in net.named_parameters()}
+    if not shapes:
         raise InvalidInputError("the model has no parameters to diagnose; pass a model with at least one parameter")
     frozen = [n for n, p in net.named_parameters() if not p.requires_grad]
     skipped = frozen if o.frozen == "skip" else []
-    partition = _partition(objective.names, o.blocks, skipped)
+    spec: str | Mapping = o.blocks
+    if o.blocks == "head":
+        heads = head_blocks(net)
+        spec = heads.blocks
+        notes.extend(heads.notes)
+    sliced = sliced_partition(shapes, spec, skipped, drop_skipped=o.blocks == "head")
+    objective = Objective(net, loss_fn, batches, reduction, o.call, pieces=sliced.pieces)
+    partition = sliced.partition
     if skipped:
         notes.append(f"skipped {len(skipped)} frozen parameter(s) (requires_grad=False): {', '.join(skipped)}; "
                      "pass frozen='include' to diagnose them")
@@ -152,25 +160,6 @@ def _choose_wHw(blocks: dict[str, BlockPlan], tied: bool, dist_on: bool, tangent
                                                         if bp.spectral is SpectralRoute.GRAM else ""))
         else:
             bp.wHw, bp.wHw_reason = WHwRoute.HVP, "Hessian-vector product: a spectral route runs and uses H_bb w"
-
-
-def _partition(names: list[str], blocks: str | Mapping[str, Sequence[str]], skipped: list[str]) -> dict[str, list[str]]:
-    """The blocks over the parameters that are not skipped; a mapping may not name a skipped one."""
-    if not skipped:
-        return resolve_blocks(names, blocks)
-    if isinstance(blocks, Mapping):
-        for block, members in blocks.items():
-            for m in [members] if isinstance(members, str) else members:
-                if m in skipped:
-                    raise InvalidInputError(
-                        f"block {block!r} names {m!r}, a frozen parameter (requires_grad=False) that "
-                        "frozen='skip' leaves out; pass frozen='include' to diagnose it, or drop it from the block"
-                    )
-    kept = [n for n in names if n not in skipped]
-    if not kept:
-        raise InvalidInputError("every parameter is frozen (requires_grad=False); pass frozen='include' to "
-                                "diagnose them anyway")
-    return resolve_blocks(kept, blocks)
 
 
 def _model_device(model: nn.Module) -> torch.device:
