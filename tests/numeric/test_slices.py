@@ -54,8 +54,11 @@ def test_mlp_slices_match_principal_submatrix(cut, col, act, seed):
     X, y = data(20, (4,), 3, seed=seed + 1)
     blocks = {"rows": [("0.weight", (slice(0, cut), slice(None))), ("0.bias", slice(0, cut))],
               "rest": [("0.weight", slice(cut, 5))],
-              "cols": [("2.weight", (slice(None), slice(0, col))), "2.bias"]}
-    _check(model, CE, X, y, blocks)
+              "cols": [("2.weight", (slice(None), slice(0, col)))],
+              "b2": ["2.bias"]}  # a whole tensor beside a sliced weight: the module routes read the full weight
+    d = _check(model, CE, X, y, blocks)
+    if act == "relu":
+        assert d["b2"].wHw_route.value == "tangent" and d["rows"].wHw_route.value != "tangent"
 
 
 def test_reference_would_catch_a_wrong_slice():
