@@ -11,6 +11,7 @@ propagates.
 from __future__ import annotations
 
 import torch
+from torch import Tensor
 
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.numeric.core.gradient_level import unresolved_gradients
@@ -22,7 +23,7 @@ from coupled_curvature.numeric.core.routes import (
     BlockCurvature, Execution, Plan, SpectralRoute, WHwRoute, spectrum_of_dense, spectrum_of_gram,
 )
 from coupled_curvature.numeric.factors.gram import GramResult, gram_forms
-from coupled_curvature.numeric.factors.tangent_forms import tangent_forms
+from coupled_curvature.numeric.factors.tangent_forms import TangentForms, tangent_forms
 from coupled_curvature.numeric.linalg.pinv import rounding_level
 
 __all__ = ["execute"]
@@ -67,8 +68,10 @@ def execute(p: Plan, bar: Progress | None = None) -> Execution:
         dist.check_same_options({**{k: v for k, v in vars(o).items() if k not in ("process_group", "progress", "device")},
                                  "routes": {b: (str(bp.spectral), str(bp.wHw)) for b, bp in p.blocks.items()}},
                                 o.process_group)
+    mags = None  # |J_bᵀ|r|| per parameter from the tangent route's pass, when it took every block
     if on_gram:
-        curv, wHw, loss = _gram_prepass(p, on_gram, values, wHw_routes, tangent_refused, model_notes, stage)
+        curv, wHw, loss, tf = _gram_prepass(p, on_gram, values, wHw_routes, tangent_refused, model_notes, stage)
+        mags = _covering(tf, partition)
         if collective is not None:
             dist.reduce_block_curvature(curv, o.process_group)
         stage("Gram route")
@@ -109,6 +112,7 @@ def execute(p: Plan, bar: Progress | None = None) -> Execution:
                 wHw_routes[b] = (WHwRoute.HVP, f"Hessian-vector product: {why}")
         if tf is not None:
             tangent_refused = dict(tf.reasons)
+        mags = _covering(tf, partition)
         if tf is not None and tf.wHw:
             wHw = tf.wHw
             curv = {b: CurvatureSums(torch.cat([tf.grads[m].reshape(-1) for m in partition[b]]), None, None)
@@ -147,7 +151,7 @@ def execute(p: Plan, bar: Progress | None = None) -> Execution:
                              tol=o.krylov_tol, graphs=retained, reduce=reduce)
     del retained
     _refuse_hidden(objective, partition, curv)
-    g_rounding = _gradient_rounding(objective, partition, collective, model_notes)
+    g_rounding = _gradient_rounding(objective, partition, collective, model_notes, mags)
     if collective is None:  # a distributed run keeps the cotangent bound alone (the loss probe is per rank)
         for b, level in unresolved_gradients(objective, partition, {b: curv[b].grad for b in partition}, loss).items():
             g_rounding[b] = max(g_rounding.get(b, 0.0), level)
@@ -172,11 +176,12 @@ def execute(p: Plan, bar: Progress | None = None) -> Execution:
 
 
 def _gram_prepass(p: Plan, on_gram: list[str], values: dict, wHw_routes: dict, tangent_refused: dict,
-                  notes: list[str], stage) -> tuple[dict[str, CurvatureSums], dict[str, float], float | None]:
+                  notes: list[str], stage) -> tuple[dict[str, CurvatureSums], dict[str, float], float | None,
+                                                    TangentForms | None]:
     """``g`` of every block and the ``wᵀH_bbw`` the Gram checks compare with: the tangent route (exact, its
     affinity read off the autograd graph, samples checked independent) for the Gram blocks planned on it,
-    Hessian-vector products for every other block. Returns the sums, the tangent route's ``wᵀHw`` and the
-    loss when the tangent route ran over every batch."""
+    Hessian-vector products for every other block. Returns the sums, the tangent route's ``wᵀHw``, the
+    loss when the tangent route ran over every batch, and the tangent route's forms."""
     objective, partition = p.objective, p.partition
     on_tangent = {b: partition[b] for b in on_gram if p.blocks[b].wHw is WHwRoute.TANGENT}
     tf = _tangent_route(objective, on_tangent, stage, notes) if on_tangent else None
@@ -193,7 +198,14 @@ def _gram_prepass(p: Plan, on_gram: list[str], values: dict, wHw_routes: dict, t
     if rest:
         stage(f"Hessian-vector products of {len(rest)} block(s)")
         curv.update(block_curvature(objective, rest, set()))
-    return {b: curv[b] for b in partition}, wHw, tf.loss if tf is not None and wHw else None
+    return {b: curv[b] for b in partition}, wHw, tf.loss if tf is not None and wHw else None, tf
+
+
+def _covering(tf: TangentForms | None, partition) -> tuple[dict[str, Tensor], int] | None:
+    """The tangent route's ``(Σ |J_bᵀ|r||, m)`` when it took every block (each summed over every batch)."""
+    if tf is None or not tf.outputs or any(b not in tf.wHw for b in partition):
+        return None
+    return tf.magnitudes, tf.outputs
 
 
 def _tangent_route(objective, partition, stage, notes: list[str]):
@@ -210,12 +222,15 @@ def _tangent_route(objective, partition, stage, notes: list[str]):
         return None
 
 
-def _gradient_rounding(objective, partition, collective, notes: list[str]) -> dict[str, float]:
-    """Per block, the rounding level of its gradient: ``m·ε·‖Σ_b |J_bᵀ|r_b||‖``
-    (:meth:`~.objective.Objective.cotangent_magnitudes`); empty, with a note, where it cannot be taken."""
+def _gradient_rounding(objective, partition, collective, notes: list[str],
+                       found: tuple[dict[str, Tensor], int] | None = None) -> dict[str, float]:
+    """Per block, the rounding level of its gradient: ``m·ε·‖Σ_b |J_bᵀ|r_b||‖``, from ``found`` (the tangent
+    route's pass, when it took every block) or else :meth:`~.objective.Objective.cotangent_magnitudes` (one more
+    forward and backward pass); empty, with a note, where it cannot be taken."""
     try:
-        with math_attention():
-            found = objective.cotangent_magnitudes()
+        if found is None:
+            with math_attention():
+                found = objective.cotangent_magnitudes()
     except RuntimeError as e:
         if route_failure(e) is None:
             raise

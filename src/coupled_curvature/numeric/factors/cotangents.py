@@ -36,12 +36,14 @@ class ShiftedForward:
     """One forward pass of one batch: the outputs ``out``; per module path the recorded
     ``(input, output)`` of each call (``calls``), the zero ``shift`` added to the first call's
     output and the autograd node of ``output + shift`` (``marks``: where the module's output enters
-    the rest of the graph)."""
+    the rest of the graph); ``outputs``: that first output itself, with its graph (a cotangent at the
+    module's output goes back to the module's own parameters from it)."""
 
     out: object
     calls: dict[str, list[tuple[Tensor | None, Tensor]]]
     shifts: dict[str, Tensor] = field(default_factory=dict)
     marks: dict[str, object] = field(default_factory=dict)
+    outputs: dict[str, Tensor] = field(default_factory=dict)
 
     def once(self) -> list[str]:
         """The paths whose module ran exactly once and returned one tensor (the others carry no shift)."""
@@ -78,6 +80,7 @@ def shifted_forward(objective: Objective, batch: int, paths: Iterable[str],
                 return None
             shift = torch.zeros_like(output, requires_grad=True)
             shifted = output + shift
+            fw.outputs[path] = output
             fw.shifts[path], fw.marks[path] = shift, shifted.grad_fn  # before any in-place op downstream
             return shifted
 

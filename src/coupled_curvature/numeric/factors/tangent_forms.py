@@ -13,13 +13,17 @@ normalisation's ``γ``), the broadcast bias for the bias, ``z`` for both. The co
 (:mod:`.cotangents`, batched): ``r`` rows (``C − 1`` for softmax cross-entropy) for all blocks
 at once, plus the gradient's pass, instead of one Hessian-vector product per block. One more row,
 a Gaussian combination of all rows, checks that samples do not interact (the cotangent of sample
-``n`` must not pick up other samples' outputs).
+``n`` must not pick up other samples' outputs). A last row, the absolute output cotangents
+``|r_n| = |∂L/∂f_n|``, gives the rounding level of each block's gradient nearly free: its cotangent at
+the module's output goes back through the module alone to ``|J_bᵀ|r||`` (the quantity of
+:meth:`~coupled_curvature.numeric.core.objective.Objective.cotangent_magnitudes`, which otherwise costs
+one more forward and backward pass).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
@@ -52,6 +56,10 @@ class TangentForms:
     reasons: dict[str, str]
     grads: dict[str, Tensor]
     loss: float
+    #: ``Σ_batches |J_bᵀ|r_b||`` per parameter of the blocks in ``wHw`` (see the module docstring)
+    magnitudes: dict[str, Tensor] = field(default_factory=dict)
+    #: the number ``m`` of output entries those cotangents summed over
+    outputs: int = 0
 
 
 def module_block(model: nn.Module, members: Sequence[str]) -> tuple[str, tuple[str, ...]] | None:
@@ -134,6 +142,8 @@ def tangent_forms(objective: Objective, partition: Mapping[str, Sequence[str]], 
         where = {}
     forms = {b: 0.0 for b in where}
     grads = {n: torch.zeros_like(v) for n, v in objective.values.items()}
+    mags = {n: torch.zeros_like(objective.values[n]) for b in where for n in partition[b]}
+    m = 0
     total = 0.0
     gen = torch.Generator().manual_seed(seed)
     for i, batch in enumerate(objective.batches):
@@ -166,23 +176,31 @@ def tangent_forms(objective: Objective, partition: Mapping[str, Sequence[str]], 
                     reasons[b] = f"the outputs are not affine in the block: {why}" if affine[p] else why
                     del live[b]
         names = list(leaves)
+        r_out = (torch.autograd.grad(loss, [out], retain_graph=True, allow_unused=True)[0]
+                 if live and out.requires_grad else None)
+        r_out = torch.zeros_like(out) if r_out is None else r_out.detach()
         for n, g in zip(names, torch.autograd.grad(loss, [leaves[n] for n in names], retain_graph=bool(live),
                                                    allow_unused=True)):
             if g is not None:
                 grads[n] += g
         total += float(loss.detach())
         if live:
-            _accumulate(model, fw, live, factors.A, objective.values, forms, reasons, gen)
-    return TangentForms({b: forms[b] for b in blocks if b in forms and b not in reasons},
-                        {b: reasons[b] for b in blocks if b in reasons}, grads, total)
+            _accumulate(model, fw, live, factors.A, objective.values, forms, reasons, gen,
+                        (r_out.abs().reshape(r_out.shape[0], 1, -1), {n: leaves[n] for b in live for n in partition[b]},
+                         {b: list(partition[b]) for b in live}, mags))
+            m += out.numel()
+    done = [b for b in blocks if b in forms and b not in reasons]
+    return TangentForms({b: forms[b] for b in done}, {b: reasons[b] for b in blocks if b in reasons}, grads, total,
+                        {n: mags[n] for b in done for n in partition[b]}, m)
 
 
 def _accumulate(model: nn.Module, fw: ShiftedForward, live: Mapping[str, tuple[str, tuple[str, ...]]], A: Tensor,
                 values: Mapping[str, Tensor], forms: dict[str, float], reasons: dict[str, str],
-                gen: torch.Generator) -> None:
+                gen: torch.Generator, magnitude: tuple[Tensor, dict, dict, dict[str, Tensor]]) -> None:
     """Add ``Σ_n ‖A_nJ_nw_b‖²`` of one batch to ``forms``; a block whose sample-independence check fails
-    gets a reason instead. The rows of ``A`` and the check's Gaussian combination of them go through
-    one batched backward pass (:func:`.cotangent_rows`)."""
+    gets a reason instead. The rows of ``A``, the check's Gaussian combination of them and the absolute
+    output cotangents go through one batched backward pass (:func:`.cotangent_rows`); ``magnitude`` is
+    ``(|r| as an (N, 1, K) row, the leaves, the live blocks' members, the sums |J_bᵀ|r|| to add to)``."""
     paths = list(dict.fromkeys(p for p, _ in live.values()))
     z = {p: fw.calls[p][0][1] for p in paths}
     tangents = {b: _tangent(model.get_submodule(p), attrs, z[p], values, p) for b, (p, attrs) in live.items()}
@@ -193,12 +211,27 @@ def _accumulate(model: nn.Module, fw: ShiftedForward, live: Mapping[str, tuple[s
     v = {b: torch.zeros(n, r + 1, dtype=torch.float64, device=A.device) for b in live}  # column r: the check
     stacked = {p: torch.stack([tangents[b].reshape(n, -1) for b in bs], dim=2) for p, bs in by_path.items()}
     del tangents
-    for rows, cots in cotangent_rows(fw, paths, torch.cat([A, check], dim=1), retain_graph=False):
+    abs_row, leaves, members, mags = magnitude
+    at_output: dict[str, Tensor] = {}
+    for rows, cots in cotangent_rows(fw, paths, torch.cat([A, check, abs_row.to(A)], dim=1), retain_graph=True):
+        for p in paths:
+            if cots[p] is not None and rows.start <= r + 1 < rows.stop:
+                at_output[p] = cots[p][r + 1 - rows.start]
         for p, bs in by_path.items():  # each module's cotangents read once for all its blocks
             if cots[p] is not None:
-                got = torch.einsum("rnm,nmt->tnr", cots[p].reshape(rows.stop - rows.start, n, -1), stacked[p])
-                for b, vb in zip(bs, got):
-                    v[b][:, rows] = vb
+                stop = min(rows.stop, r + 1)  # the last row is |r|, not a row of A
+                if stop > rows.start:
+                    got = torch.einsum("rnm,nmt->tnr", cots[p][:stop - rows.start].reshape(stop - rows.start, n, -1),
+                                       stacked[p])
+                    for b, vb in zip(bs, got):
+                        v[b][:, rows.start:stop] = vb
+    for b, (p, _) in live.items():  # |r| back through the module alone, to the block's own tensors
+        if p in at_output:
+            back = torch.autograd.grad(fw.outputs[p], [leaves[n] for n in members[b]], at_output[p].reshape(
+                fw.outputs[p].shape), retain_graph=True, allow_unused=True)
+            for n, g in zip(members[b], back):
+                if g is not None:
+                    mags[n] += g.detach().abs()
     for b in live:
         got, rows_b = v[b][:, r], v[b][:, :r]
         want = (gamma * rows_b).sum(dim=1)
