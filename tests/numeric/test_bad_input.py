@@ -102,7 +102,7 @@ def test_user_model_is_never_mutated():
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        ({"blocks": "neuron"}, "'tensor', 'layer' or a mapping"),
+        ({"blocks": "neuron"}, "'tensor', 'layer', 'head' or a mapping"),
         ({"blocks": {"a": ["0.weight"], "b": ["0.weight"]}}, "in two blocks"),
         ({"blocks": {"a": ["nope"]}}, "unknown parameter 'nope'"),
         ({"blocks": {"a": []}}, "lists no parameters"),

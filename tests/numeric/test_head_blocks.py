@@ -237,3 +237,20 @@ def test_head_and_frozen_skip_together():
     assert d["body.in_proj_weight.q[0]"].params == ("body.in_proj_weight[0:4, :]",)
     with pytest.raises(InvalidInputError, match="frozen"):
         diagnose(model, loss, data, blocks={"q": [("body.in_proj_bias", slice(0, 4))]})
+
+
+def test_every_entry_point_takes_head_blocks():
+    """spectral_profile, cutoff_sensitivity and the tracker take blocks='head' as diagnose does (one engine)."""
+    from coupled_curvature.numeric import CurvatureTracker, cutoff_sensitivity, spectral_profile
+
+    model, _, loss, data, *_ = _built(_mha)
+    names = list(head_blocks(model).blocks)
+    d = diagnose(model, loss, data, blocks="head")
+    prof = spectral_profile(model, loss, data, blocks="head")
+    assert [b.name for b in prof] == names == d.names()
+    cut = cutoff_sensitivity(model, loss, data, blocks="head", rtols=(1e-10, 1e-6))
+    assert "body.in_proj_weight.v[1]" in str(cut)
+    rec = CurvatureTracker(model, loss, data, blocks="head", inverse=True).record(0)
+    assert rec["D/body.out_proj.o[0]"] == pytest.approx(d["body.out_proj.o[0]"].coupled, rel=1e-12)
+    assert rec["Dplus/body.in_proj_weight.k[1]"] == pytest.approx(d["body.in_proj_weight.k[1]"].inverse_coupled,
+                                                                  rel=1e-9)

@@ -130,7 +130,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--split", default="train", choices=("train", "test"), help="data to diagnose")
     p.add_argument("--samples", type=count, help="diagnose only the first N samples of the split")
     p.add_argument("--reduction", default="mean", choices=("mean", "sum"), help="cross-entropy reduction")
-    p.add_argument("--blocks", default="tensor", choices=("tensor", "layer"))
+    p.add_argument("--blocks", default="tensor", choices=("tensor", "layer", "head"),
+                   help="partition: one block per tensor, per layer, or per attention head (Q, K, V, O of each head; "
+                        "other tensors whole)")
     p.add_argument("--no-inverse", action="store_true", help="skip D⁺")
     p.add_argument("--pinv-rtol", type=_cutoff, default=1e-10, help="relative cutoff of H⁺, in [0, 1) (default 1e-10)")
     p.add_argument("--max-dense", type=nonnegative, default=4096, help="largest block with a dense eigenproblem")

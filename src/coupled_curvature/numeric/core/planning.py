@@ -28,13 +28,12 @@ route (``D`` only), if no parameter is tied and no process group is given; else 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 import torch
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.numeric.core.head_blocks import head_blocks
 from coupled_curvature.numeric.core.hvp import attention_calls
 from coupled_curvature.numeric.core.calling import map_inputs
 from coupled_curvature.numeric.core.inputs import Batch, check_loss_fn, float64_copy, loss_reduction, prepare_batches
@@ -42,7 +41,7 @@ from coupled_curvature.numeric.core.objective import Objective
 from coupled_curvature.numeric.core.options import RunOptions
 from coupled_curvature.numeric.core.probe import probe_batches
 from coupled_curvature.numeric.core.routes import BlockPlan, Plan, SpectralRoute, WHwRoute
-from coupled_curvature.numeric.core.slices import sliced_partition
+from coupled_curvature.numeric.core.slices import model_partition
 
 __all__ = ["plan"]
 
@@ -93,12 +92,8 @@ def plan(model: nn.Module, loss_fn: Callable, data: object, options: RunOptions,
         raise InvalidInputError("the model has no parameters to diagnose; pass a model with at least one parameter")
     frozen = [n for n, p in net.named_parameters() if not p.requires_grad]
     skipped = frozen if o.frozen == "skip" else []
-    spec: str | Mapping = o.blocks
-    if o.blocks == "head":
-        heads = head_blocks(net)
-        spec = heads.blocks
-        notes.extend(heads.notes)
-    sliced = sliced_partition(shapes, spec, skipped, drop_skipped=o.blocks == "head")
+    sliced = model_partition(net, o.blocks, skipped)
+    notes.extend(sliced.notes)
     objective = Objective(net, loss_fn, batches, reduction, o.call, pieces=sliced.pieces)
     partition = sliced.partition
     if skipped:

@@ -29,12 +29,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.numeric.core.blocks import resolve_blocks
+from coupled_curvature.numeric.core.head_blocks import head_blocks
 
-__all__ = ["Piece", "SlicedPartition", "assemble", "gather_index", "sliced_partition"]
+__all__ = ["Piece", "SlicedPartition", "assemble", "gather_index", "member_shapes", "model_partition", "sliced_partition"]
 
 Index = tuple[slice | int, ...]
 
@@ -54,10 +55,30 @@ class Piece:
 @dataclass(frozen=True)
 class SlicedPartition:
     """``partition``: block -> member names (parameters, or the leaf names of pieces); ``pieces``:
-    parameter -> its pieces (empty when no block holds a slice)."""
+    parameter -> its pieces (empty when no block holds a slice); ``notes``: what the model should know
+    (an attention module ``blocks="head"`` left whole, and why)."""
 
     partition: dict[str, list[str]]
     pieces: dict[str, list[Piece]] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+
+def model_partition(model: nn.Module, blocks: str | Mapping[str, Sequence[object]],
+                    skipped: Sequence[str] = ()) -> SlicedPartition:
+    """:func:`sliced_partition` of ``model``'s parameters; ``blocks="head"`` is the per-head partition of
+    :func:`~.head_blocks.head_blocks` (frozen members dropped).
+
+    >>> net = nn.Sequential(nn.MultiheadAttention(4, 2))
+    >>> sp = model_partition(net, "head")
+    >>> sp.partition["0.in_proj_weight.v[1]"], sp.pieces["0.in_proj_weight"][5].shape
+    (['0.in_proj_weight[10:12, :]', '0.in_proj_bias[10:12]'], torch.Size([2, 4]))
+    """
+    shapes = {n: p.shape for n, p in model.named_parameters()}
+    if isinstance(blocks, str) and blocks == "head":
+        heads = head_blocks(model)
+        found = sliced_partition(shapes, heads.blocks, skipped, drop_skipped=True)
+        return SlicedPartition(found.partition, found.pieces, heads.notes)
+    return sliced_partition(shapes, blocks, skipped)
 
 
 def sliced_partition(shapes: Mapping[str, torch.Size], blocks: str | Mapping[str, Sequence[object]],
@@ -129,6 +150,17 @@ def sliced_partition(shapes: Mapping[str, torch.Size], blocks: str | Mapping[str
         raise InvalidInputError("the block mapping is empty (or names only frozen parameters); pass at least one "
                                 "block {name: [parameters]}")
     return SlicedPartition(partition, pieces)
+
+
+def member_shapes(model: nn.Module, blocks: str | Mapping[str, Sequence[object]]) -> dict[str, list[int]]:
+    """The shape of every parameter and of every piece ``blocks`` cuts (by leaf name): what a block's members are.
+
+    >>> member_shapes(nn.Linear(3, 2), {"a": [("weight", 0)]})
+    {'weight': [2, 3], 'bias': [2], 'weight[0]': [3]}
+    """
+    shapes = {n: list(p.shape) for n, p in model.named_parameters()}
+    pieces = model_partition(model, blocks).pieces
+    return shapes | {pc.leaf: list(pc.shape) for pcs in pieces.values() for pc in pcs}
 
 
 def assemble(base: Tensor, parts: Sequence[Tensor], gather: Tensor) -> Tensor:

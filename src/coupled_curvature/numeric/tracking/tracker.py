@@ -167,14 +167,15 @@ class CurvatureTracker:
         probe (``inverse=False``: the cheapest exact route), so that a bad argument fails here, before
         training, and not at the first record."""
         from coupled_curvature.numeric.core.diagnostics import diagnose
+        from coupled_curvature.numeric.core.slices import member_shapes
 
         with isolated_rng(), eval_mode(self.model), hooks_detached(self.model) as hooked:
             net = self._model()
             d = diagnose(net, self.loss_fn, self.probe, inverse=False, blocks=self.blocks, progress=False, **self._io)
             if background:
                 _check_background(net, d.notes, self.loss_fn, self.probe, **self._io)
-        shapes = dict(net.named_parameters())
-        self._shapes = {b.name: [list(shapes[p].shape) for p in b.params] for b in d}
+        shapes = member_shapes(net, self.blocks)
+        self._shapes = {b.name: [shapes[p] for p in b.params] for b in d}
         self._hooked = hooked
         return d.names()
 
