@@ -24,8 +24,7 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from coupled_curvature.errors import UnsupportedModelError
-from coupled_curvature.numeric.symmetries.attention_kinds import AttentionLayout, Projection, attention_layout
+from coupled_curvature.numeric.symmetries.attention_kinds import AttentionLayout, Projection, attention_modules
 
 __all__ = ["HeadBlocks", "head_blocks"]
 
@@ -55,19 +54,8 @@ def head_blocks(model: nn.Module) -> HeadBlocks:
     [('0.in_proj_weight', (slice(6, 8, None), slice(None, None, None))), ('0.in_proj_bias', (slice(6, 8, None),))]
     """
     params = dict(model.named_parameters())
-    layouts: dict[str, AttentionLayout] = {}
-    refused: dict[str, str] = {}
-    for name, mod in model.named_modules():
-        try:
-            lay = attention_layout(model, name)
-        except UnsupportedModelError as e:
-            if "attention" in type(mod).__name__.lower():
-                refused[name] = str(e)
-            continue
-        layouts.setdefault(lay.name, lay)
-    inside = [lay.name for lay in layouts.values()]
-    notes = tuple(f"blocks='head': {n!r} is left in tensor blocks ({why})" for n, why in refused.items()
-                  if not any(n == m or n.startswith(f"{m}.") or m.startswith(f"{n}.") for m in inside))
+    layouts, refused = attention_modules(model)
+    notes = tuple(f"blocks='head': {n!r} is left in tensor blocks ({why})" for n, why in refused.items())
     heads: dict[str, list[Member]] = {}
     for lay in layouts.values():
         for kind, p in (("q", lay.q), ("k", lay.k), ("v", lay.v)):

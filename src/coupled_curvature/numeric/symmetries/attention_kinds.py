@@ -38,7 +38,7 @@ from torch.nn.utils import parametrize
 
 from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
 
-__all__ = ["AttentionLayout", "Projection", "attention_layout", "input_rows", "output_columns"]
+__all__ = ["AttentionLayout", "Projection", "attention_layout", "attention_modules", "input_rows", "output_columns"]
 
 
 @dataclass(frozen=True)
@@ -118,6 +118,31 @@ def attention_layout(model: nn.Module, name: object) -> AttentionLayout:
                                     f"{', '.join(repr(n) for n in near[:4])}") from None
     _check_tensors(model, layout)
     return layout
+
+
+def attention_modules(model: nn.Module) -> tuple[dict[str, AttentionLayout], dict[str, str]]:
+    """Every attention module of ``model`` this package recognises, by its layout's name (an encoder
+    layer and its ``self_attn`` once), and the refused ones with the reason: modules whose class is
+    named as attention but that cannot be mapped (rotary, grouped-query, unknown), unless they sit
+    inside or around a recognised one.
+
+    >>> layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0)
+    >>> found, refused = attention_modules(nn.Sequential(layer))
+    >>> list(found), refused
+    (['0.self_attn'], {})
+    """
+    found: dict[str, AttentionLayout] = {}
+    refused: dict[str, str] = {}
+    for name, mod in model.named_modules():
+        try:
+            lay = attention_layout(model, name)
+        except UnsupportedModelError as e:
+            if "attention" in type(mod).__name__.lower():
+                refused[name] = str(e)
+            continue
+        found.setdefault(lay.name, lay)
+    return found, {n: why for n, why in refused.items()
+                   if not any(n == m or n.startswith(f"{m}.") or m.startswith(f"{n}.") for m in found)}
 
 
 def _nearby(model: nn.Module, name: str) -> list[str]:
