@@ -24,7 +24,11 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from coupled_curvature.numeric.symmetries.attention_kinds import AttentionLayout, Projection, attention_modules
+from coupled_curvature.numeric.symmetries.attention_kinds import (
+    AttentionLayout,
+    Projection,
+    attention_modules,
+)
 
 __all__ = ["HeadBlocks", "head_blocks"]
 
