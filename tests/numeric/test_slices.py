@@ -57,8 +57,16 @@ def test_mlp_slices_match_principal_submatrix(cut, col, act, seed):
               "cols": [("2.weight", (slice(None), slice(0, col)))],
               "b2": ["2.bias"]}  # a whole tensor beside a sliced weight: the module routes read the full weight
     d = _check(model, CE, X, y, blocks)
-    if act == "relu":
+    if act == "relu":  # the Gram route takes a slice (its check runs on the block); the tangent route does not
         assert d["b2"].wHw_route.value == "tangent" and d["rows"].wHw_route.value != "tangent"
+
+
+def test_gram_route_takes_a_checked_slice():
+    """On a ReLU net the Gram route takes a sliced block (its affinity check runs on the block) and is exact."""
+    model = mlp([4, 5, 3], act="relu", seed=1)
+    X, y = data(20, (4,), 3)
+    d = _check(model, CE, X, y, {"rows": [("0.weight", slice(0, 2)), ("0.bias", slice(0, 2))]})
+    assert d["rows"].method.value == "gram" and "piecewise affine" in d["rows"].method_reason
 
 
 def test_reference_would_catch_a_wrong_slice():

@@ -1,0 +1,133 @@
+"""Benchmark: D⁺ of every per-head block of small GPT-2 configs (issue 33, item 7).
+
+Measured in one run and printed as measured (targets in brackets):
+  * GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=100, n_positions=32), float64, eval mode, random init,
+    a causal LM loss (position t predicts token t + 1) on --seqs sequences of --tokens tokens: D⁺ of every per-head
+    block (blocks="head": q, k, v of 64×16 + 16 entries, o of 16×64) by the exact dense route (each block's H_bb
+    from batched Hessian-vector products on the retained graph, then its eigendecomposition) [≤ 20 s in all]; the
+    time per block kind and per route, and the whole-tensor blocks (c_attn.weight 64×192, c_proj.weight 64×64)
+    by method="auto" (dense up to max_dense, Krylov above) for comparison.
+  * With --big: n_layer=4, n_embd=128 (per-head blocks of 128×32 + 32 = 4,128 entries) by method="auto" with
+    max_dense=4096, so every head block goes to Krylov: each block's D⁺ is printed when Krylov converged, else
+    None with the reason (the error estimate after --krylov-max-iter products).
+--limit N diagnoses only N head blocks, evenly spread over the list (q, k, v, o of each layer in turn); the time
+of all of them is then the measured time per block times their number, printed as an extrapolation, never as a
+measurement.
+Run (from the repository root): PYTHONPATH=src OMP_NUM_THREADS=1 python bench/bench_attention.py [--limit N] [--big]
+
+Measured (2 shared CPU cores, load average 3.2, 1 torch thread; --limit 8, 4 x 16 tokens): 8 head blocks (q, k, v, o
+of head 0 in both layers) by the dense route in 228 s, 28.5 s per block, every one with a D⁺; all 32 would take about
+912 s (extrapolated): the 20 s target is missed by about 46x. Why: a block's H_bb takes one Hessian-vector product
+per entry (1,040), about 25 ms each here (a double backward through the whole GPT-2 graph in float64), so the 32
+blocks need ~33,000 products; no route is cheaper without structure the engine does not use yet (the Hessian at a
+head's own projection output, T·d_head products per head). The whole attention tensors by method='auto': 132 s for
+4 blocks; c_proj.weight (4,096) dense with a D⁺, c_attn.weight (12,288) by Krylov not converged after ~1,010
+products (error estimate 3e8): no D⁺. --big was not run (the Krylov budget for 64 blocks of 4,128 entries).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import torch
+from torch import nn
+
+from coupled_curvature.numeric.core.diagnostics import diagnose
+from coupled_curvature.numeric.core.head_blocks import head_blocks
+
+TARGET_S = 20.0
+CE = nn.CrossEntropyLoss()
+
+
+def lm_loss(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return CE(out[:, :-1].reshape(-1, out.shape[-1]), y[:, 1:].reshape(-1))
+
+
+def gpt2(layers: int, width: int) -> nn.Module:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    cfg = GPT2Config(n_layer=layers, n_embd=width, n_head=4, vocab_size=100, n_positions=32, bos_token_id=0,
+                     eos_token_id=0)
+    return GPT2LMHeadModel(cfg).double().eval()
+
+
+def _kind(name: str) -> str:
+    return name.rpartition("[")[0].rpartition(".")[2] if name.endswith("]") else "tensor"
+
+
+def spread(blocks: dict, limit: int) -> dict:
+    """``limit`` blocks evenly spread over ``blocks`` (all of them when ``limit`` is 0)."""
+    if not limit or limit >= len(blocks):
+        return blocks
+    items = list(blocks.items())
+    return dict(items[i * len(items) // limit] for i in range(limit))
+
+
+def run(label: str, model: nn.Module, data, blocks: dict, **kw) -> tuple[float, object]:
+    t0 = time.perf_counter()
+    d = diagnose(model, lm_loss, data, blocks=blocks, progress=False, **kw)
+    dt = time.perf_counter() - t0
+    routes = sorted({b.method.value for b in d})
+    print(f"  {label}: {len(blocks)} block(s) in {dt:.1f} s ({dt / max(len(blocks), 1):.2f} s per block), "
+          f"route(s) {', '.join(routes)}")
+    return dt, d
+
+
+def show(d, big: bool) -> None:
+    for b in d:
+        if b.inverse_coupled is None or (b.krylov_converged is False):
+            why = b.dplus_missing or next((n for n in b.notes if "Krylov" in n), "no value")
+            print(f"    {b.name:42s} {b.size:6d}  D = {b.coupled!s:>12.12}  D⁺ = None ({why})")
+        else:
+            it = f", {b.krylov_iterations} Krylov products" if b.krylov_iterations else ""
+            print(f"    {b.name:42s} {b.size:6d}  D = {b.coupled:12.5g}  D⁺ = {b.inverse_coupled:12.5g}  "
+                  f"[{b.method.value}{it}]")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seqs", type=int, default=4, help="sequences in the probe batch")
+    ap.add_argument("--tokens", type=int, default=16, help="tokens per sequence (≤ 32)")
+    ap.add_argument("--limit", type=int, default=0, help="diagnose only the first N head blocks (0: all)")
+    ap.add_argument("--skip-whole", action="store_true", help="skip the whole-tensor comparison")
+    ap.add_argument("--big", action="store_true", help="also the 4-layer, 128-wide model (Krylov)")
+    ap.add_argument("--krylov-max-iter", type=int, default=300, help="Lanczos products per block (--big)")
+    args = ap.parse_args()
+    X = torch.randint(0, 100, (args.seqs, args.tokens), generator=torch.Generator().manual_seed(0))
+    data = (X, X)
+    print(f"GPT-2 LM loss on {args.seqs} x {args.tokens} tokens; {torch.get_num_threads()} torch thread(s), "
+          f"{os.cpu_count()} CPU(s), load average {os.getloadavg()[0]:.1f}")
+    model = gpt2(2, 64)
+    heads = {b: ms for b, ms in head_blocks(model).blocks.items() if b.endswith("]")}
+    todo = spread(heads, args.limit)
+    print(f"2 layers x 64 wide ({sum(p.numel() for p in model.parameters()):,} parameters), {len(heads)} head blocks")
+    total, d = run("head blocks, method='dense'", model, data, todo, method="dense", max_dense=1100)
+    by_kind: dict[str, list[float]] = {}
+    for b in d:
+        by_kind.setdefault(_kind(b.name), []).append(b.size)
+    print("    kinds: " + ", ".join(f"{k}: {len(v)} of {v[0]} entries" for k, v in by_kind.items()))
+    show(d, False)
+    if len(todo) < len(heads):
+        est = total / len(todo) * len(heads)
+        print(f"  extrapolated (not measured): all {len(heads)} head blocks ≈ {est:.0f} s")
+    else:
+        est = total
+    print(f"  target ≤ {TARGET_S:.0f} s: {'met' if est <= TARGET_S else f'missed by {est / TARGET_S:.1f}x'}")
+    if not args.skip_whole:
+        whole = {n: [n] for n in (f"transformer.h.{i}.attn.{m}.weight" for i in range(2) for m in ("c_attn", "c_proj"))}
+        _, dw = run("whole attention tensors, method='auto'", model, data, whole, method="auto")
+        show(dw, False)
+    if args.big:
+        big = gpt2(4, 128)
+        heads = {b: ms for b, ms in head_blocks(big).blocks.items() if b.endswith("]")}
+        todo = spread(heads, args.limit)
+        print(f"4 layers x 128 wide ({sum(p.numel() for p in big.parameters()):,} parameters), {len(heads)} head blocks")
+        _, db = run("head blocks, method='auto'", big, data, todo, method="auto", krylov_max_iter=args.krylov_max_iter)
+        show(db, True)
+
+
+if __name__ == "__main__":
+    main()
