@@ -128,11 +128,11 @@ def test_formal_steps_name_their_coq_theorems(pages):
     from coupled_curvature.formal_claims import FORMAL_STEPS
 
     md = pages["md"]
-    t12 = md.split("## T12")[1]
-    labelled = [line for line in t12.splitlines() if "`formal`" in line and "(checked by" in line]
+    t12 = md.split("## T12")[-1]  # T12's table in the appendix of checks
+    labelled = [line for line in t12.splitlines() if line.startswith('| <a id="check-T12-') and "`formal`" in line]
     assert len(labelled) == len(FORMAL_STEPS["T12"])
-    assert all("; Coq: `T" in line for line in labelled)
-    assert "`formal` D -> D/s" not in t12  # the statement is shown in Unicode
+    assert all(line.endswith("` |") and "| `T" in line for line in labelled)
+    assert "D -> D/s" not in t12  # the statement is shown in Unicode
     assert any("D → D/s" in line and "`T12_loss_scaling.T12_D`" in line for line in labelled)
 
 

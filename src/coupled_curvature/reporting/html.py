@@ -12,8 +12,9 @@ import html as _html
 import re
 
 from coupled_curvature.reporting.outline import (Block, Bullets, Code, Details, Display, Figure, Inline, Link, Listing,
-                                                 Mark, Math, Outline, Paragraph, Section, Statement, Steps, Strong, Table,
-                                                 Text, render_inline)
+                                                 Mark, Math, Outline, Paragraph, Proof, ProofStep, References, Section,
+                                                 Statement,
+                                                 Steps, Strong, Table, Text, render_inline)
 from coupled_curvature.reporting.umath import text_html
 
 __all__ = ["render_html", "inline_html", "PAGE_CSS", "figure_html"]
@@ -38,6 +39,10 @@ figure { margin: 1rem 0; } figure svg { width: 100%; max-width: 46rem; height: a
 section { border-top: 2px solid #ddd; margin-top: 1.5rem; }
 nav.toc ul { columns: 2 16rem; } nav.toc li { break-inside: avoid; }
 pre { max-width: 100%; overflow-x: auto; background: #f7f7f7; padding: 0.4rem; font-size: 0.85em; }
+.proof { margin: 0.5rem 0 1rem; } ol.proof-steps { padding-left: 1.4rem; }
+ol.proof-steps > li { margin: 0.5rem 0; padding-right: 14rem; position: relative; }
+a.evidence { position: absolute; right: 0; top: 0; text-decoration: none; }
+a.evidence:hover { text-decoration: underline; } tr:target { background: #fff6d5; }
 .side { display: flex; flex-wrap: wrap; gap: 0.5rem 2rem; } .side > div { flex: 1 1 20rem; min-width: 0; }
 """
 
@@ -75,7 +80,9 @@ _INLINE = {
 
 def _table(t: Table) -> str:
     head = "".join(f"<th>{inline_html(c)}</th>" for c in t.head)
-    body = "".join("<tr>" + "".join(f"<td>{inline_html(c)}</td>" for c in r) + "</tr>" for r in t.rows)
+    ids = t.row_ids or ("",) * len(t.rows)
+    body = "".join((f"<tr id='{_e(i)}'>" if i else "<tr>") + "".join(f"<td>{inline_html(c)}</td>" for c in r) + "</tr>"
+                   for i, r in zip(ids, t.rows))
     return f"<div class='scroll'><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
 
 
@@ -117,10 +124,31 @@ def _steps(s: Steps) -> list[str]:
     return out + ["</ol>"]
 
 
+def _evidence(st: ProofStep) -> str:
+    said = "/".join(st.evidence)
+    cls = f"label label-{st.evidence[0]}" if st.passed and st.evidence else "label failed"
+    return (f"<a class='evidence {cls}' href='#{_e(st.target)}' title='the checks this step rests on'>"
+            f"{'' if st.passed else 'FAIL: '}{_e(said)}</a>")
+
+
+def _cites(st: ProofStep) -> str:
+    return "".join(f" <a class='cite' href='#ref-{_e(k)}'>[{_e(lab)}]</a>" for k, lab in st.cites)
+
+
+def _proof(p: Proof) -> list[str]:
+    """A proof: each step a sentence and its displayed formula, its evidence label beside it."""
+    items = "".join(f"<li>{_evidence(st)}{text_html(st.reason.rstrip('.,;:'))}{_cites(st)}"
+                    f"{st.reason[len(st.reason.rstrip('.,;:')):]}"
+                    + (_MATH.format(st.formula.mathml) if st.formula else "") + "</li>" for st in p.steps)
+    return [f"<div class='proof'><p><i>Proof.</i></p><ol class='proof-steps'>{items}</ol>"
+            f"<p>{inline_html(p.closing)} ∎</p></div>"]
+
+
 def _block(b: Block, svgs: dict[str, str] | None) -> list[str]:
     if isinstance(b, Section):
         title = text_html(b.title)
-        out = [f"<section id='{b.id}'><h2>{title}</h2>" if b.level == 1 else f"<h3>{title}</h3>"]
+        h3 = f"<h3 id='{_e(b.id)}'>{title}</h3>" if b.id else f"<h3>{title}</h3>"
+        out = [f"<section id='{b.id}'><h2>{title}</h2>" if b.level == 1 else h3]
         for x in b.blocks:
             out += _block(x, svgs)
         return out + (["</section>"] if b.level == 1 else [])
@@ -138,6 +166,11 @@ def _block(b: Block, svgs: dict[str, str] | None) -> list[str]:
         return [_MATH.format(b.mathml)]
     if isinstance(b, Steps):
         return _steps(b)
+    if isinstance(b, Proof):
+        return _proof(b)
+    if isinstance(b, References):
+        return ["<ul class='refs'>" + "".join(f"<li id='ref-{_e(k)}'>[{_e(lab)}] {_e(txt)}</li>" for k, lab, txt in b.items)
+                + "</ul>"]
     if isinstance(b, Details):
         inner = [x for blk in b.blocks for x in _block(blk, svgs)]
         return [f"<details><summary>{_e(b.summary)}</summary>" + "".join(inner) + "</details>"]
@@ -149,7 +182,8 @@ def _block(b: Block, svgs: dict[str, str] | None) -> list[str]:
 def render_html(outline: Outline, svgs: dict[str, str] | None = None) -> str:
     """The report outline as one self-contained HTML page (MathML, inline CSS and SVG figures, no
     scripts). ``svgs`` maps a figure name to its SVG text (without it a figure shows its caption)."""
-    toc = "".join(f"<li><a href='#{s.id}'>{text_html(s.title)}</a></li>" for s in outline.sections if s.id)
+    toc = "".join(f"<li><a href='#{s.id}'>{text_html(s.title)}</a></li>"
+                  for s in (*outline.sections, *outline.appendix) if s.id)
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
            '<meta name="viewport" content="width=device-width, initial-scale=1">',
            f"<title>{_e(outline.title)}</title>", f"<style>{_CSS}</style></head><body>",
@@ -157,7 +191,7 @@ def render_html(outline: Outline, svgs: dict[str, str] | None = None) -> str:
     for b in outline.intro:
         out += _block(b, svgs)
     out.append(f"<nav class='toc'><h2>Contents</h2><ul>{toc}</ul></nav>")
-    for b in outline.sections:
+    for b in (*outline.sections, *outline.appendix):
         out += _block(b, svgs)
     out.append("</body></html>")
     return "\n".join(x for x in out if x) + "\n"

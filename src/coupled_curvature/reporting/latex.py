@@ -16,8 +16,9 @@ from __future__ import annotations
 import re
 
 from coupled_curvature.reporting.outline import (Block, Bullets, Code, Details, Display, Figure, Inline, Link, Listing,
-                                                 Mark, Math, Outline, Paragraph, Section, Statement, Steps, Strong, Table,
-                                                 Text, render_inline)
+                                                 Mark, Math, Outline, Paragraph, Proof, ProofStep, References, Section,
+                                                 Statement,
+                                                 Steps, Strong, Table, Text, render_inline)
 from coupled_curvature.reporting.umath import text_latex
 
 __all__ = ["render_latex", "tex_text", "inline_tex"]
@@ -84,8 +85,10 @@ def _breakable(name: str) -> str:
     >>> _breakable("ccurv check --formal")
     'ccurv check -{}-{}formal'
     """
-    return (tex_text(name).replace("-", "-{}").replace(":", r":\allowbreak{}")
-            .replace(r"\_", r"\_\allowbreak{}"))
+    out = tex_text(name).replace("-", "-{}").replace(r"\_", r"\_\allowbreak{}")
+    for ch in ":+.":
+        out = out.replace(ch, ch + r"\allowbreak{}")
+    return out
 
 
 
@@ -124,7 +127,9 @@ def _longtable(t: Table) -> list[str]:
                       for n, c in zip(names or [""] * len(t.head), t.head)) + r" \\ \midrule"
     spec = "".join(_column(w) for w in t.widths)
     L = [rf"\begin{{longtable}}{{@{{}}{spec}@{{}}}}", r"\toprule", head, r"\endhead"]
-    L += [" & ".join(inline_tex(c) for c in r) + r" \\" for r in t.rows] + [r"\bottomrule", r"\end{longtable}"]
+    ids = t.row_ids or ("",) * len(t.rows)
+    L += [(rf"\hypertarget{{{i}}}{{}}" if i else "") + " & ".join(inline_tex(c) for c in r) + r" \\"
+          for i, r in zip(ids, t.rows)] + [r"\bottomrule", r"\end{longtable}"]
     return [r"\begingroup\small"] + L + [r"\endgroup"] if t.small else L
 
 
@@ -140,6 +145,27 @@ def _steps(s: Steps) -> list[str]:
         if st.instance:
             L.append(rf"\par{{\footnotesize Instance: {_mixed(st.instance)}.}}")
     return L + [r"\end{enumerate}"]
+
+
+def _evidence(st: ProofStep) -> str:
+    r"""A proof step's evidence label, linked to its check (``\evidence{anchor}{label}``)."""
+    said = "/".join(st.evidence) if st.passed else "FAIL: " + "/".join(st.evidence)
+    return rf"\evidence{{{st.target}}}{{{tex_text(said)}}}"
+
+
+def _proof(p: Proof) -> list[str]:
+    """A proof: each step a sentence, then its formula as a display tagged on the right with the
+    step's evidence label (a step without a formula: the label at the end of its line)."""
+    L = [r"\begin{proof}"]
+    for st in p.steps:
+        body, end = re.fullmatch(r"(.*?)([.,;:]?)", st.reason, re.S).groups()  # a citation goes before the stop
+        reason = _mixed(body) + ("~\\cite{" + ",".join(k for k, _ in st.cites) + "}" if st.cites else "") + end
+        if st.formula is None:
+            L.append(reason + r"\hfill\mbox{" + _evidence(st) + r"}\par")
+        else:
+            L += [reason, r"\begin{equation*}", st.formula.tex, rf"\tag*{{{_evidence(st)}}}",
+                  r"\end{equation*}"]
+    return L + [inline_tex(p.closing), r"\end{proof}"]
 
 
 def _block(b: Block, appendix: list[Listing]) -> list[str]:
@@ -169,11 +195,17 @@ def _block(b: Block, appendix: list[Listing]) -> list[str]:
         return _longtable(b)
     if isinstance(b, Figure):
         return [r"\begin{figure}[H]\centering", rf"\includegraphics[width=0.75\linewidth]{{{b.name}.png}}",
-                rf"\caption{{{inline_tex(b.caption)}}}", r"\end{figure}"]
+                rf"\caption{{{inline_tex(b.caption)}}}", rf"\label{{fig:{b.name}}}", r"\end{figure}"]
     if isinstance(b, Display):
         return [r"\begin{equation*}", b.tex, r"\end{equation*}"]
     if isinstance(b, Steps):
         return _steps(b)
+    if isinstance(b, Proof):
+        return _proof(b)
+    if isinstance(b, References):  # thebibliography's own heading is left out: the section has one
+        return ([r"\begingroup\renewcommand{\section}[2]{}", rf"\begin{{thebibliography}}{{{len(b.items)}}}"]
+                + [rf"\bibitem[{tex_text(lab)}]{{{k}}} {tex_text(txt)}" for k, lab, txt in b.items]
+                + [r"\end{thebibliography}", r"\endgroup"])
     if isinstance(b, Details):
         L = [r"\begingroup\footnotesize", rf"\textit{{{tex_text(b.summary)}}}\par"]
         for x in b.blocks:
@@ -190,14 +222,32 @@ _THEOREM = [r"\newtheorem*{catalogueinner}{\cataloguename}", r"\newcommand{\cata
             r"{\end{catalogueinner}}"]
 
 
-def _appendix(listings: list[Listing]) -> list[str]:
-    if not listings:
+def _lettered(b: Section, appendix: list[Listing]) -> list[str]:
+    """An appendix section: numbered (A, A.1, …) and labelled, so that links can reach it."""
+    title = _mixed(b.title).replace(" — ", " --- ")
+    head = [r"\clearpage" if b.level == 1 else "", ("\\section{" if b.level == 1 else "\\subsection{") + title + "}"]
+    head += [rf"\label{{{_label(b.id)}}}"] if b.id else []
+    body = [ln for x in b.blocks for ln in (_lettered(x, appendix) if isinstance(x, Section) else _block(x, appendix))]
+    return [x for x in head if x] + body
+
+
+#: a proof step's evidence label, linked to its check: \evidence{check-T1-3}{formal}
+_EVIDENCE = r"\newcommand{\evidence}[2]{\hyperlink{#1}{\textsf{\footnotesize[#2]}}}"
+
+
+def _appendix(listings: list[Listing], sections: tuple[Section, ...]) -> list[str]:
+    """The appendices: the raw Coq listings (Appendix A), then the outline's appendix sections."""
+    if not listings and not sections:
         return []
-    L = [r"\clearpage", r"\appendix", r"\section{Coq statements as coqc prints them}", r"\label{sec:coq-listings}",
-         "Each pinned Coq theorem cited in the sections above, verbatim; the sections give them as mathematics."]
+    L = [r"\clearpage", r"\appendix"]
+    if listings:
+        L += [r"\section{Coq statements as coqc prints them}", r"\label{sec:coq-listings}",
+              "Each pinned Coq theorem cited in the sections above, verbatim; the sections give them as mathematics."]
     for x in listings:
         L += [r"\subsection*{\texttt{" + _breakable(x.name) + "}}", rf"\label{{{_label(x.name)}}}",
               r"\begingroup\footnotesize", r"\begin{verbatim}", x.text, r"\end{verbatim}", r"\endgroup"]
+    for b in sections:
+        L += _lettered(b, listings)
     return L
 
 
@@ -213,7 +263,7 @@ def render_latex(outline: Outline) -> str:
     L = [r"\documentclass[10pt]{article}", r"\usepackage[T1]{fontenc}", r"\usepackage{lmodern}",
          r"\usepackage{textcomp}", r"\usepackage[margin=2cm]{geometry}", r"\usepackage{amsmath,amssymb,amsthm}",
          r"\usepackage{graphicx}", r"\usepackage{float}", r"\usepackage{longtable}", r"\usepackage{booktabs}",
-         r"\usepackage{array}", r"\usepackage[hidelinks,bookmarksnumbered]{hyperref}", *_THEOREM,
+         r"\usepackage{array}", r"\usepackage[hidelinks,bookmarksnumbered]{hyperref}", *_THEOREM, _EVIDENCE,
          r"\allowdisplaybreaks", r"\setlength{\emergencystretch}{3em}", r"\setlength{\tabcolsep}{3pt}",
          rf"\title{{{tex_text(outline.title)}}}", rf"\date{{Generated: {tex_text(outline.generated)}}}",
          r"\begin{document}", r"\begin{titlepage}", r"\maketitle", r"\thispagestyle{empty}"]
@@ -223,5 +273,5 @@ def render_latex(outline: Outline) -> str:
     L += [r"\end{titlepage}", r"\tableofcontents", r"\clearpage"]
     for b in outline.sections:
         L += _block(b, appendix)
-    L += _appendix(appendix) + [r"\end{document}"]
+    L += _appendix(appendix, outline.appendix) + [r"\end{document}"]
     return "\n".join(L) + "\n"

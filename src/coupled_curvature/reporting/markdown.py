@@ -16,8 +16,8 @@ c⁻²
 from __future__ import annotations
 
 from coupled_curvature.reporting.outline import (Block, Bullets, Code, Details, Display, Figure, Inline, Link, Listing,
-                                                 Mark, Math, Outline, Paragraph, Section, Statement, Steps, Strong, Table,
-                                                 Text, render_inline)
+                                                 Mark, Math, Outline, Paragraph, Proof, References, Section, Statement,
+                                                 Steps, Strong, Table, Text, render_inline)
 from coupled_curvature.reporting.umath import normalise
 
 __all__ = ["render_markdown", "inline_md"]
@@ -38,7 +38,7 @@ _INLINE = {
     Strong: lambda p: f"__{inline_md(p.parts).strip()}__",
     Mark: lambda p: f"`{p.text}`" if p.kind == "label" else p.text,
     Math: lambda p: p.text if p.plain else f"${p.tex if p.tex is not None else _math_text(p.text)}$",
-    Link: lambda p: p.text,
+    Link: lambda p: f"[{p.text}](#{p.target})",
 }
 
 
@@ -48,7 +48,23 @@ def _cell(parts: tuple[Inline, ...]) -> str:
 
 def _table(t: Table) -> list[str]:
     out = ["| " + " | ".join(_cell(c) for c in t.head) + " |", "|" + "---|" * len(t.head)]
-    return out + ["| " + " | ".join(_cell(c) for c in r) + " |" for r in t.rows]
+    ids = t.row_ids or ("",) * len(t.rows)
+    return out + ["| " + (f'<a id="{i}"></a>' if i else "") + " | ".join(_cell(c) for c in r) + " |"
+                  for i, r in zip(ids, t.rows)]
+
+
+def _proof(p: Proof) -> list[str]:
+    """A proof: numbered steps, each a sentence with its evidence label (a link to its check) and its
+    formula as a display."""
+    L = ["*Proof.*", ""]
+    for i, st in enumerate(p.steps, 1):
+        said = "/".join(st.evidence) if st.passed else "FAIL: " + "/".join(st.evidence)
+        cites = "".join(f" [[{lab}]](#ref-{k})" for k, lab in st.cites)
+        body = st.reason.rstrip(".,;:")
+        L += [f"{i}. {normalise(body)}{cites}{st.reason[len(body):]} [`{said}`](#{st.target})", ""]
+        if st.formula is not None:
+            L += ["   $$", "   " + st.formula.tex, "   $$", ""]
+    return L + [inline_md(p.closing) + " ∎", ""]
 
 
 def _steps(s: Steps) -> list[str]:
@@ -66,7 +82,8 @@ def _steps(s: Steps) -> list[str]:
 
 def _block(b: Block) -> list[str]:
     if isinstance(b, Section):
-        return ["#" * (b.level + 1) + " " + normalise(b.title), ""] + [ln for x in b.blocks for ln in _block(x)]
+        anchor = [f'<a id="{b.id}"></a>', ""] if b.id else []
+        return anchor + ["#" * (b.level + 1) + " " + normalise(b.title), ""] + [ln for x in b.blocks for ln in _block(x)]
     if isinstance(b, Paragraph):
         return [inline_md(b.parts), ""]
     if isinstance(b, Statement):
@@ -82,6 +99,10 @@ def _block(b: Block) -> list[str]:
         return ["$$", b.tex, "$$", ""]
     if isinstance(b, Steps):
         return _steps(b)
+    if isinstance(b, Proof):
+        return _proof(b)
+    if isinstance(b, References):
+        return [f'- <a id="ref-{k}"></a>[{lab}] {txt}' for k, lab, txt in b.items] + [""]
     if isinstance(b, Details):
         L = ["<details><summary>" + b.summary + "</summary>", ""]
         for x in b.blocks:
@@ -95,6 +116,6 @@ def _block(b: Block) -> list[str]:
 def render_markdown(outline: Outline) -> str:
     """The report outline as one Markdown page."""
     L = [f"# {outline.title}", "", f"Generated: {outline.generated}", ""]
-    for b in (*outline.intro, *outline.sections):
+    for b in (*outline.intro, *outline.sections, *outline.appendix):
         L += _block(b)
     return "\n".join(L)

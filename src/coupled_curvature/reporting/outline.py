@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, Union
 
 __all__ = ["Text", "Code", "Strong", "Mark", "Math", "Link", "Inline", "render_inline", "Paragraph", "Bullets", "Table",
-           "Figure", "Display", "Statement", "StepItem", "Steps", "Details", "Listing", "Section", "Block", "Outline"]
+           "Figure", "Display", "Statement", "StepItem", "Steps", "ProofStep", "Proof", "References", "Details", "Listing", "Section", "Block",
+           "Outline"]
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,7 @@ class Table:
     widths: tuple[float | str, ...]
     short_head: tuple[str, ...] | None = None
     small: bool = False
+    row_ids: tuple[str, ...] | None = None  #: an anchor per row (links such as a proof step's evidence land there)
 
 
 @dataclass(frozen=True)
@@ -152,6 +154,35 @@ class Steps:
 
 
 @dataclass(frozen=True)
+class ProofStep:
+    """One step of a proof: a sentence of reasoning (Unicode mathematics), the formula it arrives at
+    (``None``: the sentence alone), the trust labels of the checks behind it (``evidence``, strongest
+    first), whether they all passed, and ``target``, the anchor of the row where its check is recorded."""
+
+    reason: str
+    formula: Display | None
+    evidence: tuple[str, ...]
+    target: str
+    passed: bool = True
+    cites: tuple[tuple[str, str], ...] = ()  #: (key, printed label) of the published results the sentence uses
+
+
+@dataclass(frozen=True)
+class Proof:
+    """A theorem's proof: its steps, then a closing sentence (which links to the full list of checks)."""
+
+    steps: tuple[ProofStep, ...]
+    closing: tuple["Inline", ...] = ()
+
+
+@dataclass(frozen=True)
+class References:
+    """A bibliography: (key, printed label, entry text) per cited result, in order of first citation."""
+
+    items: tuple[tuple[str, str, str], ...]
+
+
+@dataclass(frozen=True)
 class Details:
     """Collapsible where the format allows (HTML), else shown in a smaller type."""
 
@@ -178,7 +209,8 @@ class Section:
     level: int = 1
 
 
-Block = Union[Paragraph, Bullets, Table, Figure, Display, Statement, Steps, Details, Listing, Section]
+Block = Union[Paragraph, Bullets, Table, Figure, Display, Statement, Steps, Proof, References, Details, Listing,
+              Section]
 
 
 @dataclass(frozen=True)
@@ -187,3 +219,4 @@ class Outline:
     generated: str
     intro: tuple[Block, ...]
     sections: tuple[Section, ...] = field(default_factory=tuple)
+    appendix: tuple[Section, ...] = field(default_factory=tuple)  #: after the sections (LaTeX: lettered appendices)

@@ -20,12 +20,12 @@ from coupled_curvature.reporting.coq_math import Piece, coq_math
 from coupled_curvature.reporting.content import NUMERIC_HEAD, ReportData, as_math, fmt_num, formal_listing, summary_rows
 from coupled_curvature.reporting.mathml import to_mathml
 from coupled_curvature.reporting.outline import (Block, Bullets, Code, Details, Display, Figure, Inline, Link,
-                                                 Listing, Mark, Math, Outline, Paragraph, Section, Statement, StepItem,
-                                                 Steps, Strong, Table, Text)
+                                                 Listing, Mark, Math, Outline, Paragraph, References, Section, Statement,
+                                                 Strong, Table, Text)
 from coupled_curvature.reporting.precision import CAPTION, POWER, precision_table, precision_text
-from coupled_curvature.reporting.steps import step_view
+from coupled_curvature.reporting.proof_text import proof
 
-__all__ = ["build_outline", "SECTIONS", "TITLE"]
+__all__ = ["build_outline", "SECTIONS", "APPENDIX", "TITLE"]
 
 TITLE = "coupled-curvature: proof catalogue and numeric cross-checks"
 _NS = 'xmlns="http://www.w3.org/1998/Math/MathML" display="inline"'
@@ -63,16 +63,16 @@ def _powers(text: str) -> tuple[Inline, ...]:
 
 
 def _intro(data: ReportData) -> tuple[Block, ...]:
-    labels: list[Inline] = [Text(f"Seed {data.seed}. Trust labels: ", False)]
+    labels: list[Inline] = [Text(f"Seed {data.seed}. Each theorem is followed by its proof; each step of a proof "
+                                 "carries a label naming the evidence of the checks it rests on, linked to those "
+                                 "checks in the appendix. Labels: ", False)]
     for name, what in (("formal", "a checked step whose claim a pinned Coq theorem also states in general "
-                                  "(named with the step)"),
+                                  "(named in the appendix)"),
                        ("exact", "exact symbolic identity or Gröbner reduction"),
                        ("certificate", "re-checked by the independent Fraction checker"),
                        ("rewrite", "a named rule, declared as a hypothesis"),
                        ("numeric", "floating-point evidence, never proof")):
-        labels += [Mark(name, "label"), Text(f" {what}; " if name != "numeric" else f" {what}. ", False)]
-    labels.append(Text("A step checked on an explicit instance shows its general statement; the instance is "
-                       "described under “instance details”.", False))
+        labels += [Mark(name, "label"), Text(f" {what}; " if name != "numeric" else f" {what}.", False)]
     return (Paragraph(tuple(labels)),)
 
 
@@ -88,8 +88,23 @@ def summary(data: ReportData) -> list[Section]:
     return [Section("Summary", (table,), "summary")]
 
 
+def _placed(data: ReportData) -> tuple[dict[str, list[Figure]], list[Figure]]:
+    """Each figure in the section of the first theorem its caption cites (when that theorem is in the
+    report), and the figures that cite none of them."""
+    from coupled_curvature.theorems import cited
+
+    at: dict[str, list[Figure]] = {}
+    rest: list[Figure] = []
+    for f in data.figures:
+        home = next((t for t in cited(f.caption) if t in data.check.entries), None)
+        (at.setdefault(home, []) if home else rest).append(Figure(f.name, _t(f.caption)))
+    return at, rest
+
+
 def figures(data: ReportData) -> list[Section]:
-    return [Section("Figures", tuple(Figure(f.name, _t(f.caption)) for f in data.figures), "figures")]
+    """The figures no theorem cites (the others stand in their theorem's section); none: no section."""
+    rest = _placed(data)[1]
+    return [Section("Figures", tuple(rest), "figures")] if rest else []
 
 
 def definitions(data: ReportData) -> list[Section]:
@@ -110,15 +125,6 @@ def definitions(data: ReportData) -> list[Section]:
                          "quantity as undefined (no value).", False))
     table = Table((_t("quantity", False), _t("package", False), _t("Coq", False)), tuple(rows), (0.15, 0.37, 0.44))
     return [Section("Definitions: package and Coq", (intro, table), "definitions")]
-
-
-def _steps(steps: list[Any]) -> Steps:
-    items = []
-    for st in steps:
-        v = step_view(st.description, st.lhs, st.rhs)
-        items.append(StepItem(bool(st.passed), st.label, v.statement, str(st.method), st.verification, v.latex, v.mathml,
-                              v.instance, tuple(n.removeprefix("CoupledCurvature.") for n in st.formal)))
-    return Steps(tuple(items))
 
 
 def _witness_cell(v: Any) -> tuple[Inline, ...]:
@@ -150,7 +156,7 @@ def _formal_section(e: Any) -> list[Block]:
     for i, (n, k) in enumerate(listing):
         parts += [Text(", " if i else "", False), Code(n), Text("" if k is None else f" ({k} lines)", False)]
     parts += [Text(" (pinned statements; ", False), Code("ccurv check --formal"),
-              Text(" compiles and checks them). Steps labelled formal name the theorem that states them.", False)]
+              Text(" compiles and checks them). The checks labelled formal name the theorem that states them.", False)]
     pinned = {n: st for ps in statement_pins().values() for n, st in ps}
     blocks: list[Block] = [Paragraph(tuple(parts))]
     for name in e.formal:
@@ -167,11 +173,13 @@ def _formal_section(e: Any) -> list[Block]:
     return [Section("Formal proofs in Coq", tuple(blocks), level=2)]
 
 
-def _theorem(t: str, e: Any, s: Any) -> Section:
+def _theorem(t: str, e: Any, s: Any, figs: list[Figure]) -> Section:
     b: list[Block] = [Paragraph((Strong((Text("Status: ", False), Mark(s.status, s.status))),)),
                       Statement(t, e.title, (Text(e.statement),))]
     if e.hypotheses:
         b += [Paragraph((Strong(_t("Hypotheses.", False)),)), Bullets(tuple(_t(h) for h in e.hypotheses))]
+    if e.steps:
+        b.append(proof(t, e.steps))
     if e.rules:
         parts: list[Inline] = [Text("Rewrite rules cited (declared hypotheses): ", False)]
         for i, r in enumerate(e.rules):
@@ -180,8 +188,6 @@ def _theorem(t: str, e: Any, s: Any) -> Section:
     b += _formal_section(e)
     if s.reasons:
         b += [Paragraph((Strong(_t("Reasons for failure.", False)),)), Bullets(tuple(_t(r) for r in s.reasons))]
-    if e.steps:
-        b.append(Section("Steps", (_steps(e.steps),), level=2))
     if e.witnesses:
         wb: list[Block] = []
         for w in e.witnesses:
@@ -198,14 +204,17 @@ def _theorem(t: str, e: Any, s: Any) -> Section:
         b.append(Section("Numeric cross-check (evidence)", (
             Paragraph(_t(f"Prediction: {n.prediction}. {n.figure_name} = {fmt_num(n.figure)}; agrees: "
                          f"{'yes' if n.agrees else 'NO'}.")),
-            Table(tuple(_t(c, False) for c in NUMERIC_HEAD), rows, (0.22, 0.36, "r", 0.2, "l"), small=True)),
-            level=2))
+            Table(tuple(_t(c, False) for c in NUMERIC_HEAD), rows, (0.22, 0.36, "r", 0.2, "l"), small=True),
+            *figs), level=2))
+    else:
+        b += figs
     return Section(f"{t} — {e.title}", tuple(b), t)
 
 
 def theorems(data: ReportData) -> list[Section]:
     chk = data.check
-    return [_theorem(t, e, chk.statuses[t]) for t, e in chk.entries.items()]
+    at = _placed(data)[0]
+    return [_theorem(t, e, chk.statuses[t], at.get(t, [])) for t, e in chk.entries.items()]
 
 
 def precision(data: ReportData) -> list[Section]:
@@ -245,11 +254,34 @@ def training_side(data: ReportData) -> list[Section]:
     return rate_sections(data.rate) + sharpness_sections(data.sharpness)
 
 
+def references(data: ReportData) -> list[Section]:
+    """The published results the proofs cite (:mod:`.references`), once each; none cited: no section."""
+    from coupled_curvature.reporting.proof_text import PROOFS
+    from coupled_curvature.reporting.references import bibliography
+
+    keys = [k for t, e in data.check.entries.items() if e.steps for said in PROOFS.get(t, ()) for k in said.cite]
+    refs = bibliography(keys)
+    return [Section("References", (References(tuple((r.key, r.label, r.text) for r in refs)),), "references")] \
+        if refs else []
+
+
 #: the report's sections, in order
 SECTIONS: tuple[Callable[[ReportData], list[Section]], ...] = (summary, figures, definitions, theorems, precision,
-                                                                cutoff, training_side)
+                                                                cutoff, training_side, references)
+
+
+def checks(data: ReportData) -> list[Section]:
+    """Every checked step of every proof, per theorem (:mod:`.checks_appendix`)."""
+    from coupled_curvature.reporting.checks_appendix import checks_appendix
+
+    return checks_appendix(data.check.entries)
+
+
+#: the report's appendices, in order (after the sections; LaTeX letters them after the Coq listings)
+APPENDIX: tuple[Callable[[ReportData], list[Section]], ...] = (checks,)
 
 
 def build_outline(data: ReportData) -> Outline:
     """The whole report as an :class:`.outline.Outline` (every renderer's one input)."""
-    return Outline(TITLE, data.generated, _intro(data), tuple(s for f in SECTIONS for s in f(data)))
+    return Outline(TITLE, data.generated, _intro(data), tuple(s for f in SECTIONS for s in f(data)),
+                   tuple(s for f in APPENDIX for s in f(data)))

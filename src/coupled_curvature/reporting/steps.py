@@ -49,6 +49,7 @@ class StepView:
     latex: str | None = None  # lhs = rhs as LaTeX, when presentable
     mathml: str | None = None  # the same as presentation MathML (inner of <math>)
     instance: str | None = None  # words for the collapsible instance details
+    size: str | None = None  # the instance's size in a few words (a table cell): "2×2 matrices, 85 nodes"
 
 
 def _nodes(e: Any) -> int:
@@ -151,6 +152,18 @@ def _instance(lhs: Any, rhs: Any, description: str) -> str:
             f"{_shape(lhs)} written out in coordinates ({size} expression nodes), {how} exactly")
 
 
+def _size(lhs: Any, rhs: Any) -> str:
+    """Both sides' shape and expression size in a few words.
+
+    >>> import sympy as sp
+    >>> _size(sp.eye(2), sp.eye(2)), _size(sp.Symbol("x") + 1, sp.Integer(1))
+    ('2×2 matrices, 5 nodes', 'scalars, 3 nodes')
+    """
+    shape = _shape(lhs)
+    what = "scalars" if shape == "a scalar expression" else shape.removeprefix("a ").replace("matrix", "matrices")
+    return f"{what}, {max(_nodes(lhs), _nodes(rhs))} nodes"
+
+
 def _number(e: Any) -> bool:
     """A SymPy scalar without free symbols (``4/1``, ``(1/2)/1``): its display is arithmetic only."""
     return isinstance(e, sp.Expr) and not isinstance(e, MatrixExpr) and not e.free_symbols
@@ -164,19 +177,22 @@ def step_view(description: str, lhs: Any, rhs: Any) -> StepView:
         if isinstance(fact, (sp.core.relational.Relational, sp.logic.boolalg.Boolean)) and presentable(fact) \
                 and not isinstance(fact, BooleanAtom):
             return StepView(statement, _latex(fact), _mathml(fact))
-        return StepView(statement, instance=_instance(lhs, rhs, description))
+        what = "an explicit object" if lhs is None or isinstance(lhs, str) else _shape(lhs).removeprefix("a ")
+        return StepView(statement, instance=_instance(lhs, rhs, description), size=f"a fact about {what}")
     if isinstance(lhs, str) or isinstance(rhs, str):
         return StepView(statement, instance="checked by the independent checker on the certificate data "
-                                             "(listed under Witnesses)")
+                                             "(listed under Witnesses)", size="certificate data")
     if _number(lhs) and _number(rhs):  # 4/1 = 4: the statement already says the value
-        return StepView(statement, instance="both sides are exact numbers, computed and compared exactly")
+        return StepView(statement, instance="both sides are exact numbers, computed and compared exactly",
+                        size="exact numbers")
     if presentable(lhs) and presentable(rhs):
         try:
             tex = f"{_latex(lhs)} = {_latex(rhs)}"
             if _visible(tex) <= MAX_WIDTH:
                 return StepView(statement, tex, f"{_mathml(lhs)}<mo>=</mo>{_mathml(rhs)}")
             return StepView(statement, instance=f"the checked identity is {_visible(tex)} symbols long when written "
-                                                "out; its two sides were compared exactly as computed")
+                                                "out; its two sides were compared exactly as computed",
+                            size=_size(lhs, rhs))
         except Exception:  # noqa: BLE001 - a printing failure only loses the formula, never the step
             pass
-    return StepView(statement, instance=_instance(lhs, rhs, description))
+    return StepView(statement, instance=_instance(lhs, rhs, description), size=_size(lhs, rhs))
