@@ -80,3 +80,20 @@ def test_summary_counts_formal_steps_within_100_columns(capsys):
         row = next(l for l in out if l.startswith(f"{tid} "))
         assert row.split()[3] == str(len(FORMAL_STEPS[tid])), row
     assert max(map(len, out)) <= 100, max(out, key=len)
+
+
+def test_verdict_table_comes_last(monkeypatch, capsys):
+    """The detailed sections (here λ's identities, which are not a theorem) come first; the output ends
+    with the theorems' table and the verdict; stage progress goes to stderr."""
+    import coupled_curvature.proofs as proofs
+
+    real = proofs.check_all
+    monkeypatch.setattr(proofs, "check_all", lambda **k: real(**{**k, "only": ["T12"]}))
+    assert main(["check", "--symbolic"]) == 0
+    out, err = capsys.readouterr()
+    lines = out.rstrip().splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("ccurv check ("))
+    assert any("Curvature rate λ" in line for line in lines[:head])  # the detail before the verdict
+    assert not any("λ" in line for line in lines[head:])  # nothing after the verdict that is not a theorem
+    assert lines[-1].startswith("all proved; total") and any(line.lstrip().startswith("T12") for line in lines[head:])
+    assert "λ identities: symbolic cases" in err

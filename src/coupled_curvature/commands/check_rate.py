@@ -11,6 +11,7 @@ computations are :mod:`coupled_curvature.symbolic.rate_identities` and
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["BAND_CASES", "RateIdentities", "gather", "render"]
@@ -59,17 +60,23 @@ class RateIdentities:
         return out
 
 
-def gather(symbolic: bool = True, numeric: bool = True, seed: int = 0) -> RateIdentities:
-    """Run the selected halves (about a second each)."""
+def gather(symbolic: bool = True, numeric: bool = True, seed: int = 0,
+           progress: Callable[[str], None] | None = None) -> RateIdentities:
+    """Run the selected halves (about a second each); ``progress`` hears each stage."""
+    say = progress or (lambda _: None)
     cases = flat = band = None
     if symbolic:
+        say("λ identities: symbolic cases")
         from coupled_curvature.symbolic.rate_identities import flat_function_derivation, rate_identities
 
         cases, flat = rate_identities(), flat_function_derivation()
     if numeric:
         from coupled_curvature.numeric.studies.band_limited import band_limited_rate
 
-        band = [band_limited_rate(om, orders=o, seed=seed) for om, o in BAND_CASES]
+        band = []
+        for om, o in BAND_CASES:
+            say(f"λ identities: band-limited rate, ω = {om}")
+            band.append(band_limited_rate(om, orders=o, seed=seed))
     return RateIdentities(cases, flat, band)
 
 
