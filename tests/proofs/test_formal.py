@@ -6,8 +6,8 @@ one block per headline theorem::
     == CoupledCurvature.<Module>.<name>
     <the statement exactly as coqc prints it for ``Check <name>.``>
 
-in the printing context ``coupled_curvature.proofs.formal.PREAMBLE`` (MathComp notations,
-``Defs`` and the theorem's own module imported).  Lines starting with ``#`` before the first
+in the printing context ``coupled_curvature.proofs.formal.PREAMBLE`` (MathComp and mathcomp-analysis
+notations, ``Defs``, ``DefsAnalytic`` and the theorem's own module imported).  Lines starting with ``#`` before the first
 block are comments.  Comparison ignores only whitespace.  ``Print Assumptions`` of each pinned
 theorem must be "Closed under the global context" or list only axioms of the real-number
 libraries (``formal.ALLOWED_AXIOMS``: Coq Reals' ``sig_forall_dec``, ``sig_not_dec``,
@@ -124,30 +124,44 @@ def test_missing_coqc_is_a_clear_error(monkeypatch) -> None:
 
 # ---- honest labels: local hypotheses, and a pinned instance that shows they can hold ----
 
-_GLOBAL = ("forall (L : V -> R), (forall y : V, derive.differentiable_def L (Phantom (set (set V)) "
-           "(topology.filter_of (Phantom V y)))) -> P L")
-_NEAR = ("forall (L : V -> R) (w : V), topology.prop_near1 w (inPhantom (forall y : V, "
-         "derive.differentiable_def L (Phantom (set (set V)) (topology.filter_of (Phantom V y))))) -> "
-         "(forall j : I, derive.differentiable_def [eta d1 L (e R j)] (Phantom (set (set V)) "
-         "(topology.filter_of (Phantom V w)))) -> P L")
+_GLOBAL = "forall (L : V -> R), (forall y : V, differentiable L y) -> P L"
+_NEAR = ("forall (L : V -> R) (w : V), (\\forall y \\near w, differentiable L y) -> "
+         "(forall j : I, differentiable [eta d1 L (e j)] w) -> P L")
 
 
 def test_global_differentiability_is_recognised() -> None:
     assert formal.global_differentiability(_GLOBAL) == ["y"]
     assert formal.global_differentiability(_NEAR) == []
-    everywhere = "(forall x : R, derive.is_derive x 1 phi (dphi x)) -> (forall x : R, dphi x = 0)"
+    everywhere = "(forall x : R, is_derive x 1 phi (dphi x)) -> (forall x : R, dphi x = 0)"
     assert formal.global_differentiability(everywhere) == ["x"]
     at_w = "(forall i j : I, derivable [eta d1 L (e R j)] w (e R i)) -> Q"
     assert formal.global_differentiability(at_w) == []
     # the statement's own parameters: differentiable at the point x the theorem is about, not everywhere
     # a pinned statement may not open with differentiability at its own point variable either: the rule
     # reads "forall x, differentiable f x -> …" as the hypothesis it would be inside a premise
-    at_x = ("forall (f : V -> R) (x v : V), derive.differentiable_def f (Phantom (set (set V)) "
-            "(topology.filter_of (Phantom V x))) -> d1 f v x = 0")
+    at_x = "forall (f : V -> R) (x v : V), differentiable f x -> d1 f v x = 0"
     assert formal.global_differentiability(at_x) == ["x"]
-    inner = ("forall (f : V -> R) (v : V), (forall x : V, derive.differentiable_def f (Phantom (set (set V)) "
-             "(topology.filter_of (Phantom V x)))) -> d1 f v v = 0")
+    inner = "forall (f : V -> R) (v : V), (forall x : V, differentiable f x) -> d1 f v v = 0"
     assert formal.global_differentiability(inner) == ["x"]
+
+
+_INTERNALS = ("NormedModule", "Phantom", "normedtype.", "topology.", "derive.", "reals.", "DefsAnalytic.",
+              "matrix_normedModType", "numFieldType")
+
+
+def _internals(statement: str) -> list[str]:
+    return [w for w in _INTERNALS if w in statement]
+
+
+def test_pins_print_with_notations() -> None:
+    """No pin shows a library's internals: the analytic statements print with mathcomp-analysis' notations
+    (differentiable f x, \\forall y \\near x, 'cV[R]_(n.+1)) in the printing context formal.PREAMBLE."""
+    bad = [(n, _internals(s)) for ps in formal.statement_pins().values() for n, s in ps if _internals(s)]
+    assert bad == []
+    # negative control: the raw printing of a differentiability hypothesis is caught
+    raw = ("forall (L : normedtype.NormedModule.sort (normedtype.matrix_normedModType (reals.Real.numFieldType R) "
+           "n 0) -> R), derive.differentiable_def L (Phantom _ (topology.filter_of (Phantom _ w)))")
+    assert len(_internals(raw)) >= 5
 
 
 def test_no_pinned_statement_assumes_differentiability_everywhere() -> None:
@@ -179,7 +193,7 @@ def test_t3_headline_states_the_network_loss() -> None:
     """The pinned T3 headline mentions the forward pass, a derivative of its loss and D."""
     pins = dict(formal.statement_pins()["T3"])
     s = pins["CoupledCurvature.T03_network_law.T3_network_W"]
-    for word in ("eval sigma", "plug C", "DefsAnalytic.grad L", "DefsAnalytic.hess L'", "coupledD (c *: w)",
+    for word in ("eval sigma", "plug C", "grad L", "hess L'", "coupledD (c *: w)",
                  "coupledDplus"):
         assert word in s, word
     assert "differentiable" not in s   # no differentiability hypothesis at all
@@ -195,7 +209,7 @@ def test_t3_permutation_end_to_end_is_pinned() -> None:
     pins = dict(formal.statement_pins()["T3"])
     for name in ("T3_network_perm_W", "T3_network_perm_b"):
         s = pins[f"CoupledCurvature.T03_network_perm.{name}"]
-        for word in ("eval sigma", "plug C", "perm_mx p", "DefsAnalytic.grad L'", "DefsAnalytic.hess L'",
+        for word in ("eval sigma", "plug C", "perm_mx p", "grad L'", "hess L'",
                      "coupledD (", "coupledDplus ("):
             assert word in s, (name, word)
         assert premises(s)[0] == []                     # no hypothesis at all
@@ -216,13 +230,13 @@ def test_t9_closed_forms_are_pinned() -> None:
     ray = pins["CoupledCurvature.T09_closed_forms.T9_ray_closed_forms"]
     k1 = pins["CoupledCurvature.T09_closed_forms.T9_k1_closed_forms"]
     for s in (ray, k1):
-        for word in (r"\sum_(i < N) ell i (F i v)", "DefsAnalytic.d1 (ell i) (F i w) (F i w)",
-                     "DefsAnalytic.d2 (ell i) (F i w) (F i w) (F i w)", "topology.prop_near1 1"):
+        for word in (r"\sum_(i < N) ell i (F i v)", "d1 (ell i) (F i w) (F i w)",
+                     "d2 (ell i) (F i w) (F i w) (F i w)", "\\forall t \\near 1"):
             assert word in s, word
         assert global_differentiability(s) == []
         assert all(w is not None for _, w in hypotheses_in_words(s))
-    assert "DefsAnalytic.d2 L w w w = p%:R * (p%:R - 1) * P + p%:R ^+ 2 * Q" in ray
-    assert "quad (DefsAnalytic.hess L w) w = Q" in k1 and "Q / P ^+ 2 *" in k1
+    assert "d2 L w w w = p%:R * (p%:R - 1) * P + p%:R ^+ 2 * Q" in ray
+    assert "quad (hess L w) w = Q" in k1 and "Q / P ^+ 2 *" in k1
     inst = pins["CoupledCurvature.T09_closed_forms.T9_closed_forms_instance"]
     assert "f 0 0 ^+ 2" in inst and "(F i w) (F i w) = 2]" in inst
     names = {n for steps in FORMAL_STEPS["T9"].values() for n in steps}
@@ -246,21 +260,21 @@ def test_t9_closed_forms_grad_are_pinned() -> None:
         assert global_differentiability(s) == []
         assert all(w is not None for _, w in hypotheses_in_words(s))
     for s in (gen, k1):
-        for word in ("let P := \\sum_(i < N) dot (DefsAnalytic.grad (ell i) (F i w)) (F i w)",
-                     "let Q := \\sum_(i < N) quad (DefsAnalytic.hess (ell i) (F i w)) (F i w)",
-                     "T01_analytic.differentiable_near (ell i) (F i w)", "topology.prop_near1 1"):
+        for word in ("let P := \\sum_(i < N) dot (grad (ell i) (F i w)) (F i w)",
+                     "let Q := \\sum_(i < N) quad (hess (ell i) (F i w)) (F i w)",
+                     "T01_analytic.differentiable_near (ell i) (F i w)", "\\forall t \\near 1"):
             assert word in " ".join(s.split()), word
-        assert "derive.derivable" not in s          # the directional hypotheses are derived, not assumed
-    assert "dot w (DefsAnalytic.grad L w) = p%:R * P /\\" in gen
-    assert "quad (DefsAnalytic.hess L w) w = p%:R * (p%:R - 1) * P + p%:R ^+ 2 * Q" in gen
-    assert "quad (DefsAnalytic.hess L w) w = Q" in k1 and "Q / P ^+ 2 *" in k1
+        assert "derivable" not in s          # the directional hypotheses are derived, not assumed
+    assert "dot w (grad L w) = p%:R * P /\\" in gen
+    assert "quad (hess L w) w = p%:R * (p%:R - 1) * P + p%:R ^+ 2 * Q" in gen
+    assert "quad (hess L w) w = Q" in k1 and "Q / P ^+ 2 *" in k1
     i1, i2 = (" ".join(pins[mod + n].split()) for n in ("T9_closed_forms_grad_instance",
                                                         "T9_closed_forms_grad_instance_p2"))
     assert "const_mx (v 0 0 + 2 * v 1 0)" in i1 and "(f 0 0 - 1) ^+ 2" in i1 and "t ^+ 1 *: F i w" in i1
     assert "(F i w) = 12 /\\" in i1 and "(F i w) = 18 &" in i1
-    assert "dot w (DefsAnalytic.grad L w) = 12 /\\ quad (DefsAnalytic.hess L w) w = 18]" in i1
+    assert "dot w (grad L w) = 12 /\\ quad (hess L w) w = 18]" in i1
     assert "const_mx (v 0 0 * v 1 0)" in i2 and "t ^+ 2 *: F i w" in i2 and "(F i w) = 4 /\\" in i2
-    assert "dot w (DefsAnalytic.grad L w) = 8 /\\ quad (DefsAnalytic.hess L w) w = 40]" in i2
+    assert "dot w (grad L w) = 8 /\\ quad (hess L w) w = 40]" in i2
     for n in {n for steps in FORMAL_STEPS["T9"].values() for n in steps if n.startswith("T09_closed_forms_grad.")}:
         assert "T09_closed_forms_grad.T9_closed_forms_grad_instance" in FORMAL_INSTANCES[n]
 

@@ -16,9 +16,11 @@ prints it for ``Check <qualified name>.``, in this format::
 i.e. a line ``== <fully qualified name>`` followed by the printed type (the text after the
 ``:`` of Coq's ``name\\n     : type`` answer).  Statements are compared after collapsing runs of
 whitespace, so only Coq's line breaking is ignored.  The printing context (``PREAMBLE``) is fixed:
-MathComp's notations, ``Defs`` and the theorem's own module imported; names of other modules
-print qualified (``DefsAnalytic.grad``), so the pins do not depend on which other files the
-development contains.
+MathComp's and mathcomp-analysis' notations (``differentiable f x``, ``\\forall y \\near x, P``,
+``'D_v f x``; column vectors print as ``'cV[R]_(n.+1)``, a printing notation of ``DefsAnalytic``),
+``Defs``, ``DefsAnalytic`` and the theorem's own module imported; names of other modules of the
+development print qualified (``T01_analytic.differentiable_near``), so the pins do not depend on
+which other files the development contains.
 
 ``Print Assumptions`` must answer "Closed under the global context" or list only the axioms of
 the real-number libraries (``ALLOWED_AXIOMS``): Coq's ``Reals`` (``sig_forall_dec``,
@@ -79,12 +81,13 @@ ALLOWED_AXIOMS: frozenset[str] = frozenset({
 
 #: The printing context of the pinned statements (the module's own import is appended).
 PREAMBLE = """From mathcomp Require Import all_ssreflect all_algebra.
+From mathcomp Require Import boolp classical_sets functions reals topology normedtype derive.
 Set Implicit Arguments.
 Unset Strict Implicit.
 Unset Printing Implicit Defensive.
 Import GRing.Theory Num.Theory.
 Local Open Scope ring_scope.
-From CoupledCurvature Require Import Defs.
+From CoupledCurvature Require Import Defs DefsAnalytic.
 """
 
 LOGICAL_ROOT = "CoupledCurvature"

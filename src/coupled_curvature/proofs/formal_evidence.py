@@ -84,7 +84,7 @@ FORMAL_INSTANCES: dict[str, tuple[str, ...]] = {
        for n in ("T12_D", "T12_Dplus", "T12_rho", "T12_product")},
 }
 
-_DIFF_PRED = re.compile(r"(?:derive\.)?(differentiable_def|differentiable|derivable|is_derive)\b")
+_DIFF_PRED = re.compile(r"(differentiable|derivable|is_derive)\b")
 
 
 def _coq_dir() -> Path | None:
@@ -123,14 +123,7 @@ def differentiability_point(body: str) -> str | None:
     rest = body[m.end():]
     if m.group(1) == "is_derive":            # is_derive x v f df
         return _read_arg(rest, 0)[0]
-    if m.group(1) == "derivable":            # derivable f x v
-        _, i = _read_arg(rest, 0)
-        return _read_arg(rest, i)[0]
-    k = rest.find("filter_of (Phantom")      # differentiable_def f (Phantom _ (filter_of (Phantom _ x)))
-    if k < 0:
-        _, i = _read_arg(rest, 0)
-        return _read_arg(rest, i)[0]
-    _, i = _read_arg(rest, k + len("filter_of (Phantom"))
+    _, i = _read_arg(rest, 0)                # derivable f x v, differentiable f x
     return _read_arg(rest, i)[0]
 
 
@@ -140,8 +133,7 @@ def global_differentiability(statement: str) -> list[str]:
     s = " ".join(statement.split())
     found: list[str] = []
     for m in re.finditer(r"\bforall\b", s):
-        before = s[:m.start()].rstrip()
-        if before.endswith("(inPhantom (") and "prop_near" in before[-300:]:
+        if s[:m.start()].endswith("\\"):
             continue                         # \forall y \near x, ...: a neighbourhood, local
         i = m.end()
         names: list[str] = []

@@ -116,12 +116,11 @@ _WORDS: tuple[tuple[str, str], ...] = (
     (r"forall v : [^,]+, F' \((\w+) \*m v\) = F v", "F'({1}v) = F(v) for every v: the block moved by the matrix {1}"),
     (r"forall (\w) : 'I_[\w.+]+, exists (\w) : 'I_[\w.+]+, (\w+)\^T \*m e \1 = e \2",
      "{3}ᵀ sends every basis vector to a basis vector (with {3}ᵀ{3} = I: {3} permutes the coordinates)"),
-    (r"topology\.prop_near1 (\w+) \(inPhantom \(forall y : [^,]+, f y = g y\)\)",
+    (r"\\near (\w+), f \1 = g \1",
      "f = g on a neighbourhood of {1} (local)"),
     (r"(?:\w+\.)?differentiable_near g (\w+)",
      "g is differentiable at every point of a neighbourhood of {1} (local)"),
-    (r"topology\.cvg_to \(topology\.filter_of \(Phantom .+ \(topology\.fmap (\w+) \(topology\.filter_of "
-     r"\(Phantom .+ (\w+)\)\)\)\)\) \(topology\.filter_of \(Phantom .+ \(\1 \2\)\)\)",
+    (r"(\w+) @ (\w+) --> \1 \2",
      "{1} is continuous at {2}: {1}(y) → {1}({2}) as y → {2} (local)"),
     (r"0 < (\w+) (\w+)", "{1}({2}) > 0"),
     (r"(\w+) (\w+) < 0", "{1}({2}) < 0"),
@@ -132,20 +131,18 @@ _WORDS: tuple[tuple[str, str], ...] = (
      r"\(J\^T \*m H \*m J \+ \\sum_k g k 0 \*: K k\) = coupledD p g H",
      "D at (w', Jᵀg, JᵀHJ + Σ_k g_k K_k) equals D at (p, g, H) for every g ≠ 0 and symmetric H: the "
      "pull-back through a map with Jacobian J and second derivatives K_k preserves D"),
-    (r"forall i : 'I_\w+, topology\.prop_near1 1 \(inPhantom \(forall t : [^,]+, F i \(t \*: w\) = t \^\+ (\w+) \*: F i w\)\)",
+    (r"forall i : 'I_\w+, \\forall t \\near 1, F i \(t \*: w\) = t \^\+ (\w+) \*: F i w",
      "every sample's output F_i is positively homogeneous of degree {1} along the ray through w, for t near 1: "
      "F_i(t·w) = t^{1}·F_i(w) (local)"),
-    (r"forall i : 'I_\w+, topology\.prop_near1 1 \(inPhantom \(forall s : [^,]+, derive\.derivable \(ell i\) "
-     r"\(s \*: F i w\) \(F i w\)\)\)",
+    (r"forall i : 'I_\w+, \\forall s \\near 1, derivable \(ell i\) \(s \*: F i w\) \(F i w\)",
      "every per-sample loss ℓ_i is derivable along f_i = F_i(w) at s·f_i for every s near 1 (local)"),
-    (r"forall i : 'I_\w+, derive\.derivable \[eta (?:\w+\.)?d1 \(ell i\) \(F i w\)\] \(F i w\) \(F i w\)",
+    (r"forall i : 'I_\w+, derivable \[eta d1 \(ell i\) \(F i w\)\] \(F i w\) \(F i w\)",
      "every per-sample directional derivative y ↦ ∂ℓ_i(y)[f_i] is derivable at f_i = F_i(w) along f_i (local)"),
-    (r"forall i j : 'I_[\w.+]+, derive\.derivable \[eta (?:\w+\.)?d1 L \((?:\w+\.)?e (?:R )?j\)\] "
-     r"(\w+) \((?:\w+\.)?e (?:R )?i\)",
+    (r"forall i j : 'I_[\w.+]+, derivable \[eta d1 L \(e j\)\] (\w+) \(e i\)",
      "every partial derivative ∂_jL is derivable at {1} along every coordinate direction (local)"),
     (r"forall i : 'I_\w+, (?:\w+\.)?differentiable_near \(ell i\) \(F i w\)",
      "every per-sample loss ℓ_i is differentiable at every point of a neighbourhood of f_i = F_i(w) (local)"),
-    (r"topology\.prop_near1 (\w+) \(inPhantom \(forall y : [^,]+, derive\.is_derive y 1 (\w+) \((\w+) y\)\)\)",
+    (r"\\near (\w+), is_derive \1 1 (\w+) \((\w+) \1\)",
      "{2} is derivable at every point y near {1}, with derivative {3}(y) there (local)"),
     (r"(?:\w+\.)?differentiable_near ell (\w+)",
      "ℓ is differentiable at every point of a neighbourhood of {1} (local)"),
@@ -159,25 +156,22 @@ def in_words(premise: str) -> str | None:
         m = re.fullmatch(pattern, p)
         if m:
             return words.format(None, *(_name(g) for g in m.groups()))
-    m = re.match(r"(?:derive\.)?differentiable_def (L|f) ", p)
+    m = re.match(r"differentiable (L|f) ", p)
     if m:
-        point = differentiability_point(p.removeprefix("derive."))
+        point = differentiability_point(p)
         return None if point is None else f"{m.group(1)} is differentiable at {_name(point)} (local)"
-    m = re.fullmatch(r"forall j : 'I_[\w.+]+, (derive\.differentiable_def \[eta (?:\w+\.)?d1 L \(e (?:R )?j\)\] .+)", p)
+    m = re.fullmatch(r"forall j : 'I_[\w.+]+, (differentiable \[eta d1 L \(e j\)\] .+)", p)
     if m:
-        point = differentiability_point(re.sub(r"\[eta (?:\w+\.)?d1 L \(e (?:R )?j\)\]", "f",
-                                               m.group(1).removeprefix("derive.")))
+        point = differentiability_point(re.sub(r"\[eta d1 L \(e j\)\]", "f", m.group(1)))
         return None if point is None else f"every partial derivative ∂_jL is differentiable at {_name(point)} (local)"
-    m = re.fullmatch(r"forall j : 'I_[\w.+]+, (derive\.differentiable_def \[eta (?:\w+\.)?d1 g \(e (?:R )?j\)\] .+)", p)
+    m = re.fullmatch(r"forall j : 'I_[\w.+]+, (differentiable \[eta d1 g \(e j\)\] .+)", p)
     if m:                                                              # ∂_jg of a function g equal to L near the point
-        point = differentiability_point(re.sub(r"\[eta (?:\w+\.)?d1 g \(e (?:R )?j\)\]", "f",
-                                               m.group(1).removeprefix("derive.")))
+        point = differentiability_point(re.sub(r"\[eta d1 g \(e j\)\]", "f", m.group(1)))
         return None if point is None else f"every partial derivative ∂_jg is differentiable at {_name(point)} (local)"
     m = re.fullmatch(r"forall (\(i : 'I_\w+\) \(j : 'I_[\w.+]+\)|j : 'I_[\w.+]+), "
-                     r"(derive\.differentiable_def \[eta (?:\w+\.)?d1 (\(ell i\)|ell) \(e (?:R )?j\)\] .+)", p)
+                     r"(differentiable \[eta d1 (\(ell i\)|ell) \(e j\)\] .+)", p)
     if m and (m.group(3) == "ell") == m.group(1).startswith("j"):     # ∂_jℓ_i of every sample's loss, or ∂_jℓ
-        point = differentiability_point(re.sub(r"\[eta (?:\w+\.)?d1 (?:\(ell i\)|ell) \(e (?:R )?j\)\]", "f",
-                                               m.group(2).removeprefix("derive.")))
+        point = differentiability_point(re.sub(r"\[eta d1 (?:\(ell i\)|ell) \(e j\)\]", "f", m.group(2)))
         if point is None or (m.group(3) != "ell" and _name(point) != "F i w"):
             return None
         who, at = ("ℓ", _name(point)) if m.group(3) == "ell" else ("ℓ_i of every per-sample loss", "f_i = F_i(w)")

@@ -64,7 +64,7 @@ def _compound(node: Any) -> bool:
         head = node[1]
         name = head[1].rsplit(".", 1)[-1] if head[0] == "id" else None
         return name in ("act_w", "act_g", "act_H", "mulV", "dot", "quad", "newton_decrement", "d1", "d2",
-                        "conformal", "differentiable_def", "scale_invariant", "is_derive")
+                        "conformal", "differentiable_def", "differentiable", "scale_invariant", "is_derive")
     return True
 
 
@@ -102,7 +102,7 @@ class _Printer:
             return join(self.typ(node[2]), operator("→"), self.typ(node[3]))
         if node[0] == "id" and node[1] == "nat":
             return Piece("ℕ", r"\mathbb{N}", "<mi mathvariant='double-struck'>N</mi>")
-        if node[0] == "id" and node[1] in ("rcfType", "Real.type", "reals.Real.type"):
+        if node[0] == "id" and node[1] in ("rcfType", "Real.type", "reals.Real.type", "realType"):
             return words("real closed field" if node[1] == "rcfType" else "real numbers")
         return self.emit(node)
 
@@ -120,7 +120,7 @@ class _Printer:
                 parts += ([operator(",", False), Piece(" ", "", "")] if i else []) + [identifier(n)]
             if ty is not None:
                 fn = ty[0] == "bin" and ty[1] == "->"
-                word = ty[0] == "id" and ty[1] in ("rcfType", "Real.type", "reals.Real.type")
+                word = ty[0] == "id" and ty[1] in ("rcfType", "Real.type", "reals.Real.type", "realType")
                 parts += [operator(":", False), Piece(" ", r"\ ", "")] if word else [operator(":" if fn else "∈")]
                 parts.append(self.typ(ty))
             last = gi == len(groups) - 1
@@ -139,6 +139,8 @@ class _Printer:
                                                                           e(("bin", "+", p, ("num", "1")))))
         if name == "differentiable_near" and len(args) == 2:
             return join(self.arg(args[0]), words(" differentiable near "), self.arg(args[1]))
+        if name == "differentiable" and len(args) == 2:
+            return join(self.arg(args[0]), words(" differentiable at "), self.arg(args[1]))
         if name == "differentiable_def" and len(args) == 2:
             return join(self.arg(args[0]), words(" differentiable at "), self.arg(_point(args[1])))
         if name == "is_derive" and len(args) == 4:
@@ -202,7 +204,7 @@ class _Printer:
                 bound = join(*[q for i, n in enumerate(names) for q in ([operator(",", False)] if i else []) + [n]])
                 return join(operator("∀", False), bound, words(" near "), self.arg(args[0]),
                             operator(":", False), Piece(" ", r"\;", ""), e(inner[2]))
-            return join(words("near "), self.arg(args[0]), operator(":", False), e(inner))
+            return join(words("near "), self.arg(args[0]), operator(":", False), Piece(" ", r"\;", ""), e(inner))
         if name == "Phantom" or name == "filter_of":
             return e(args[-1])
         if args == [("id", "R")] and name is not None:  # a constant of the development, e.g. Ashear R

@@ -18,8 +18,8 @@ from coupled_curvature.errors import InvalidInputError
 __all__ = ["parse"]
 
 _TOKEN = re.compile(r"""\s*(?:
-    (?P<ty>'(?:M|cV|rV|I)_)
-  | (?P<op><->|<>|->|=>|\[/\\|/\\|\\/|!=|<=|:=|\*m|\*:|\*\+|\^\+|\^-1(?![0-9])|\^-|\^T|\^o|\^(?=\s)|%:M|%:R|%N|\.\+1|\\in|\\notin
+    (?P<ty>'(?:M|cV|rV|I)(?:\[\w+\])?_)
+  | (?P<op>'D_|\\forall|\\near|<->|<>|->|=>|\[/\\|/\\|\\/|!=|<=|:=|\*m|\*:|\*\+|\^\+|\^-1(?![0-9])|\^-|\^T|\^o|\^(?=\s)|%:M|%:R|%N|\.\+1|\\in|\\notin
           |\\o|\\sum_|\\row_|\\col_|\[eta|[(),:<=+\-*/~&\[\]])
   | (?P<id>[A-Za-z_][\w']*(?:\.[A-Za-z_][\w']*)*)
   | (?P<num>\d+))""", re.X)
@@ -44,6 +44,11 @@ def _tokens(s: str) -> list[tuple[str, str]]:
         out.append((kind, m.group(kind).strip()))
         at = m.end()
     return out
+
+
+def _kind(token: str) -> str:
+    """``M``, ``cV``, ``rV`` or ``I`` from a type token ``'cV_`` or ``'cV[R]_``."""
+    return token[1:].split("[", 1)[0].rstrip("_")
 
 
 class _Parser:
@@ -98,9 +103,9 @@ class _Parser:
                     self.take(",")
                     dims.append(self.term(200))
                 self.take(")")
-                node: Any = ("type", v[1:-1], dims[0] if len(dims) == 1 else ("dims", dims))
+                node: Any = ("type", _kind(v), dims[0] if len(dims) == 1 else ("dims", dims))
             else:
-                node = ("type", v[1:-1], self.atom())
+                node = ("type", _kind(v), self.atom())
         elif v == "(" and self.peek(1)[0] == "id" and self.peek(2)[1] == ":=":  # (R:=R), an explicit argument
             self.take("(")
             name = self.take()
@@ -137,6 +142,22 @@ class _Parser:
             val = self.term(200)
             self.take("in")
             left = ("let", name, val, self.term(200))
+        elif v in ("\\forall", "\\near"):  # \forall y \near x, P y;  \near x, P x (the point named as the variable)
+            self.take()
+            names = []
+            while v == "\\forall" and self.peek()[0] == "id" and self.peek()[1] not in _KEYWORDS:
+                names.append(self.take())
+            if v == "\\forall":
+                self.take("\\near")
+            point = self.atom()
+            self.take(",")
+            body = self.term(200)
+            left = ("app", ("id", "prop_near1"), [point, ("forall", [(names, None)], body) if names else body])
+        elif v == "'D_":  # 'D_v f x: the derivative of f at x along v
+            self.take()
+            direction = self.atom()
+            f, x = self.atom(), self.atom()
+            left = ("app", ("id", "derive"), [f, x, direction])
         elif v == "~":
             self.take()
             left = ("not", self.term(75))

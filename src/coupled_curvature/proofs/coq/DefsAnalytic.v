@@ -32,3 +32,11 @@ End Derivatives.
    print it in full *)
 Notation partials_derivable L w :=
   (forall i j, derivable (fun y => (d1 L (e j) y : _^o)) w (e i)) (only parsing).
+
+(* Printing only: mathcomp-analysis' column vectors of size n.+1 (V above) print as the MathComp
+   type 'cV[R]_(n.+1) (and 'cV[R]_1, 'cV[R]_2 for the sizes of the instances), so that the pinned
+   statements read as mathematics rather than as the library's normed-module structure. *)
+Notation "''cV[' R ]_ ( n .+1 )" := (matrix_normedModType R n 0)
+  (only printing, format "''cV[' R ]_ ( n .+1 )").
+Notation "''cV[' R ]_1" := (matrix_normedModType R 0 0) (only printing, format "''cV[' R ]_1").
+Notation "''cV[' R ]_2" := (matrix_normedModType R 1 0) (only printing, format "''cV[' R ]_2").

@@ -6,7 +6,7 @@
    blocks, and the diagonal Hessian blocks map by A_i^-T H_ii A_i^-1, so each block's wᵀHw
    and wᵀg are unchanged under every block-diagonal linear map. *)
 From mathcomp Require Import all_ssreflect all_algebra.
-From CoupledCurvature Require Import Defs.
+From CoupledCurvature Require Import Defs Common.
 
 Section Algebraic.
 Variable R : rcfType.
@@ -14,16 +14,14 @@ Variable R : rcfType.
 Theorem quad_act n (A H : 'M[R]_n) (w : 'cV[R]_n) :
   A \in unitmx -> quad (act_H A H) (act_w A w) = quad H w.
 Proof.
-move=> Au; rewrite /quad /dot /act_H /act_w trmx_mul !mulmxA.
-rewrite -[w^T *m A^T *m (invmx A)^T]mulmxA -trmx_mul mulVmx // trmx1 mulmx1.
-by rewrite -!mulmxA mulKmx.
+move=> Au; rewrite /quad /act_H /act_w dot_mulmx !mulmxA -trmx_mul mulVmx //.
+by rewrite trmx1 mul1mx mulmxKV.
 Qed.
 
 Theorem dot_act n (A : 'M[R]_n) (w g : 'cV[R]_n) :
   A \in unitmx -> dot (act_w A w) (act_g A g) = dot w g.
 Proof.
-move=> Au; rewrite /dot /act_w /act_g trmx_mul mulmxA.
-by rewrite -[w^T *m A^T *m (invmx A)^T]mulmxA -trmx_mul mulVmx // trmx1 mulmx1.
+by move=> Au; rewrite /act_w /act_g dot_mulmx mulmxA -trmx_mul mulVmx // trmx1 mul1mx.
 Qed.
 
 (* the block-diagonal version: T = diag(A1, A2) acting on (w1; w2), (g1; g2), H *)

@@ -7,7 +7,7 @@
    T03_network_law connects the two: the end-to-end theorems for the network's own loss. *)
 From mathcomp Require Import all_ssreflect all_algebra.
 From mathcomp Require Import ring.
-From CoupledCurvature Require Import Defs T04_invariance_group T07_pseudo_inverse.
+From CoupledCurvature Require Import Defs Common T01_transformation_law T04_invariance_group T07_pseudo_inverse.
 
 Section T3.
 Variable R : rcfType.

@@ -12,13 +12,14 @@
    As for the rescaling (T03_network_law), NO differentiability hypothesis is needed: a coordinate
    permutation sends basis directions to basis directions, so each partial derivative of L' at
    Q w is a partial derivative of L at w, as an equality of the limits that define `derive`
-   (derive_comp_linear, derive2_comp_linear).  T3_network_perm_instance: a 2-2-1 ReLU net whose
-   swapped copy has other parameters, with the permutation moving the weight block. *)
+   (derive_comp_linear, derive2_comp_linear).  T3_network_perm_instance: a 1-2-1 linear net
+   x |-> W2 (W x + b) and its bias block b, whose swapped copy has other parameters (the
+   permutation moves b). *)
 From mathcomp Require Import all_ssreflect fingroup perm all_algebra.
 From mathcomp Require Import boolp classical_sets functions reals topology normedtype derive.
 From mathcomp Require Import ring.
 From CoupledCurvature Require Import DefsAnalytic T01_analytic T02_homogeneous_rescaling.
-From CoupledCurvature Require Import T04_invariance_group T07_pseudo_inverse T03_c_minus_two_law.
+From CoupledCurvature Require Import Common T01_transformation_law T04_invariance_group T07_pseudo_inverse T03_c_minus_two_law.
 From CoupledCurvature Require Import T05_relu_group T03_network_law.
 
 (* T3's conclusions for a block w of L moved to Q w by a coordinate permutation Q (L' the loss
@@ -38,18 +39,12 @@ Variable R : realType.
 Variable n : nat.
 Local Notation V := (matrix_normedModType R n 0).
 
-Lemma e_row (x : 'cV[R]_n.+1) j : ((e j)^T *m x) 0 0 = x j 0.
-Proof. by rewrite /e trmx_delta -rowE mxE. Qed.
-
-Lemma e_entry (M : 'M[R]_n.+1) i j : ((e i)^T *m M *m e j) 0 0 = M i j.
-Proof. by rewrite /e trmx_delta -rowE -colE !mxE. Qed.
-
-Lemma mul_entry (A : 'M[R]_n.+1) (x : 'cV[R]_n.+1) i : (A *m x) i 0 = ((A^T *m e i)^T *m x) 0 0.
-Proof. by rewrite trmx_mul trmxK -mulmxA e_row. Qed.
+Lemma mul_entry (A : 'M[R]_n.+1) (x : 'cV[R]_n.+1) i : (A *m x) i 0 = dot (A^T *m e i) x.
+Proof. by rewrite dot_mulmx trmxK dot_e_l. Qed.
 
 Lemma conj_entry (A M : 'M[R]_n.+1) i j :
-  (A *m M *m A^T) i j = ((A^T *m e i)^T *m M *m (A^T *m e j)) 0 0.
-Proof. by rewrite -e_entry trmx_mul trmxK !mulmxA. Qed.
+  (A *m M *m A^T) i j = dot (A^T *m e i) (M *m (A^T *m e j)).
+Proof. by rewrite dot_mulmx trmxK !mulmxA dot_e_mxE. Qed.
 
 Section Permuted.
 Variables (F F' : V -> R^o) (Q : 'M[R]_n.+1).
@@ -66,14 +61,14 @@ Proof. by apply/funext => v; exact: FF. Qed.
 Lemma grad_perm w : grad F' (Q *m w) = Q *m grad F w.
 Proof.
 apply/matrixP => i b; rewrite ord1 [LHS]mxE mul_entry.
-have [a Ha] := Qe i; rewrite Ha e_row mxE (perm_basis Ha).
+have [a Ha] := Qe i; rewrite Ha dot_e_l mxE (perm_basis Ha).
 by change (d1 F' (mulV Q (e a)) (mulV Q w) = d1 F (e a) w); rewrite -derive_comp_linear comp_perm.
 Qed.
 
 Lemma hess_perm w : hess F' (Q *m w) = Q *m hess F w *m Q^T.
 Proof.
 apply/matrixP => i j; rewrite [LHS]mxE conj_entry.
-have [a Ha] := Qe i; have [b Hb] := Qe j; rewrite Ha Hb e_entry mxE.
+have [a Ha] := Qe i; have [b Hb] := Qe j; rewrite Ha Hb dot_e_mxE mxE.
 rewrite (perm_basis Ha) (perm_basis Hb).
 by change (d2 F' (mulV Q (e a)) (mulV Q (e b)) (mulV Q w) = d2 F (e a) (e b) w);
   rewrite -derive2_comp_linear comp_perm.

@@ -17,130 +17,17 @@
    eigenvectors with M_jj < M_ii: w = e_i, g = e_j, f = M_jj/M_ii).  Not formalised: "with
    eigenvectors of M the factor is exactly κ(A)⁻²" (it needs the real spectral theorem, which
    MathComp 1.15 lacks).
-   This file also holds the vector facts (bilinearity of dot, Cauchy–Schwarz, the T1 invariance
-   of wᵀHw and wᵀg) that T03, T07, T08, T11 and T12 reuse. *)
+   The vector facts (bilinearity of dot, Cauchy–Schwarz, basis vectors) are in Common.v, the T1
+   invariance of wᵀHw and wᵀg (quad_act, dot_act) in T01_transformation_law.v. *)
 From mathcomp Require Import all_ssreflect all_algebra.
 From mathcomp Require Import ring.
-From CoupledCurvature Require Import Defs.
+From CoupledCurvature Require Import Defs Common T01_transformation_law.
 
-Section DotFacts.
+Section ActionFacts.
 Variable R : rcfType.
 Variable n : nat.
 Implicit Types (u v w g : 'cV[R]_n) (A B H : 'M[R]_n) (i j : 'I_n).
 Local Notation e := (@e R n).
-
-Lemma dotE u v : dot u v = \sum_i u i 0 * v i 0.
-Proof. by rewrite /dot mxE; apply: eq_bigr => i _; rewrite mxE. Qed.
-
-Lemma dotC u v : dot u v = dot v u.
-Proof. by rewrite !dotE; apply: eq_bigr => i _; rewrite mulrC. Qed.
-
-Lemma dotDl u u' v : dot (u + u') v = dot u v + dot u' v.
-Proof. by rewrite !dotE -big_split; apply: eq_bigr => i _; rewrite !mxE mulrDl. Qed.
-
-Lemma dotBl u u' v : dot (u - u') v = dot u v - dot u' v.
-Proof. by rewrite !dotE -sumrB; apply: eq_bigr => i _; rewrite !mxE mulrBl. Qed.
-
-Lemma dotZl a u v : dot (a *: u) v = a * dot u v.
-Proof. by rewrite !dotE mulr_sumr; apply: eq_bigr => i _; rewrite !mxE mulrA. Qed.
-
-Lemma dotDr u v v' : dot u (v + v') = dot u v + dot u v'.
-Proof. by rewrite dotC dotDl !(dotC u). Qed.
-
-Lemma dotBr u v v' : dot u (v - v') = dot u v - dot u v'.
-Proof. by rewrite dotC dotBl !(dotC u). Qed.
-
-Lemma dotZr a u v : dot u (a *: v) = a * dot u v.
-Proof. by rewrite dotC dotZl dotC. Qed.
-
-Lemma dot0l v : dot 0 v = 0.
-Proof. by rewrite dotE big1 // => i _; rewrite mxE mul0r. Qed.
-
-Lemma dot0r u : dot u 0 = 0.
-Proof. by rewrite dotC dot0l. Qed.
-
-Lemma dot_mulmx A u v : dot (A *m u) v = dot u (A^T *m v).
-Proof. by rewrite /dot trmx_mul mulmxA. Qed.
-
-Lemma sqnorm0 : sqnorm (0 : 'cV[R]_n) = 0.
-Proof. exact: dot0l. Qed.
-
-Lemma sqnormZ a u : sqnorm (a *: u) = a ^+ 2 * sqnorm u.
-Proof. by rewrite /sqnorm dotZl dotZr mulrA expr2. Qed.
-
-Lemma sqnorm_ge0 u : 0 <= sqnorm u.
-Proof. by rewrite /sqnorm dotE; apply: sumr_ge0 => i _; rewrite -expr2 sqr_ge0. Qed.
-
-Lemma sqnorm_gt0 u : u != 0 -> 0 < sqnorm u.
-Proof.
-case/matrix0Pn => i [j]; rewrite (ord1 j) => ui.
-rewrite /sqnorm dotE (bigD1 i) //=; apply: ltr_paddr.
-  by apply: sumr_ge0 => k _; rewrite -expr2 sqr_ge0.
-by rewrite lt0r mulf_neq0 //= -expr2 sqr_ge0.
-Qed.
-
-Lemma sqnorm_eq0 u : (sqnorm u == 0) = (u == 0).
-Proof.
-apply/idP/idP; last by move/eqP->; rewrite sqnorm0.
-by apply: contraTT => /sqnorm_gt0; rewrite lt0r => /andP[].
-Qed.
-
-(* ‖u‖²‖v‖² − (u·v)² = ‖v‖² ‖u − t v‖² with t = (u·v)/‖v‖² *)
-Lemma cs_identity u v : sqnorm v != 0 ->
-  sqnorm u * sqnorm v - dot u v ^+ 2
-  = sqnorm v * sqnorm (u - (dot u v / sqnorm v) *: v).
-Proof.
-move=> v0; rewrite /sqnorm dotBl !dotBr !dotZl !dotZr (dotC v u).
-rewrite -/(sqnorm u) -/(sqnorm v); set s := sqnorm v; set d := dot u v.
-by field.
-Qed.
-
-Lemma cauchy_schwarz u v : dot u v ^+ 2 <= sqnorm u * sqnorm v.
-Proof.
-have [->|v0] := eqVneq v 0; first by rewrite dot0r sqnorm0 expr0n mulr0.
-rewrite -subr_ge0 cs_identity ?sqnorm_eq0 //.
-by rewrite mulr_ge0 ?sqnorm_ge0.
-Qed.
-
-Lemma cauchy_schwarz_eq u v : v != 0 ->
-  sqnorm u * sqnorm v = dot u v ^+ 2 -> u = (dot u v / sqnorm v) *: v.
-Proof.
-move=> v0 heq; have s0 : sqnorm v != 0 by rewrite sqnorm_eq0.
-have := cs_identity u s0; rewrite heq subrr => /esym/eqP.
-by rewrite mulf_eq0 (negbTE s0) /= sqnorm_eq0 subr_eq0 => /eqP.
-Qed.
-
-Lemma sqnorm_mul_gt0 B u : B \in unitmx -> u != 0 -> 0 < sqnorm (B *m u).
-Proof.
-move=> Bu u0; apply: sqnorm_gt0; apply: contraNneq u0 => Bu0.
-by rewrite -(mulKmx Bu u) Bu0 mulmx0.
-Qed.
-
-Lemma dot_e i j : dot (e i) (e j) = (i == j)%:R.
-Proof.
-by rewrite /dot /e trmx_delta mul_delta_mx_cond mulmxnE mxE !eqxx.
-Qed.
-
-Lemma sqnorm_e i : sqnorm (e i) = 1.
-Proof. by rewrite /sqnorm dot_e eqxx. Qed.
-
-Lemma e_neq0 i : e i != 0.
-Proof. by apply/matrix0Pn; exists i, 0; rewrite mxE !eqxx oner_neq0. Qed.
-
-Lemma quad1 w : quad 1%:M w = sqnorm w.
-Proof. by rewrite /quad mul1mx. Qed.
-
-(* T1 consequences used below: wᵀHw and wᵀg are invariant under every invertible block action *)
-Lemma quad_act A H w : A \in unitmx -> quad (act_H A H) (act_w A w) = quad H w.
-Proof.
-move=> Au; rewrite /quad /act_H /act_w dot_mulmx !mulmxA -trmx_mul mulVmx //.
-by rewrite trmx1 mul1mx mulmxKV.
-Qed.
-
-Lemma dot_act A w g : A \in unitmx -> dot (act_w A w) (act_g A g) = dot w g.
-Proof.
-by move=> Au; rewrite /act_w /act_g dot_mulmx mulmxA -trmx_mul mulVmx // trmx1 mul1mx.
-Qed.
 
 Lemma coupledDE w g H : coupledD w g H = quad H w / (sqnorm w * sqnorm g).
 Proof. by rewrite /coupledD /RQ invfM mulrA. Qed.
@@ -178,9 +65,6 @@ Proof.
 move=> Au c0 hA; rewrite /act_g (conformal_inv Au c0 hA) linearZ /= trmxK -scalemxAl.
 by rewrite sqnormZ (sqnorm_conf_w g hA); field.
 Qed.
-
-Lemma dot_e_mxE (M : 'M[R]_n) (i j : 'I_n) : dot (e i) (M *m e j) = M i j.
-Proof. by rewrite /dot /e trmx_delta -colE -rowE !mxE. Qed.
 
 Lemma invmx_gram A : A \in unitmx -> invmx (A^T *m A) = invmx A *m (invmx A)^T.
 Proof.
@@ -224,7 +108,7 @@ apply: (mulfI (lt0r_neq0 b_gt0)); rewrite mulrC div1r mulVf ?lt0r_neq0 //.
 by rewrite mulrC ab1.
 Qed.
 
-End DotFacts.
+End ActionFacts.
 
 Section T4.
 Variable R : rcfType.

@@ -10,7 +10,7 @@
    Jacobian, Hessians and value of any C² map at any point. *)
 From mathcomp Require Import all_ssreflect all_algebra.
 From mathcomp Require Import ring.
-From CoupledCurvature Require Import Defs.
+From CoupledCurvature Require Import Defs Common.
 
 Import Order.POrderTheory GRing.Theory Num.Theory.
 
@@ -27,75 +27,8 @@ Proof. by rewrite mxE. Qed.
 Lemma trmx_entry m p (A : 'M[R]_(m, p)) i j : A^T i j = A j i.
 Proof. by rewrite mxE. Qed.
 
-Lemma dotE (u v : V) : dot u v = \sum_i u i 0 * v i 0.
-Proof. by rewrite /dot mxE; apply: eq_bigr => i _; rewrite trmx_entry. Qed.
-
-Lemma dotC (u v : V) : dot u v = dot v u.
-Proof. by rewrite !dotE; apply: eq_bigr => i _; rewrite mulrC. Qed.
-
-Lemma dotDl (u v x : V) : dot (u + v) x = dot u x + dot v x.
-Proof. by rewrite !dotE -big_split; apply: eq_bigr => i _; rewrite addmx_entry mulrDl. Qed.
-
-Lemma dotDr (u v x : V) : dot x (u + v) = dot x u + dot x v.
-Proof. by rewrite dotC dotDl !(dotC x). Qed.
-
-Lemma dot_e_l i (v : V) : dot (e i) v = v i 0.
-Proof.
-rewrite dotE (bigD1 i) //= big1 => [|j ji]; first by rewrite mxE !eqxx mul1r addr0.
-by rewrite mxE (negbTE ji) mul0r.
-Qed.
-
-Lemma dot_e_r i (v : V) : dot v (e i) = v i 0.
-Proof. by rewrite dotC dot_e_l. Qed.
-
-Lemma e_entry i j : e i j 0 = (j == i)%:R.
-Proof. by rewrite mxE eqxx andbT. Qed.
-
 Lemma col_entry (M : 'M[R]_n) i j : col j M i 0 = M i j.
 Proof. by rewrite mxE. Qed.
-
-Lemma mul_e (M : 'M[R]_n) j : (M *m e j) = col j M.
-Proof. by rewrite colE. Qed.
-
-Lemma sqnorm_ge0 (v : V) : 0 <= sqnorm v.
-Proof. by rewrite /sqnorm dotE sumr_ge0 // => i _; rewrite -expr2 sqr_ge0. Qed.
-
-Lemma sqnorm_eq0 (v : V) : (sqnorm v == 0) = (v == 0).
-Proof.
-apply/idP/idP => [|/eqP ->]; last by rewrite /sqnorm dotE big1 // => i _; rewrite mxE mul0r.
-rewrite /sqnorm dotE psumr_eq0 => [/allP H|i _]; last by rewrite -expr2 sqr_ge0.
-apply/eqP/matrixP => i j; rewrite ord1 mxE.
-by have := H i (mem_index_enum i); rewrite -expr2 sqrf_eq0 => /eqP.
-Qed.
-
-Lemma sqnorm_gt0 (v : V) : v != 0 -> 0 < sqnorm v.
-Proof. by move=> v0; rewrite lt_def sqnorm_eq0 v0 sqnorm_ge0. Qed.
-
-Lemma quad_sum (K : 'I_n -> 'M[R]_n) (c : 'I_n -> R) (x : V) :
-  quad (\sum_k c k *: K k) x = \sum_k c k * quad (K k) x.
-Proof.
-rewrite /quad /dot mulmx_suml mulmx_sumr summxE; apply: eq_bigr => k _.
-by rewrite -scalemxAl -scalemxAr scalemx_entry.
-Qed.
-
-Lemma quadD (A B : 'M[R]_n) (x : V) : quad (A + B) x = quad A x + quad B x.
-Proof. by rewrite /quad mulmxDl dotDr. Qed.
-
-Lemma quad_congr (J H : 'M[R]_n) (x : V) : quad (J^T *m H *m J) x = quad H (J *m x).
-Proof. by rewrite /quad /dot trmx_mul !mulmxA. Qed.
-
-Lemma quad1 (x : V) : quad 1%:M x = sqnorm x.
-Proof. by rewrite /quad mul1mx. Qed.
-
-Lemma quad_delta i j (x : V) : quad (delta_mx i j) x = x i 0 * x j 0.
-Proof.
-rewrite /quad; have -> : delta_mx i j *m x = x j 0 *: e i.
-  apply/matrixP => a b; rewrite ord1 mxE scalemx_entry (bigD1 j) //= big1 => [|l lj].
-    by rewrite !mxE !eqxx andbT addr0; case: (a == i); rewrite ?mulr1 ?mulr0 ?mul1r ?mul0r.
-  by rewrite mxE (negbTE lj) andbF mul0r.
-rewrite /dot -scalemxAr scalemx_entry -/(dot x (e i)) dot_e_r.
-by rewrite mulrC.
-Qed.
 
 Lemma sum_e (K : 'I_n -> 'M[R]_n) k :
   \sum_j e k j 0 *: K j = K k.

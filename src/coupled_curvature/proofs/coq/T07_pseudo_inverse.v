@@ -15,7 +15,7 @@
    in T07_relative_cutoff.v, for a block Hessian given with an orthogonal eigendecomposition. *)
 From mathcomp Require Import all_ssreflect all_algebra.
 From mathcomp Require Import ring.
-From CoupledCurvature Require Import Defs T04_invariance_group.
+From CoupledCurvature Require Import Defs Common T01_transformation_law T04_invariance_group.
 
 Section Gram.
 Variable R : rcfType.
@@ -248,15 +248,6 @@ Qed.
 
 Lemma act_H_rank1 A v : act_H A (v *m v^T) = act_g A v *m (act_g A v)^T.
 Proof. by rewrite /act_H /act_g trmx_mul trmxK !mulmxA. Qed.
-
-Lemma quad_rank1 v w : quad (v *m v^T) w = dot v w ^+ 2.
-Proof.
-rewrite /quad -mulmxA [v^T *m w]mx11_scalar -/(dot v w) mul_mx_scalar dotZr.
-by rewrite dotC expr2.
-Qed.
-
-Lemma quad_scale a X w : quad (a *: X) w = a * quad X w.
-Proof. by rewrite /quad -scalemxAl dotZr. Qed.
 
 End T7.
 

@@ -16,7 +16,7 @@
    Moore–Penrose inverse there), and D⁺_τ at w = g = e₀ is 1. *)
 From mathcomp Require Import all_ssreflect all_algebra.
 From mathcomp Require Import ring.
-From CoupledCurvature Require Import Defs T04_invariance_group T07_pseudo_inverse.
+From CoupledCurvature Require Import Defs Common T04_invariance_group T07_pseudo_inverse.
 
 Section RelativeCutoff.
 Variable R : rcfType.

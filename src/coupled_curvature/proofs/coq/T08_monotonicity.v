@@ -5,7 +5,7 @@
    (posterior variance, the KL terms) is interpretation, not a theorem, and is not formalised. *)
 From mathcomp Require Import all_ssreflect all_algebra.
 From mathcomp Require Import ring.
-From CoupledCurvature Require Import Defs T04_invariance_group T07_pseudo_inverse.
+From CoupledCurvature Require Import Defs Common T04_invariance_group T07_pseudo_inverse.
 
 Section T8.
 Variable R : rcfType.
@@ -24,17 +24,14 @@ apply: pinv_eq; have [h1 h2 h3 h4] := pinv_penrose H; split.
 - by rewrite ?(sAl, sAr, scalerA) linearZ /= h4.
 Qed.
 
-Lemma quad_scaleH (t : R) H w : quad (t *: H) w = t * quad H w.
-Proof. by rewrite /quad -scalemxAl dotZr. Qed.
-
 (* T8: H -> tH multiplies D by t *)
 Theorem T8_D_scale (t : R) w g H : 0 < t -> coupledD w g (t *: H) = t * coupledD w g H.
-Proof. by move=> _; rewrite /coupledD /RQ quad_scaleH !mulrA. Qed.
+Proof. by move=> _; rewrite /coupledD /RQ quad_scale !mulrA. Qed.
 
 (* T8: H -> tH divides D⁺ by t *)
 Theorem T8_Dplus_scale (t : R) w g H : 0 < t -> coupledDplus w g (t *: H) = coupledDplus w g H / t.
 Proof.
-move=> _; rewrite /coupledDplus pinv_scale quad_scaleH.
+move=> _; rewrite /coupledDplus pinv_scale quad_scale.
 by set a := t^-1; set b := (sqnorm w)^-1; ring.
 Qed.
 

@@ -9,7 +9,7 @@
    The T10 remark (ρ undefined on scale-invariant blocks) and the bias-free ρ_l = Q/P² identity
    (T9) are not formalised here. *)
 From mathcomp Require Import all_ssreflect all_algebra.
-From CoupledCurvature Require Import Defs T04_invariance_group T07_pseudo_inverse.
+From CoupledCurvature Require Import Defs Common T01_transformation_law T04_invariance_group T07_pseudo_inverse.
 
 Section T11.
 Variable R : rcfType.

@@ -2,7 +2,7 @@
    g -> s g and H -> s H, so D -> D/s, D⁺ -> s D⁺, ρ -> ρ/s, and D·D⁺ is invariant. *)
 From mathcomp Require Import all_ssreflect all_algebra.
 From mathcomp Require Import ring.
-From CoupledCurvature Require Import Defs T04_invariance_group T07_pseudo_inverse.
+From CoupledCurvature Require Import Defs Common T04_invariance_group T07_pseudo_inverse.
 From CoupledCurvature Require Import T08_monotonicity T11_larger_groups.
 
 Section T12.
@@ -13,7 +13,7 @@ Implicit Types (w g : 'cV[R]_n) (H : 'M[R]_n).
 Theorem T12_D (s : R) w g H : s != 0 ->
   coupledD w (s *: g) (s *: H) = coupledD w g H / s.
 Proof.
-move=> s0; rewrite /coupledD /RQ quad_scaleH sqnormZ.
+move=> s0; rewrite /coupledD /RQ quad_scale sqnormZ.
 set q := quad H w; set a := (sqnorm w)^-1; set b := sqnorm g.
 have [->|b0] := eqVneq b 0; first by rewrite mulr0 !invr0 !mulr0 mul0r.
 by field; rewrite s0 b0.
@@ -22,14 +22,14 @@ Qed.
 Theorem T12_Dplus (s : R) w g H : s != 0 ->
   coupledDplus w (s *: g) (s *: H) = s * coupledDplus w g H.
 Proof.
-move=> s0; rewrite /coupledDplus pinv_scale quad_scaleH sqnormZ.
+move=> s0; rewrite /coupledDplus pinv_scale quad_scale sqnormZ.
 set q := quad _ w; set a := (sqnorm w)^-1; field; exact: s0.
 Qed.
 
 Theorem T12_rho (s : R) w g H : s != 0 ->
   radial_ratio w (s *: g) (s *: H) = radial_ratio w g H / s.
 Proof.
-move=> s0; rewrite /radial_ratio quad_scaleH dotZr.
+move=> s0; rewrite /radial_ratio quad_scale dotZr.
 set q := quad H w; set d := dot w g.
 have [->|d0] := eqVneq d 0; first by rewrite !mulr0 expr0n /= !invr0 !mulr0 mul0r.
 by field; rewrite s0 d0.

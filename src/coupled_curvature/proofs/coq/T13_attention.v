@@ -21,7 +21,7 @@
      but invertibility (met by A) or injectivity (met by any permutation). *)
 From mathcomp Require Import all_ssreflect all_algebra.
 From mathcomp Require Import ring.
-From CoupledCurvature Require Import Defs T04_invariance_group T07_pseudo_inverse.
+From CoupledCurvature Require Import Defs Common T04_invariance_group T07_pseudo_inverse.
 
 Section Attention.
 Variable R : rcfType.
