@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
         check_file(args.json, reads=[args.state] if args.state else [])  # before any training; never over --state
     opts = LaunchOptions(
         dataset=args.dataset, arch=args.arch, seed=args.seed, epochs=args.epochs, state=args.state,
-        split=args.split, samples=args.samples, reduction=args.reduction, blocks=args.blocks,
+        split=args.split, samples=args.samples, reduction=args.reduction, blocks=args.blocks, gauge=args.gauge,
         inverse=not args.no_inverse, pinv_rtol=args.pinv_rtol, max_dense=args.max_dense, method=args.method,
         krylov_max_iter=args.krylov_max_iter, krylov_tol=args.krylov_tol, gram_memory=args.gram_memory_mib * 2**20,
         frozen=args.frozen, device=args.device, progress=args.progress,
@@ -133,6 +133,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--blocks", default="tensor", choices=("tensor", "layer", "head"),
                    help="partition: one block per tensor, per layer, or per attention head (Q, K, V, O of each head; "
                         "other tensors whole)")
+    p.add_argument("--gauge", default=None, choices=("balanced",),
+                   help="balanced: compute at the balanced point of the model's orbit under attention's per-head maps "
+                        "and ReLU neuron rescaling, where D and D⁺ are invariant under that whole group (T14)")
     p.add_argument("--no-inverse", action="store_true", help="skip D⁺")
     p.add_argument("--pinv-rtol", type=_cutoff, default=1e-10, help="relative cutoff of H⁺, in [0, 1) (default 1e-10)")
     p.add_argument("--max-dense", type=nonnegative, default=4096, help="largest block with a dense eigenproblem")

@@ -40,6 +40,7 @@ def diagnose(
     routes: Iterable[WHwRoute | SpectralRoute] | None = None,
     output: str | int | Callable | None = None,
     target: str | Callable = "labels",
+    gauge: str | None = None,
 ) -> Diagnosis:
     """Coupled diagnostics of every parameter block of ``model`` in float64.
 
@@ -113,6 +114,12 @@ def diagnose(
     or a callable ``target(batch) -> Tensor``), the other entries go to the model as keyword arguments
     (:mod:`~coupled_curvature.numeric.core.dict_batches`).
 
+    **Gauge fixing** (T14). ``D`` and ``D⁺`` are exact under maps conformal on a block (T4), not under
+    attention's per-head ``W_Q -> W_QA``, ``W_K -> W_KA⁻ᵀ`` (nor V/O) or non-uniform neuron rescaling.
+    ``gauge="balanced"`` computes every quantity at the balanced point of the model's orbit under those
+    groups (:func:`~coupled_curvature.numeric.symmetries.gauge.balance`), unique up to maps orthogonal on
+    every block, so the values are invariant under the whole group; a note says what was balanced.
+
     ``progress`` prints a progress line on stderr (the curvature, Gram and Krylov stages, then
     block by block): ``None`` (default) when stderr is a terminal and the call has run 2 s,
     ``True``/``False`` always/never. It changes nothing in the result.
@@ -139,7 +146,7 @@ def diagnose(
     o = run_options(blocks=blocks, inverse=inverse, pinv_rtol=pinv_rtol, method=method, max_dense=max_dense,
                     krylov_max_iter=krylov_max_iter, krylov_tol=krylov_tol, gram_memory=gram_memory, frozen=frozen,
                     reduction=reduction, allow_train_mode=allow_train_mode, process_group=process_group,
-                    progress=progress, device=device, output=output, target=target)
+                    progress=progress, device=device, output=output, target=target, gauge=gauge)
     return diagnose_plan(plan(model, loss_fn, data, o, routes=ALL_ROUTES if routes is None else frozenset(routes)))
 
 

@@ -26,6 +26,7 @@ from coupled_curvature.numeric.core.calling import ModelCall
 from coupled_curvature.numeric.core.dict_batches import DEFAULT_TARGET, check_target
 from coupled_curvature.numeric.core.inputs import REDUCTIONS, check_count, check_flag
 from coupled_curvature.numeric.factors.gram import MEMORY_BUDGET
+from coupled_curvature.numeric.symmetries.gauge import GAUGES
 
 __all__ = ["BLOCKS", "FROZEN", "GRAM_MEMORY", "METHODS", "RunOptions", "check_pinv_rtol", "run_options"]
 
@@ -60,6 +61,7 @@ class RunOptions:
     device: torch.device | None = None
     call: ModelCall = ModelCall()
     target: str | Callable = DEFAULT_TARGET
+    gauge: str | None = None
 
 
 def check_pinv_rtol(value: object, name: str = "pinv_rtol") -> float:
@@ -91,6 +93,7 @@ def run_options(
     device: str | torch.device | None = None,
     output: str | int | Callable | None = None,
     target: str | Callable = DEFAULT_TARGET,
+    gauge: str | None = None,
 ) -> RunOptions:
     """Check every run option and return them as a :class:`RunOptions`; the one validation of all entry points.
 
@@ -112,7 +115,10 @@ def run_options(
       mapping's ``"logits"``, a tuple's or list's first element), a key, an index or a callable
       ``output(out) -> Tensor`` (:mod:`~.calling`);
     - ``target``: in mapping batches, the key of the targets (``"labels"``) or a callable
-      ``target(batch) -> Tensor``; the other entries are the model's keyword inputs (:mod:`~.dict_batches`).
+      ``target(batch) -> Tensor``; the other entries are the model's keyword inputs (:mod:`~.dict_batches`);
+    - ``gauge``: ``None`` (the parameters as given) or ``"balanced"``: every quantity is computed at the
+      balanced point of the model's orbit under attention's per-head maps and ReLU neuron rescaling, where
+      ``D`` and ``D⁺`` are invariant under that whole group (T14, :mod:`~..symmetries.gauge`).
     """
     if not isinstance(blocks, (str, Mapping)):
         raise InvalidInputError(f"blocks must be 'tensor', 'layer', 'head' or a mapping, got {type(blocks).__name__}")
@@ -137,12 +143,15 @@ def run_options(
     if reduction is not None and (not isinstance(reduction, str) or reduction not in REDUCTIONS):
         raise InvalidInputError(f"reduction must be 'mean' or 'sum', got {reduction!r}; pass one of them")
     check_target(target)
+    if gauge is not None and (not isinstance(gauge, str) or gauge not in GAUGES):
+        raise InvalidInputError(f"gauge must be None or one of {', '.join(map(repr, GAUGES))}, got {gauge!r}; "
+                                "pass gauge='balanced' or leave it out")
     call = ModelCall(output)
     return RunOptions(blocks=blocks, inverse=inverse, pinv_rtol=rtol, method=method or "gram",
                       method_given=method is not None, max_dense=max_dense, krylov_max_iter=krylov_max_iter,
                       krylov_tol=float(krylov_tol), gram_memory=gram_memory, frozen=frozen, reduction=reduction,
                       allow_train_mode=allow_train_mode, process_group=process_group, progress=progress,
-                      device=_device(device), call=call, target=target)
+                      device=_device(device), call=call, target=target, gauge=gauge)
 
 
 def _device(device: object) -> torch.device | None:

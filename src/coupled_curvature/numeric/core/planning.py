@@ -34,14 +34,26 @@ import torch
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.numeric.core.hvp import attention_calls
 from coupled_curvature.numeric.core.calling import map_inputs
-from coupled_curvature.numeric.core.inputs import Batch, check_loss_fn, float64_copy, loss_reduction, prepare_batches
+from coupled_curvature.numeric.core.hvp import attention_calls
+from coupled_curvature.numeric.core.inputs import (
+    Batch,
+    check_loss_fn,
+    float64_copy,
+    loss_reduction,
+    prepare_batches,
+)
 from coupled_curvature.numeric.core.objective import Objective
 from coupled_curvature.numeric.core.options import RunOptions
 from coupled_curvature.numeric.core.probe import probe_batches
-from coupled_curvature.numeric.core.routes import BlockPlan, Plan, SpectralRoute, WHwRoute
+from coupled_curvature.numeric.core.routes import (
+    BlockPlan,
+    Plan,
+    SpectralRoute,
+    WHwRoute,
+)
 from coupled_curvature.numeric.core.slices import model_partition
+from coupled_curvature.numeric.symmetries.gauge import balance
 
 __all__ = ["plan"]
 
@@ -67,6 +79,12 @@ def plan(model: nn.Module, loss_fn: Callable, data: object, options: RunOptions,
     net = float64_copy(model, allow_train_mode=o.allow_train_mode)
     device = o.device or _model_device(model)
     net = net.to(device)
+    gauge_notes = []
+    if o.gauge == "balanced":
+        fixed = balance(net)
+        net = fixed.model
+        gauge_notes = [f"gauge='balanced': computed at the balanced point of the model's orbit ({fixed.heads} "
+                       f"attention head(s), {fixed.units} ReLU unit(s) in {fixed.sweeps} sweep(s); T14)", *fixed.notes]
     source = "argument" if o.reduction is not None else "loss_fn" if hasattr(loss_fn, "reduction") else "assumed"
     reduction = loss_reduction(loss_fn, o.reduction)
     batches = [Batch(map_inputs(b.X, lambda t: t.to(device)), b.y.to(device), b.weight)
@@ -75,7 +93,7 @@ def plan(model: nn.Module, loss_fn: Callable, data: object, options: RunOptions,
     if check_inputs:
         with attention_calls(net) as attention:
             probe_batches(net, loss_fn, batches, o.call)
-    notes = []
+    notes = list(gauge_notes)
     if attention:
         notes.append(f"attention ({', '.join(attention)}) runs on the math kernel: "
                      "the fused kernels have no second derivative")

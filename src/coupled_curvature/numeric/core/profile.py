@@ -198,6 +198,7 @@ def spectral_profile(
     device: str | torch.device | None = None,
     output: str | int | Callable | None = None,
     target: str | Callable = "labels",
+    gauge: str | None = None,
 ) -> SpectralProfile:
     """The profile ``μ_w = Σ_i ((u_iᵀw)²/‖w‖²) δ(λ_i/ρ)`` and ``ρ/‖g‖²`` (``ρ = max|λ_i|``) of every block of
     ``H_bb = ∇²_bb L`` in float64, so that ``D = (ρ/‖g‖²)∫x dμ_w`` and ``D⁺_τ = (‖g‖²/ρ)∫_{|x|>τ}x⁻¹dμ_w``.
@@ -228,7 +229,7 @@ def spectral_profile(
     o = run_options(blocks=blocks, method=method, max_dense=max_dense, pinv_rtol=pinv_rtol,
                     krylov_max_iter=krylov_max_iter, krylov_tol=krylov_tol, allow_train_mode=allow_train_mode,
                     gram_memory=gram_memory, frozen=frozen, reduction=reduction, process_group=process_group,
-                    progress=progress, device=device, output=output, target=target)
+                    progress=progress, device=device, output=output, target=target, gauge=gauge)
     p = plan(model, loss_fn, data, o, spectral_required=True)
     bar = Progress("spectral_profile", len(p.partition), enabled=progress_enabled(progress),
                    delay=AUTO_DELAY if progress is None else 0.0)

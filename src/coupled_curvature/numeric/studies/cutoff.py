@@ -49,6 +49,7 @@ def cutoff_sensitivity(
     device: str | torch.device | None = None,
     output: str | int | Callable | None = None,
     target: str | Callable = "labels",
+    gauge: str | None = None,
 ) -> dict:
     """``D⁺`` of every block at every cutoff in ``rtols`` (float64, model copied, never modified).
 
@@ -76,7 +77,7 @@ def cutoff_sensitivity(
     o = run_options(blocks=blocks, method=method, max_dense=max_dense, krylov_max_iter=krylov_max_iter,
                     krylov_tol=krylov_tol, allow_train_mode=allow_train_mode, gram_memory=gram_memory,
                     frozen=frozen, reduction=reduction, process_group=process_group, progress=progress,
-                    device=device, pinv_rtol=rtols[0], output=output, target=target)
+                    device=device, pinv_rtol=rtols[0], output=output, target=target, gauge=gauge)
     p = plan(model, loss_fn, data, o)
     bar = Progress("cutoff_sensitivity", len(p.partition), enabled=progress_enabled(progress),
                    delay=AUTO_DELAY if progress is None else 0.0)

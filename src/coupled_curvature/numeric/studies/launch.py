@@ -44,6 +44,7 @@ class LaunchOptions:
     samples: int | None = None
     reduction: str = "mean"
     blocks: str = "tensor"
+    gauge: str | None = None
     inverse: bool = True
     pinv_rtol: float = 1e-10
     max_dense: int = 4096
@@ -119,7 +120,7 @@ def _run(opts: LaunchOptions, group) -> LaunchResult | None:
     options: dict = {"blocks": opts.blocks, "inverse": opts.inverse, "pinv_rtol": opts.pinv_rtol,
                      "max_dense": opts.max_dense, "krylov_max_iter": opts.krylov_max_iter,
                      "krylov_tol": opts.krylov_tol, "gram_memory": opts.gram_memory, "frozen": opts.frozen,
-                     "device": opts.device, "progress": opts.progress if rank == 0 else False}
+                     "device": opts.device, "gauge": opts.gauge, "progress": opts.progress if rank == 0 else False}
     if opts.method is not None:
         options["method"] = opts.method
     if group is not None:

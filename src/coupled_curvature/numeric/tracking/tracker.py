@@ -54,11 +54,11 @@ class CurvatureTracker:
     """Log ``D`` (and on request ``Dplus``, ``RQ``, ``sqnorm_grad``) per block on a fixed probe during training.
 
     ``CurvatureTracker(model, loss_fn, probe, *, every=100, log_dir=None, inverse=False, blocks="tensor",
-    measures=("D",), sinks=None, strict=False, transform=None, background=False, output=None, target="labels")``
+    measures=("D",), sinks=None, strict=False, transform=None, background=False, output=None, target="labels",
+    gauge=None)``
 
     * ``probe``: a fixed batch ``(X, y)``, a mapping batch, or a list of them, as :func:`diagnose` takes it;
-    * ``output``, ``target``: which tensor of the model's output the loss receives and which entry of a
-      mapping batch holds the targets, as :func:`diagnose` takes them;
+    * ``output``, ``target``, ``gauge``: the output's loss tensor, a mapping batch's targets, T14's gauge (diagnose's);
     * ``every``: :meth:`step` computes when ``step % every == 0``;
     * ``measures``: names among ``D``, ``Dplus``, ``RQ``, ``sqnorm_grad`` (``D`` is always recorded);
       ``inverse=True`` adds ``Dplus``, which is computed only when asked for (``wᵀHw`` otherwise takes the
@@ -105,8 +105,8 @@ class CurvatureTracker:
                  log_dir: str | None = None, inverse: bool = False,
                  blocks: str | Mapping[str, Sequence[str]] = "tensor", measures: Sequence[str] = ("D",),
                  sinks: Sequence[str | Callable[[dict[str, Any]], object]] | None = None, strict: bool = False,
-                 transform: Callable[[nn.Module], nn.Module] | None = None, background: bool = False,
-                 output: str | int | Callable | None = None, target: str | Callable = "labels") -> None:
+                 transform: Callable[[nn.Module], nn.Module] | None = None, background: bool = False, output:
+                 str | int | Callable | None = None, target: str | Callable = "labels", gauge: str | None = None) -> None:
         self._measures = check_options(every=every, inverse=inverse, strict=strict, measures=measures,
                                        transform=transform)
         if not isinstance(background, bool):
@@ -117,7 +117,7 @@ class CurvatureTracker:
         named = _sink_names(sinks, log_dir)
         self.model, self.loss_fn, self.probe, self.every, self.strict = model, loss_fn, probe, every, strict
         self.blocks, self.transform = blocks, transform
-        self._io = {"output": output, "target": target}  # diagnose's output= and target=, checked by it
+        self._io = {"output": output, "target": target, "gauge": gauge}  # diagnose's output=, target=, gauge=
         self.block_names = self._check_probe(background)
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="ccurv-tracker") if background else None
         self._pending: Future | None = None
@@ -337,7 +337,7 @@ def check_options(*, every: object, inverse: object, strict: object, measures: o
 
 
 def _check_background(net: nn.Module, notes: Sequence[str], loss_fn: Callable, probe: object, *,
-                      output: object, target: str | Callable) -> None:
+                      output: object, target: str | Callable, gauge: str | None = None) -> None:
     """Refuse ``background=True`` for a model whose record would touch process-wide state from the
     worker thread: attention (the math-kernel switch) or random numbers drawn in eval mode (the
     training thread's random stream)."""
