@@ -20,6 +20,7 @@ from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.numeric import diagnose, function_gap, qk_transform, vo_transform
 from coupled_curvature.numeric.core.head_blocks import head_blocks
 from coupled_curvature.numeric.linalg.pinv import rounding_level
+from tests.numeric.test_attention_symmetries import Logits
 
 HAVE_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
 needs_transformers = pytest.mark.skipif(not HAVE_TRANSFORMERS, reason="transformers is not installed (the hf extra)")
@@ -58,17 +59,6 @@ class Pooled(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.body(x, x, x, need_weights=False)[0] if self.mha else self.body(x)
         return self.head(h.mean(1))
-
-
-class Logits(nn.Module):
-    """A Hugging Face model answering with its ``.logits`` (``function_gap`` compares tensors)."""
-
-    def __init__(self, m: nn.Module) -> None:
-        super().__init__()
-        self.m = m
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.m(x).logits
 
 
 def _gpt2():
