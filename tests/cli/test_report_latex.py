@@ -27,3 +27,13 @@ def test_latex_report_compiles(tmp_path):
     )
     assert run.returncode == 0, run.stdout[-3000:]
     assert (out / "report.pdf").stat().st_size > 10_000
+
+
+def test_snake_case_names_are_one_upright_word_not_two_subscripts():
+    """`attn.q_proj_weight` (a parameter name in T13's cross-check) stopped pdflatex with 'Double subscript';
+    a name with two or more underscores is one upright word; a single subscript stays math (the control)."""
+    from coupled_curvature.reporting.umath import math_latex
+
+    got = math_latex("ΔD[attn.q_proj_weight]")
+    assert r"\mathrm{q\_proj\_weight}" in got and "}_" not in got
+    assert math_latex("W_Q + b_{l+1}") == "W_{Q}+b_{l+1}"

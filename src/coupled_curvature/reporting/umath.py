@@ -206,6 +206,10 @@ def _group(s: str, i: int) -> tuple[str, int]:
     return s[i:j], j
 
 
+#: a snake_case name with two or more underscores (a parameter or module name), typeset upright as one word
+_SNAKE = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+){2,}")
+
+
 def _tokens(s: str) -> list[tuple[str, str]]:
     """Lex one math run: ``(kind, value)`` with kind in id, fn, num, op, sup, sub."""
     out: list[tuple[str, str]] = []
@@ -221,6 +225,10 @@ def _tokens(s: str) -> list[tuple[str, str]]:
         elif c in "_^":
             arg, i = _group(s, i + 1)
             out.append(("sub" if c == "_" else "sup", arg))
+        elif c.isascii() and c.isalpha() and _SNAKE.match(s, i):  # a code name, q_proj_weight: not two subscripts
+            j = _SNAKE.match(s, i).end()
+            out.append(("name", s[i:j]))
+            i = j
         elif c.isascii() and c.isalpha():
             j = i
             while j < len(s) and s[j].isascii() and s[j].isalpha():
@@ -269,7 +277,7 @@ def math_latex(s: str) -> str:
         if kind == "space":  # LaTeX spaces operators itself; keep a gap only between two operands
             prev = toks[n - 1][0] if n else ""
             nxt = toks[n + 1][0] if n + 1 < len(toks) else ""
-            if not ({prev, nxt} <= {"id", "num", "fn", "sup", "sub"}) or (nxt in ("sup", "sub")):
+            if not ({prev, nxt} <= {"id", "num", "fn", "name", "sup", "sub"}) or (nxt in ("sup", "sub")):
                 continue
         if kind in ("sup", "sub"):
             transpose = kind == "sup" and "T" in v and v.strip("-+Tʹ") == ""
@@ -278,6 +286,8 @@ def math_latex(s: str) -> str:
                 out[-2] = out[-2][:-1] + " " + inner + "}"  # x^a_b^c: one superscript
             else:
                 out.append(("^" if kind == "sup" else "_") + "{" + inner + "}")
+        elif kind == "name":
+            out.append(rf"\mathrm{{{v.replace('_', chr(92) + '_')}}}")
         elif kind == "fn":
             out.append({"log": r"\log ", "det": r"\det ", "max": r"\max ", "min": r"\min ", "cos": r"\cos ",
                         "exp": r"\exp ", "sin": r"\sin ", "sinh": r"\sinh ", "ker": r"\ker "}.get(v, rf"\mathrm{{{v}}}"))
@@ -302,7 +312,8 @@ _MO = {"−": "−", "-": "−", "*": "·", "ʹ": "′"}
 
 
 #: MathML of the tokens that stand alone: function names, identifiers, numbers, spaces
-_LEAVES = {"fn": lambda v: f'<mi mathvariant="normal">{html.escape(v)}</mi>', "id": lambda v: f"<mi>{html.escape(v)}</mi>",
+_LEAVES = {"fn": lambda v: f'<mi mathvariant="normal">{html.escape(v)}</mi>',
+           "name": lambda v: f'<mi mathvariant="normal">{html.escape(v)}</mi>', "id": lambda v: f"<mi>{html.escape(v)}</mi>",
            "num": lambda v: f"<mn>{v}</mn>", "space": lambda v: '<mspace width="0.25em"/>'}
 
 
