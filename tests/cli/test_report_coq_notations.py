@@ -32,3 +32,11 @@ def test_broken_analysis_notation_is_refused(raw):
     """Negative controls: a quantifier without its point, or a derivative without its arguments, is an error."""
     with pytest.raises(InvalidInputError):
         coq_math(raw)
+
+
+def test_the_trace_reads_as_a_function():
+    """`\\tr M` (T14's tr_gram_eq0) is the trace applied to M; without the rule the parser stopped on it."""
+    from coupled_curvature.reporting.coq_math import coq_math
+
+    text = " ".join(p.text for p in coq_math(r"forall (R : rcfType) (M : 'M_(2, 3)), \tr (M^T *m M) = 0 -> M = 0"))
+    assert "tr(MᵀM) = 0 ⇒ M = 0" in text

@@ -19,6 +19,7 @@ __all__ = ["parse"]
 
 _TOKEN = re.compile(r"""\s*(?:
     (?P<ty>'(?:M|cV|rV|I)(?:\[\w+\])?_)
+  | (?P<tr>\\tr(?![A-Za-z]))
   | (?P<op>'D_|\\forall|\\near|<->|<>|->|=>|\[/\\|/\\|\\/|!=|<=|:=|\*m|\*:|\*\+|\^\+|\^-1(?![0-9])|\^-|\^T|\^o|\^(?=\s)|%:M|%:R|%N|\.\+1|\\in|\\notin
           |\\o|\\sum_|\\row_|\\col_|\[eta|[(),:<=+\-*/~&\[\]])
   | (?P<id>[A-Za-z_][\w']*(?:\.[A-Za-z_][\w']*)*)
@@ -41,7 +42,10 @@ def _tokens(s: str) -> list[tuple[str, str]]:
             raise InvalidInputError(f"cannot read the Coq statement at {s[at:at + 30]!r}; "
                                     "only the notation of proofs/coq/statements is known")
         kind = m.lastgroup or "op"
-        out.append((kind, m.group(kind).strip()))
+        if kind == "tr":  # \tr M, the trace: a function applied like any other
+            out.append(("id", "tr"))
+        else:
+            out.append((kind, m.group(kind).strip()))
         at = m.end()
     return out
 
