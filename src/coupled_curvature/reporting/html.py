@@ -25,7 +25,8 @@ body { font-family: sans-serif; max-width: 72rem; margin: 1.5rem auto; padding: 
        overflow-wrap: break-word; }
 .scroll { max-width: 100%; overflow-x: auto; margin: 0.6rem 0 1.2rem; }
 table { border-collapse: collapse; font-size: 0.92rem; max-width: 100%; }
-th, td { border: 1px solid #ccc; padding: 0.25rem 0.5rem; vertical-align: middle; text-align: left; overflow-wrap: anywhere; hyphens: auto; }
+th, td { border: 1px solid #ccc; padding: 0.25rem 0.5rem; vertical-align: middle; text-align: left; overflow-wrap: break-word; hyphens: auto; }
+td code { overflow-wrap: anywhere; }
 th { background: #f2f2f2; }
 .proved { color: #126b12; font-weight: bold; } .failed { color: #b00020; font-weight: bold; }
 .evidence { color: #8a5a00; font-weight: bold; }
