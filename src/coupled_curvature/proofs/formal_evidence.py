@@ -9,11 +9,11 @@
   lemmas with content (a concrete network, loss, matrix or map) that satisfy them.
   :func:`unsupported_steps` lists the formal steps that break either rule (the goal is ``[]``).
 
->>> global_differentiability("(forall y : V, derive.differentiable_def L (Phantom T (topology.filter_of (Phantom U y)))) -> P")
+>>> global_differentiability("(forall y : V, differentiable L y) -> P")
 ['y']
->>> global_differentiability("topology.prop_near1 w (inPhantom (forall y : V, derive.differentiable_def L (Phantom T (topology.filter_of (Phantom U y))))) -> P")
+>>> global_differentiability("(\\\\forall y \\\\near w, differentiable L y) -> P")
 []
->>> global_differentiability("(forall j : I, derive.differentiable_def [eta d L j] (Phantom T (topology.filter_of (Phantom U w)))) -> P")
+>>> global_differentiability("(forall j : I, differentiable [eta d L j] w) -> P")
 []
 """
 
