@@ -120,6 +120,9 @@ def test_hostile_gauges_and_points_without_a_unique_balance():
     for bad in ("balance", "", 1, True):
         with pytest.raises(InvalidInputError, match="gauge must be None or one of 'balanced'"):
             diagnose(net, CE, data, gauge=bad)
+    with pytest.raises(InvalidInputError, match="inplace=True balances a float64 model"):
+        balance(net.float(), inplace=True)
+    net, data = _mlp()
     dead = net
     with torch.no_grad():
         dead = neuron_rescale(net, 0, torch.ones(6, dtype=F64))

@@ -81,7 +81,7 @@ def plan(model: nn.Module, loss_fn: Callable, data: object, options: RunOptions,
     net = net.to(device)
     gauge_notes = []
     if o.gauge == "balanced":
-        fixed = balance(net)
+        fixed = balance(net, inplace=True)  # net is the engine's own float64 copy: no second copy
         net = fixed.model
         gauge_notes = [f"gauge='balanced': computed at the balanced point of the model's orbit ({fixed.heads} "
                        f"attention head(s), {fixed.units} ReLU unit(s) in {fixed.sweeps} sweep(s); T14)", *fixed.notes]

@@ -73,14 +73,15 @@ class Balanced:
     notes: list[str] = field(default_factory=list)
 
 
-def balance(model: nn.Module, *, tol: float = 1e-13, max_sweeps: int = 2000) -> Balanced:
+def balance(model: nn.Module, *, tol: float = 1e-13, max_sweeps: int = 2000, inplace: bool = False) -> Balanced:
     """T14: a copy of ``model`` (float64) at the balanced point of its orbit under attention's per-head
     ``GL(d)`` maps (Q/K and V/O) and ReLU neuron rescaling; the function is unchanged.
 
     Per attention head ``Ã_QÃ_Kᵀ = UΣVᵀ`` gives ``Ã_Q* = U_dΣ_d^{1/2}``, ``Ã_K* = V_dΣ_d^{1/2}`` (likewise
     ``Ã_VO_h``); per ReLU unit ``s_j = (b_j/a_j)^{1/4}`` until ``max|log s_j| ≤ tol`` (see the module
     docstring). ``D``, ``D⁺`` of the result are invariant under every map of those groups applied to
-    ``model`` first.
+    ``model`` first. ``inplace=True`` balances ``model`` itself (a float64 model the caller owns, such as the
+    engine's own copy), without a second copy.
 
     >>> from coupled_curvature.numeric import function_gap
     >>> torch.manual_seed(0) and None
@@ -93,7 +94,11 @@ def balance(model: nn.Module, *, tol: float = 1e-13, max_sweeps: int = 2000) -> 
         raise InvalidInputError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     if not (isinstance(tol, float) and 0.0 < tol < 1.0):
         raise InvalidInputError(f"tol must be a float in (0, 1), got {tol!r}; pass e.g. 1e-13")
-    new = copy.deepcopy(model).double()
+    if not isinstance(inplace, bool):
+        raise InvalidInputError(f"inplace must be True or False, got {inplace!r}")
+    if inplace and any(p.dtype != torch.float64 for p in model.parameters()):
+        raise InvalidInputError("inplace=True balances a float64 model; call model.double() first or pass inplace=False")
+    new = model if inplace else copy.deepcopy(model).double()
     out = Balanced(new)
     with torch.no_grad():
         for name, layout in _attention_modules(new):
@@ -151,9 +156,7 @@ def _balancing_map(left: Tensor, right: Tensor, d: int, what: str) -> Tensor:
             f"gauge='balanced': {what} has a product of rank below its head size {d} (singular values "
             f"{', '.join(f'{float(s):.2g}' for s in S[:d + 1])}), so its balanced point is not unique; diagnose "
             "without gauge, or after training has made the head full rank")
-    target = U[:, :d] * S[:d].sqrt()
-    A = torch.linalg.lstsq(left, target).solution
-    return A
+    return torch.linalg.lstsq(left, U[:, :d] * S[:d].sqrt()).solution
 
 
 def _write(views: list[Tensor], stacked: Tensor) -> None:
