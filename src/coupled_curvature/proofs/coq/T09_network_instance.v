@@ -144,3 +144,121 @@ rewrite HP HQ p4 in R1 R2 G1 G2.
 by split => //; split; split; [rewrite R1 | rewrite R2 | rewrite G1 | rewrite G2]; ring.
 Qed.
 End SqInstance.
+
+(* ---- σ(z) = z, k = 1: the bound D ≤ Q/P² ---- *)
+Section K1Instance.
+Variable R : realType.
+Local Notation V2 := (matrix_normedModType R 1 0).
+Local Notation W1 := (matrix_normedModType R 0 0).
+
+Definition lin (z : R) : R := z.
+Definition linC : ctx R 1 2 := Pre (\col_r (r.+1)%:R) 0 (@Hole R 2).
+Definition linN : net R 1 1 := Layer 1%:M 0 (Out 1%:M 0).
+Local Notation m b := (@mxvec_index 1 2 0 b).
+
+Lemma lin_eval (v : V2) (x : 'cV[R]_1) :
+  eval lin (plug linC (Layer (@unflat R 0 1 v) 0 linN)) x 0 0
+  = \sum_(b < 2) v (m b) 0 * ((b.+1)%:R * x 0 0).
+Proof.
+rewrite /= !addr0 !mul1mx !mxE /lin; apply: eq_bigr => b _.
+by rewrite unflatE !mxE big_ord1; congr (_ * (_ * _)); rewrite mxE.
+Qed.
+
+(* the residual F(v) − 1 = v₀ + 2v₁ − 1 and its partials, the constants c_a *)
+Definition gB : V2 -> R^o := \sum_(b < 2) ((b.+1)%:R \*: crd (m b)) - cst 1.
+Definition cB (a : 'I_2) : R := \sum_(b < 2) (b.+1)%:R * (m b == a)%:R.
+
+Lemma gBE (v : V2) : gB v = \sum_(b < 2) (b.+1)%:R * v (m b) 0 - 1.
+Proof.
+have -> : gB v = (\sum_(b < 2) ((b.+1)%:R \*: crd (m b))) v - 1 by [].
+by rewrite fct_sumE.
+Qed.
+
+Lemma gB_d1 a : (fun y : V2 => (d1 gB (e a) y : R^o)) = cst (cB a).
+Proof.
+apply/funext => y; rewrite /d1 /gB deriveB; try by apply/diff_derivable; diff_tac;
+  apply: differentiable_sum => b; diff_tac.
+rewrite derive_val subr0 derive_sum => [|b]; last by apply/diff_derivable; diff_tac.
+apply: eq_bigr => b _; rewrite deriveZ; last by apply/diff_derivable; diff_tac.
+by rewrite /crd derive_coord.
+Qed.
+
+Lemma c2_gB1 : c2 gB.
+Proof.
+split=> [y|a y]; rewrite ?gB_d1; try exact: differentiable_cst.
+by rewrite /gB; diff_tac; apply: differentiable_sum => b; diff_tac.
+Qed.
+
+Lemma c2_gB : c2 (gB * gB).
+Proof. exact: c2M c2_gB1 c2_gB1. Qed.
+
+Lemma m_inj : injective (fun b : 'I_2 => (m b : 'I_2)).
+Proof. by move=> b b' /cast_ord_inj /enum_rank_inj [->]. Qed.
+
+Lemma cB_m b : cB (m b) = (b.+1)%:R.
+Proof.
+rewrite /cB (bigD1 b) //= eqxx mulr1 big1 ?addr0 // => b' /negbTE nb.
+by rewrite (inj_eq m_inj) nb mulr0.
+Qed.
+
+Theorem T9_net_instance_k1 :
+  let x : 'I_1 -> 'cV[R]_1 := fun _ => 1%:M in
+  let ell : 'I_1 -> W1 -> R^o := fun _ f => (f 0 0 - 1) ^+ 2 in
+  let w : V2 := const_mx 1 in
+  let f := fun s => (eval lin (plug linC (Layer (@unflat R 0 1 w) 0 linN)) (x s) : W1) in
+  let L := fun v : V2 => \sum_(s < 1) ell s (eval lin (plug linC (Layer (@unflat R 0 1 v) 0 linN)) (x s)) in
+  let P := \sum_(s < 1) dot (grad (ell s) (f s)) (f s) in
+  let Q := \sum_(s < 1) quad (hess (ell s) (f s)) (f s) in
+  [/\ (forall c z : R, 0 < c -> lin (c * z) = c ^+ 1 * lin z) /\ unbiased linN,
+      (forall s, differentiable_near (ell s) (f s)) /\
+      (forall s a, differentiable (fun y : W1 => (d1 (ell s) (e a) y : R^o)) (f s)),
+      differentiable_near L w /\ (forall a, differentiable (fun y : V2 => (d1 L (e a) y : R^o)) w),
+      [/\ P = 12%:R, Q = 18%:R, P != 0 & 0 <= Q]
+    & [/\ sqnorm (grad L w) = 80%:R, coupledD w (grad L w) (hess L w) = 9%:R / 80%:R,
+          Q / P ^+ 2 = 1 / 8%:R & coupledD w (grad L w) (hess L w) <= Q / P ^+ 2]].
+Proof.
+move=> x ell w f L P Q.
+have Eell s : ell s = lh 1 * lh 1 by exact: sqloss_E.
+have EL : L = gB * gB.
+  apply/funext => v; rewrite /L big_ord1 /ell lin_eval /x.
+  have -> : ((gB * gB) v : R) = gB v * gB v by [].
+  rewrite expr2 gBE; congr ((_ - _) * (_ - _)); apply: eq_bigr => b _;
+    by rewrite mxE eqxx mulr1n mulr1 mulrC.
+have hs : forall c z : R, 0 < c -> lin (c * z) = c ^+ 1 * lin z by move=> c z _; rewrite expr1.
+have uN : unbiased linN by [].
+have hl : (forall s, differentiable_near (ell s) (f s)) /\
+          (forall s a, differentiable (fun y : W1 => (d1 (ell s) (e a) y : R^o)) (f s)).
+  by split=> s; rewrite Eell; have [] := sqloss_hyps 1 (f s).
+have hL : differentiable_near L w /\ (forall a, differentiable (fun y : V2 => (d1 L (e a) y : R^o)) w).
+  by rewrite EL; exact: c2_near c2_gB.
+have fw : f 0 0 0 = 3%:R.
+  rewrite /f lin_eval /x /w; under eq_bigr => b _ do rewrite !mxE eqxx mulr1n !mulr1 mul1r.
+  by rewrite big_ord_recr big_ord1 /=; ring.
+have HP : P = 12%:R by rewrite /P big_ord1 Eell sqloss_P fw; ring.
+have HQ : Q = 18%:R by rewrite /Q big_ord1 Eell sqloss_Q fw; ring.
+have P0 : P != 0 by rewrite HP pnatr_eq0.
+have Q0 : 0 <= Q by rewrite HQ ler0n.
+have [G1 G2 G3 G4] : [/\ dot w (grad L w) = P, quad (hess L w) w = Q,
+    coupledD w (grad L w) (hess L w)
+    = Q / P ^+ 2 * (dot w (grad L w) ^+ 2 / (sqnorm w * sqnorm (grad L w)))
+  & coupledD w (grad L w) (hess L w) <= Q / P ^+ 2] := @T9_net_k1_bound R 1 0 1 0 1 lin linC linN x ell w hs uN hl.1 hl.2 hL.1 hL.2 P0 Q0.
+have gw : gB w = 2%:R.
+  rewrite gBE; under eq_bigr => b _ do rewrite mxE.
+  by rewrite big_ord_recr big_ord1 /=; ring.
+have Eg : grad L w = \col_a (4%:R * cB a).
+  apply/matrixP => a b; rewrite !mxE EL.
+  have := congr1 (fun h => h w) (sq_d1 (e a) c2_gB1.1); rewrite /= => ->.
+  have := congr1 (fun h => h w) (gB_d1 a); rewrite /= => dg.
+  transitivity (gB w * d1 gB (e a) w + gB w * d1 gB (e a) w); first by [].
+  by rewrite dg gw /cst; ring.
+have sqg : sqnorm (grad L w) = 80%:R.
+  rewrite Eg /sqnorm dotE; under eq_bigr => a _ do rewrite mxE.
+  rewrite (reindex_inj m_inj) /=; under eq_bigr => b _ do rewrite cB_m.
+  by rewrite big_ord_recr big_ord1 /=; ring.
+have sqw : sqnorm w = 2%:R.
+  by rewrite /sqnorm dotE big_ord_recr big_ord1 /= !mxE; ring.
+split => //; split => //.
+  by rewrite /coupledD /RQ G2 sqg sqw HQ; field.
+by rewrite HQ HP; field.
+Qed.
+End K1Instance.
