@@ -52,8 +52,11 @@ FORMAL_SCOPE: dict[str, str] = {
           "permutations are orthogonal; the layer partition's diag(c⁻ᵏI, I) is not conformal for cᵏ ≠ 1",
     "T6": "the pointwise core for every n (conformal Jacobian, Jw′ ∥ φ(w′), w′ᵀ∇²φ_k w′ = 0) and the "
           "n = 1 pointwise law (D kept for all g, H iff φ'' = 0 at the point); the n = 1 classification near a "
-          "point (φ, φ' derivable near x0: φ'' = 0 near x0 iff φ is affine near x0); not the global statements "
-          "(C² diffeomorphisms of Rⁿ), which assume derivatives everywhere",
+          "point (φ, φ' derivable near x0: φ'' = 0 near x0 iff φ is affine near x0); from a map φ with its "
+          "Jacobian and second derivatives on a radial segment {tu : a ≤ t ≤ b} (0 < a): D(L∘φ, w') = D(L, φ(w')) "
+          "for every (g, H) at every point of it forces φ(tu) = cQ(tu) + βQu there (c > 0, QᵀQ = I; instances "
+          "2·R₉₀, and diag(2, 1), v + v₀²e_0 moving D); not the same on an open set of Rⁿ, nor the global "
+          "statements (C² diffeomorphisms of Rⁿ), which assume derivatives everywhere",
     "T7": "the Moore–Penrose inverse constructed and unique, (A⁻ᵀHA⁻¹)⁺ = AH⁺Aᵀ for A ∈ CO(n), D⁺ "
           "invariant, the converse, and an exact singular witness; and the relative-cutoff H⁺_τ that diagnose "
           "computes, given an orthogonal eigendecomposition of H (MathComp 1.15 has no real spectral theorem), "

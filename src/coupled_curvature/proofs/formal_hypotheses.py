@@ -149,6 +149,25 @@ _WORDS: tuple[tuple[str, str], ...] = (
      "every per-sample loss ℓ_i is differentiable at every point of a neighbourhood of f_i = F_i(w) (local)"),
     (r"\\near (\w+), is_derive \1 1 (\w+) \((\w+) \1\)",
      "{2} is derivable at every point y near {1}, with derivative {3}(y) there (local)"),
+    (r"(\w+) <= (\w+)", "{1} ≤ {2}"),
+    (r"forall t : \w+, (\w+) <= t <= (\w+) -> forall \(k : 'I_[\w.+]+\) \(d : .+?\), is_derive \(t \*: (\w+)\) d "
+     r"\(fun y : [^=]+=> (\w+) y k 0\) \(\((\w+) \(t \*: \3\) \*m d\) k 0\)",
+     "on the radial segment {{t·{3} : {1} ≤ t ≤ {2}}}, every coordinate {4}_k has the directional derivative "
+     "({5}(t{3})·d)_k along every d: {5} is the Jacobian of {4} there (local)"),
+    (r"forall t : \w+, (\w+) <= t <= (\w+) -> forall \(k : 'I_[\w.+]+\) \(d d' : .+?\), is_derive \(t \*: (\w+)\) d "
+     r"\(fun y : [^=]+=> \((\w+) y \*m d'\) k 0\) \(dot d \((\w+) \(t \*: \3\) k \*m d'\)\)",
+     "on the radial segment {{t·{3} : {1} ≤ t ≤ {2}}}, y ↦ ({4}(y)·d')_k has the directional derivative "
+     "dᵀ{5}(t{3})_k d' along every d: {5}_k is the Hessian of the k-th coordinate there (local)"),
+    (r"forall t : \w+, (\w+) <= t <= (\w+) -> (\w+) \(t \*: (\w+)\) \\in unitmx",
+     "{3}(t·{4}) is invertible for {1} ≤ t ≤ {2}"),
+    (r"forall t : \w+, (\w+) <= t <= (\w+) -> (\w+) \(t \*: (\w+)\) != 0",
+     "{3}(t·{4}) ≠ 0 for {1} ≤ t ≤ {2}, so D is defined at the image"),
+    (r"forall t : \w+, (\w+) <= t <= (\w+) -> forall \(g : 'cV_[\w.+]+\) \(H : 'M_[\w.+]+\), g != 0 -> H\^T = H -> "
+     r"coupledD \(t \*: (\w+)\) \(\((\w+) \(t \*: \3\)\)\^T \*m g\) \(\(\4 \(t \*: \3\)\)\^T \*m H \*m \4 \(t \*: \3\) \+ "
+     r"\\sum_k g k 0 \*: (\w+) \(t \*: \3\) k\) = coupledD \((\w+) \(t \*: \3\)\) g H",
+     "at every point w' = t·{3} of the segment ({1} ≤ t ≤ {2}), D at (w', Jᵀg, JᵀHJ + Σ_k g_k K_k) with J = {4}(w'), "
+     "K = {5}(w') equals D at ({6}(w'), g, H) for every g ≠ 0 and symmetric H: D(L∘{6}, w') = D(L, {6}(w')) for "
+     "every loss, by the chain rule"),
     (r"(?:\w+\.)?differentiable_near ell (\w+)",
      "ℓ is differentiable at every point of a neighbourhood of {1} (local)"),
 )
