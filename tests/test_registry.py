@@ -11,7 +11,7 @@ from coupled_curvature import formal_claims as F
 from coupled_curvature import theorems as R
 from coupled_curvature.errors import InvalidInputError
 
-IDS = [f"T{i}" for i in range(1, 14)]
+IDS = [f"T{i}" for i in range(1, 15)]
 
 
 def test_ids_in_order_and_records_complete():
@@ -24,8 +24,8 @@ def test_ids_in_order_and_records_complete():
 
 def test_get_lists_the_valid_ids():
     assert R.get("T7") is R.THEOREMS["T7"]
-    for bad in ("T14", "t4", "", None, 4):
-        with pytest.raises(InvalidInputError, match="valid ids: T1, T2, T3, .*, T13$"):
+    for bad in ("T15", "t4", "", None, 4):
+        with pytest.raises(InvalidInputError, match="valid ids: T1, T2, T3, .*, T14$"):
             R.get(bad)
 
 
@@ -100,8 +100,8 @@ def test_explorer_predictions_cite_registered_theorems():
     cited = {t for reason in reasons for t in R.cited(reason)}
     assert cited and cited <= set(R.THEOREMS)
     R.check_citations(reasons)  # numeric/ does not import the registry; the check is here
-    with pytest.raises(InvalidInputError, match="T14"):
-        R.check_citations(["T3", "T14: not a theorem"])
+    with pytest.raises(InvalidInputError, match="T15"):
+        R.check_citations(["T3", "T15: not a theorem"])
 
 
 def test_every_formally_proved_theorem_states_its_scope():

@@ -1,4 +1,4 @@
-"""The theorem registry: one record per theorem T1–T13, read by every layer.
+"""The theorem registry: one record per theorem T1–T14, read by every layer.
 
 Each :class:`Theorem` holds the id, the title, the one statement text (the catalogue, the
 SymPy derivations and the reports all show this text), where its derivation lives, what its
@@ -161,21 +161,38 @@ _ALL = (
         "function gap and D of the Q weight under qk_transform: A = c·I on all heads (D unchanged), a "
         "non-conformal A (output unchanged, D moves), a per-head cQ on a fused in_proj_weight (D moves)",
     ),
+    Theorem(
+        "T14", "Gauge-fixed diagnostic",
+        "Let G act on parameters by function-preserving linear maps, and let θ → θ* pick in each orbit a "
+        "representative unique up to a map that is conformal on every block. Then D(θ*) and D⁺(θ*) are invariant "
+        "under all of G. For a Q/K pair (W_Q, W_K of one head, d × h) the balanced representative W_Q* = UΣ^{1/2}, "
+        "W_K* = VΣ^{1/2} from the SVD W_QW_Kᵀ = UΣVᵀ has W_Q*ᵀW_Q* = Σ = W_K*ᵀW_K* and W_Q*W_K*ᵀ = W_QW_Kᵀ; it "
+        "depends on the orbit only, and two balanced pairs of one orbit differ by an orthogonal A (W_Q of full "
+        "column rank), which acts conformally on every row block; the same holds for V/O. For ReLU neuron "
+        "rescaling, each unit scaled by c = √(‖out‖/‖in‖) has equal incoming and outgoing norms √(‖in‖·‖out‖), "
+        "whatever positive rescaling came before. So the gauge-fixed D is unchanged under a non-conformal A, "
+        "under which the raw D moves (T4). This does not contradict T4–T7: those concern D as a function of "
+        "(w, g, H) at one point; T14 evaluates it at a chosen point of the orbit.",
+        ("gauge", "derive_T14"),
+        "D of every block at the balanced point (gauge='balanced') under random non-conformal per-head A on "
+        "Q/K and B on V/O (unchanged) against the raw D (moves), on trained nn.MultiheadAttention classifiers; "
+        "the same under non-uniform ReLU neuron rescaling of a trained MLP",
+    ),
 )
 
-#: theorem id -> :class:`Theorem`, in order T1 … T13
+#: theorem id -> :class:`Theorem`, in order T1 … T14
 THEOREMS: dict[str, Theorem] = {t.id: t for t in _ALL}
 
 
 def get(theorem_id: str) -> Theorem:
-    """The registered theorem ``theorem_id`` (exactly ``"T1"`` … ``"T13"``).
+    """The registered theorem ``theorem_id`` (exactly ``"T1"`` … ``"T14"``).
 
     >>> get("T12").derivation
     ('loss_scaling', 'derive_T12')
-    >>> get("T14")
+    >>> get("T15")
     Traceback (most recent call last):
     ...
-    coupled_curvature.errors.InvalidInputError: unknown theorem id 'T14'; valid ids: T1, T2, T3, T4, T5, T6, T7, T8, T9, T10, T11, T12, T13
+    coupled_curvature.errors.InvalidInputError: unknown theorem id 'T15'; valid ids: T1, T2, T3, T4, T5, T6, T7, T8, T9, T10, T11, T12, T13, T14
     """
     if not isinstance(theorem_id, str) or theorem_id not in THEOREMS:
         raise InvalidInputError(f"unknown theorem id {theorem_id!r}; valid ids: {', '.join(THEOREMS)}")
@@ -196,10 +213,10 @@ def check_citations(texts: Iterable[str]) -> None:
     """Raise ``InvalidInputError`` if any text cites a theorem id that is not registered.
 
     >>> check_citations(["T4: A ∉ CO(n)", "no theorem cited"])
-    >>> check_citations(["T14: no such theorem"])
+    >>> check_citations(["T15: no such theorem"])
     Traceback (most recent call last):
     ...
-    coupled_curvature.errors.InvalidInputError: 'T14: no such theorem' cites T14, which is not a registered theorem; valid ids: T1, T2, T3, T4, T5, T6, T7, T8, T9, T10, T11, T12, T13
+    coupled_curvature.errors.InvalidInputError: 'T15: no such theorem' cites T15, which is not a registered theorem; valid ids: T1, T2, T3, T4, T5, T6, T7, T8, T9, T10, T11, T12, T13, T14
     """
     for text in texts:
         for tid in cited(text):

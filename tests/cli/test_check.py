@@ -29,7 +29,7 @@ def test_numeric_subset_is_evidence(tmp_path, capsys):
     assert data["T12"]["steps"]["exact"] == 0 and data["T12"]["steps"]["numeric"] > 0
 
 
-@pytest.mark.parametrize("argv", [["--only", "T14"], ["--only", "T4", "--json", "/nonexistent-dir/x.json"]])
+@pytest.mark.parametrize("argv", [["--only", "T15"], ["--only", "T4", "--json", "/nonexistent-dir/x.json"]])
 def test_bad_input_exit_2(argv, capsys):
     assert main(["check", "--symbolic", *argv]) == 2
     err = capsys.readouterr().err
@@ -64,7 +64,7 @@ def test_full_default_check_within_budget(tmp_path):
     assert main(["check", "--json", str(tmp_path / "all.json")]) == 0
     assert time.perf_counter() - t0 <= 180
     data = json.loads((tmp_path / "all.json").read_text())["theorems"]
-    assert len(data) == 13 and all(v["status"] == "proved" for v in data.values())
+    assert len(data) == 14 and all(v["status"] == "proved" for v in data.values())
 
 
 def test_summary_counts_formal_steps_within_100_columns(capsys):

@@ -25,8 +25,8 @@ def test_trust_labels():
 
 def test_parse_only():
     assert parse_only("t6,T4") == ["T4", "T6"]
-    assert len(parse_only(None)) == 13
-    for bad in ("T14", "", "T4,X"):
+    assert len(parse_only(None)) == 14
+    for bad in ("T15", "", "T4,X"):
         with pytest.raises(InvalidInputError, match="valid ids"):
             parse_only(bad)
 

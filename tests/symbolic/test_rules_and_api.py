@@ -60,7 +60,7 @@ def test_derive_and_derive_all_api():
 
     with pytest.raises(InvalidInputError, match="valid ids: T1, T2, T3"):
         S.derive("T0")
-    assert list(S.THEOREMS) == [f"T{i}" for i in range(1, 14)]
+    assert list(S.THEOREMS) == [f"T{i}" for i in range(1, 15)]
     assert callable(S.derive_all)
     import coupled_curvature
 

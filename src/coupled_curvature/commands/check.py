@@ -1,4 +1,4 @@
-"""``ccurv check``: machine-check T1–T13 (symbolic proofs and numeric cross-checks on trained nets).
+"""``ccurv check``: machine-check T1–T14 (symbolic proofs and numeric cross-checks on trained nets).
 
 Prints the detailed tables first (the T3 chain, the formal build, λ's identities, the precision
 sweep), then, last, one summary row per theorem (status, steps by trust label, agreement, time) and
@@ -195,8 +195,8 @@ def run(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     check = sub.add_parser(
-        "check", help="machine-check T1-T13 (default: symbolic proofs and numeric cross-checks)",
-        description="Check every theorem T1-T13: exact SymPy derivations with trust labels, certificates re-checked "
+        "check", help="machine-check T1-T14 (default: symbolic proofs and numeric cross-checks)",
+        description="Check every theorem T1-T14: exact SymPy derivations with trust labels, certificates re-checked "
         "by an independent rational checker, numeric cross-checks on trained networks (evidence, never proof) "
         "and, with --formal, the Coq proofs. Exit 0 when everything selected holds, 1 when something fails, "
         "2 on bad input.")

@@ -1,4 +1,4 @@
-"""``ccurv check``'s section on the curvature rate λ's analytic identities (not a theorem T1–T13).
+"""``ccurv check``'s section on the curvature rate λ's analytic identities (not a theorem T1–T14).
 
 Symbolic (SymPy): exact series of ``(1 − x/R)^{−k}``, the coefficient identity checked in rational
 arithmetic (label exact), the fitted rate against ``−log R`` (label num: evidence) and the negative
@@ -84,7 +84,7 @@ def render(r: RateIdentities, width: int | None = None) -> list[str]:
     """The terminal lines of the section."""
     from coupled_curvature.reporting.terminal import table, wrap
 
-    lines = wrap("Curvature rate λ, analytic identities (not a theorem T1–T13): for f analytic at 0 with radius "
+    lines = wrap("Curvature rate λ, analytic identities (not a theorem T1–T14): for f analytic at 0 with radius "
                  "R, the rate of c_n = f⁽ⁿ⁾(0)/n! is −log R; for a band-limited signal the rate of ‖Dⁿf‖ is log Ω", width)
     if r.cases is not None:
         rows = [[f"1/(1−x/R)^{c.pole_order}", str(c.R), f"{len(c.derivation.steps)} exact " +

@@ -1,7 +1,7 @@
 """The theorem catalogue: statements, checked steps and numeric cross-checks.
 
 ``check_all(only=None, symbolic=True, numeric=True, seed=0, progress=None, heavy=True)`` runs
-the symbolic derivations of T1–T13 (trust labels ``exact``/``certificate``/``rewrite``, every
+the symbolic derivations of T1–T14 (trust labels ``exact``/``certificate``/``rewrite``, every
 witness and certificate re-checked by the independent checker) and the numeric cross-checks on
 trained nets (label ``numeric``: evidence, never proof), and returns a :class:`CheckReport`
 with a :class:`~coupled_curvature.proofs.catalogue.Status` per theorem and the timing.

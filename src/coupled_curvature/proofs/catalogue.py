@@ -204,10 +204,10 @@ def build_entry(theorem: str, derivation: Derivation | None, numeric: Any = None
     """The catalogue entry of the registered ``theorem`` from its derivation (``None``: numeric only),
     its cross-check and its :data:`EXTRA_CHECKS`; title and statement come from the registry.
 
-    >>> build_entry("T14", None)
+    >>> build_entry("T15", None)
     Traceback (most recent call last):
     ...
-    coupled_curvature.errors.InvalidInputError: no theorem T14; valid ids: T1, T2, T3, T4, T5, T6, T7, T8, T9, T10, T11, T12, T13
+    coupled_curvature.errors.InvalidInputError: no theorem T15; valid ids: T1, T2, T3, T4, T5, T6, T7, T8, T9, T10, T11, T12, T13, T14
     """
     if theorem not in THEOREMS:
         raise InvalidInputError(f"no theorem {theorem}; valid ids: {', '.join(THEOREMS)}")

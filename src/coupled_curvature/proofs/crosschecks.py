@@ -312,6 +312,18 @@ def _t13(lab: Lab) -> NumericCheck:
                    "max rel ΔD under a conformal A", rows, among="(conformal on the block)")
 
 
+@_checks("T14")
+def _t14(lab: Lab) -> NumericCheck:
+    from coupled_curvature.proofs.gauge_crosscheck import gauge_rows
+
+    lab.say(f"T14 gauge-fixed D on two small trained nn.MultiheadAttention classifiers and bc-16x2 (seed {lab.seed})")
+    trained, ds = lab.net("bc-16x2")
+    rows = [_row(*r) for r in gauge_rows(lab.seed, tol=TOL_D, move=MOVE, mlp=(trained.model, ds.train))]
+    return _result("T14", "random non-conformal per-head A (Q/K), B (V/O) and a non-uniform neuron rescaling keep "
+                   "the function and move the raw D; the gauge-fixed D stays", "max rel ΔD, gauge-fixed", rows,
+                   among="gauge-fixed")
+
+
 #: the net, the precision and the exact factors of the certified rows (non-dyadic: the rescaled weights are
 #: not float64 numbers, and the symmetry is applied exactly in ball arithmetic)
 CERTIFIED_NET, CERTIFIED_PREC, CERTIFIED_C = "bc-16x2", 256, Fraction(37, 10)

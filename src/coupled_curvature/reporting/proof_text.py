@@ -232,6 +232,21 @@ PROOFS: dict[str, tuple[Said, ...]] = {
         _S("so by T4 and T7 D of a row block is exact under a conformal A, a shear has a witness, and so has a "
            "fused Q|K|V slice under a per-head cQ with c ≠ 1.", r"^(query|key) row under|^fused", "D' = D"),
     ),
+    "T14": (
+        _S("Columns of the Cayley map of a skew matrix are orthonormal, so W_Q* = UΣ^{1/2} and W_K* = VΣ^{1/2} have "
+           "equal Gram matrices and the SVD product:", r"^Cayley|^balanced:|^product:", "(W_Q*)ᵀ(W_Q*) = Σ"),
+        _S("The factors A and A⁻¹ cancel in the product, which is therefore the orbit's own,", r"^orbit:",
+           "(W_Q·A)(W_K·A⁻ᵀ)ᵀ = W_QW_Kᵀ"),
+        _S("and the least-squares balancing map of W_Q = W_Q*A is A⁻¹: every point of the orbit is brought back "
+           "to the same balanced pair.", r"^Gram of W_Q|^balancing map|^and W_K·A_bal", "(AᵀΣA)⁻¹AᵀΣ = A⁻¹"),
+        _S("What freedom is left is orthogonal, conformal on every row block (T4), while A = 2I leaves the "
+           "balance;", r"^R = cayley|^residual freedom|^and moves a query row|^control:", "D' = D"),
+        _S("so under a shear the raw D of a query row moves (a witness) and the gauge-fixed D does not.",
+           r"^raw:|^gauge-fixed:|^so the row at the balanced point", "A·A_bal = I"),
+        _S("A ReLU unit is balanced by the positive root of c⁴‖in‖² = ‖out‖², whatever rescaling came before.",
+           r"^a unit scaled by s|^balance s²|^so s²|^balanced norms|^after a prior rescaling|^the balanced weights",
+           "c' = c/r"),
+    ),
 }
 
 

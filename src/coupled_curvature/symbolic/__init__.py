@@ -1,9 +1,9 @@
-"""Exact SymPy derivations of T1–T13, witnesses and certificates (never imports torch).
+"""Exact SymPy derivations of T1–T14, witnesses and certificates (never imports torch).
 
 Public API
 ----------
 ``derive_all() -> dict[str, Derivation]``
-    every theorem ``"T1"`` … ``"T13"``; ``Derivation.ok`` is true only when every step passed.
+    every theorem ``"T1"`` … ``"T14"``; ``Derivation.ok`` is true only when every step passed.
 ``derive(theorem_id: str) -> Derivation``
     one theorem (``InvalidInputError`` for an unknown id).
 ``witness(A: sympy.Matrix) -> Witness | None``
@@ -55,7 +55,7 @@ def derive(theorem_id: str) -> Derivation:
 
 
 def derive_all() -> dict[str, Derivation]:
-    """All derivations keyed ``"T1"`` … ``"T13"`` (each records ``elapsed`` seconds).
+    """All derivations keyed ``"T1"`` … ``"T14"`` (each records ``elapsed`` seconds).
 
     >>> ds = derive_all()            # doctest: +SKIP
     >>> all(d.ok for d in ds.values())  # doctest: +SKIP

@@ -142,7 +142,7 @@ def attention_modules(model: nn.Module) -> tuple[dict[str, AttentionLayout], dic
             continue
         found.setdefault(lay.name, lay)
     return found, {n: why for n, why in refused.items()
-                   if not any(n == m or n.startswith(f"{m}.") or m.startswith(f"{n}.") for m in found)}
+                   if not any(n == m or n.startswith(f"{m}.") or m.startswith(f"{n}." if n else "") for m in found)}
 
 
 def _nearby(model: nn.Module, name: str) -> list[str]:
