@@ -8,8 +8,6 @@
 
   - ``<!-- ccurv:theorems -->``: the registry's statements T1–T12 (``coupled_curvature.theorems``);
   - ``<!-- ccurv:cli -->``: the ``--help`` of every ``ccurv`` command, as the parser prints it;
-  - ``<!-- ccurv:report-link -->``: a link to the report when ``docs/report/report.html`` exists
-    (``ccurv report --format html --out docs/report`` before building), else how to make one;
   - ``<!-- ccurv:api-rest -->``: every name of ``coupled_curvature.__all__`` the page does not
     document yet, as one more ``:::`` entry each (none when the page is complete).
 """
@@ -80,14 +78,6 @@ def cli_markdown() -> str:
     return "\n".join(out)
 
 
-def report_link(docs_dir: str) -> str:
-    if os.path.isfile(os.path.join(docs_dir, "report", "report.html")):
-        return ("The report generated for this site: [report/report.html](report/report.html) "
-                "(statements, every derivation step with its trust label, witnesses, cross-checks, figures).")
-    return ("No report was generated for this build: run `ccurv report --format html --out docs/report` "
-            "and build again to link it here.")
-
-
 def api_rest(markdown: str) -> str:
     """``:::`` entries for the names of ``coupled_curvature.__all__`` that ``markdown`` does not document."""
     import coupled_curvature
@@ -107,7 +97,6 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     fills = {
         "theorems": theorems_markdown,
         "cli": cli_markdown,
-        "report-link": lambda: report_link(config.docs_dir),
         "api-rest": lambda: api_rest(markdown),
     }
     for key, make in fills.items():

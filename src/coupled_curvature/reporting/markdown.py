@@ -62,8 +62,8 @@ def _proof(p: Proof) -> list[str]:
         cites = "".join(f" [[{lab}]](#ref-{k})" for k, lab in st.cites)
         body = st.reason.rstrip(".,;:")
         L += [f"{i}. {normalise(body)}{cites}{st.reason[len(body):]} [`{said}`](#{st.target})", ""]
-        if st.formula is not None:
-            L += ["   $$", "   " + st.formula.tex, "   $$", ""]
+        if st.formula is not None:  # indented 4: inside the list item for CommonMark and Python-Markdown alike
+            L += ["    $$", "    " + st.formula.tex, "    $$", ""]
     return L + [inline_md(p.closing) + " ∎", ""]
 
 
@@ -74,9 +74,9 @@ def _steps(s: Steps) -> list[str]:
         coq = "" if not st.formal else "; Coq: " + ", ".join(f"`{n}`" for n in st.formal)
         L += [f"{i}. {mark} `{st.label}` {st.statement} (checked by {st.method}, {st.verification}{coq})", ""]
         if st.tex:
-            L += ["   $$", "   " + st.tex, "   $$", ""]
+            L += ["    $$", "    " + st.tex, "    $$", ""]
         if st.instance:
-            L += [f"   *Instance:* {st.instance}.", ""]
+            L += [f"    *Instance:* {st.instance}.", ""]
     return L
 
 
