@@ -28,6 +28,7 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "diagnose": "coupled_curvature.numeric.core.diagnostics",
+    "block_hessian": "coupled_curvature.numeric.core.curvature_operator",
     "Diagnosis": "coupled_curvature.numeric.core.results",
     "BlockDiagnosis": "coupled_curvature.numeric.core.results",
     "compare": "coupled_curvature.numeric.core.compare",

@@ -5,6 +5,9 @@ costs nothing until one is used:
 
 ``diagnose(model, loss_fn, data, ...) -> Diagnosis``
     per block ``D = (wᵀHw / wᵀw) / ‖g‖²`` and ``D⁺ = (wᵀH⁺w / wᵀw)·‖g‖²`` in float64.
+``block_hessian(model, loss_fn, data, block) -> scipy.sparse.linalg.LinearOperator``
+    ``H_bb`` as an operator; ``diagnose(..., curvature={block: G})`` measures a block with another
+    curvature (Gauss–Newton, Fisher, K-FAC operators) instead.
 ``compare(before, after) -> Comparison``, ``Summary``
     per-block relative changes of D, D⁺, RQ, ‖g‖², wᵀHw; what ``Diagnosis.summary()`` returns.
 ``layer_rescale``, ``neuron_rescale``, ``permute_neurons``, ``function_gap``
@@ -40,6 +43,7 @@ from coupled_curvature.numeric.lazy import lazy_exports
 
 _LAZY: dict[str, tuple[str, str]] = {
     "diagnose": ("core.diagnostics", "diagnose"),
+    "block_hessian": ("core.curvature_operator", "block_hessian"),
     "Diagnosis": ("core.results", "Diagnosis"),
     "BlockDiagnosis": ("core.results", "BlockDiagnosis"),
     "compare": ("core.compare", "compare"),

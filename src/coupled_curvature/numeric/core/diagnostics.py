@@ -8,6 +8,7 @@ from dataclasses import replace
 import torch
 from torch import nn
 
+from coupled_curvature.numeric.core.curvature_operator import check_curvature, skip_spectral, with_curvature
 from coupled_curvature.numeric.core.execution import execute
 from coupled_curvature.numeric.linalg.pinv import rounding_level
 from coupled_curvature.numeric.core.options import GRAM_MEMORY, RunOptions, run_options
@@ -41,6 +42,7 @@ def diagnose(
     output: str | int | Callable | None = None,
     target: str | Callable = "labels",
     gauge: str | None = None,
+    curvature: Mapping[str, object] | None = None,
 ) -> Diagnosis:
     """Coupled diagnostics of every parameter block of ``model`` in float64.
 
@@ -120,6 +122,12 @@ def diagnose(
     groups (:func:`~coupled_curvature.numeric.symmetries.gauge.balance`), unique up to maps orthogonal on
     every block, so the values are invariant under the whole group; a note says what was balanced.
 
+    **Another curvature.** ``curvature={block: G}`` measures those blocks with a symmetric operator ``G``
+    (a Gauss–Newton, Fisher or K-FAC matrix: a tensor, an array, a SciPy ``LinearOperator`` or a torch
+    linear operator such as curvlinops') in place of ``H_bb``: ``D = (wᵀGw/wᵀw)/‖g‖²`` and ``D⁺`` from ``G⁺``;
+    ``BlockDiagnosis.curvature`` records which was used (:mod:`~.curvature_operator`, which also hands
+    ``H_bb`` out as a ``LinearOperator``: ``block_hessian``).
+
     ``progress`` prints a progress line on stderr (the curvature, Gram and Krylov stages, then
     block by block): ``None`` (default) when stderr is a terminal and the call has run 2 s,
     ``True``/``False`` always/never. It changes nothing in the result.
@@ -147,7 +155,11 @@ def diagnose(
                     krylov_max_iter=krylov_max_iter, krylov_tol=krylov_tol, gram_memory=gram_memory, frozen=frozen,
                     reduction=reduction, allow_train_mode=allow_train_mode, process_group=process_group,
                     progress=progress, device=device, output=output, target=target, gauge=gauge)
-    return diagnose_plan(plan(model, loss_fn, data, o, routes=ALL_ROUTES if routes is None else frozenset(routes)))
+    check_curvature(curvature, None)
+    p = plan(model, loss_fn, data, o, routes=ALL_ROUTES if routes is None else frozenset(routes))
+    supplied = check_curvature(curvature, p.partition)
+    skip_spectral(p, list(supplied))
+    return with_curvature(diagnose_plan(p), p, supplied)
 
 
 def diagnose_plan(p: Plan) -> Diagnosis:

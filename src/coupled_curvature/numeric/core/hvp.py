@@ -200,7 +200,7 @@ class CurvatureSums:
     notes: list[str] = field(default_factory=list)
 
 
-def _block_vjp(
+def block_vjp(
     grads: dict[str, Tensor],
     leaves: dict[str, Tensor],
     members: Sequence[str],
@@ -265,7 +265,7 @@ def block_curvature(
         for block, members in partition.items():
             w = [objective.values[m] for m in members]
             g = torch.cat([grads[m].detach().reshape(-1) for m in members])
-            Hw = torch.cat([t.reshape(-1) for t in _block_vjp(grads, leaves, members, w, False)])
+            Hw = torch.cat([t.reshape(-1) for t in block_vjp(grads, leaves, members, w, False)])
             entry = acc.setdefault(block, CurvatureSums(torch.zeros_like(g), torch.zeros_like(Hw), None))
             entry.grad += g
             entry.Hw += Hw
@@ -331,7 +331,7 @@ def block_krylov(
                 members = partition[b]
                 sizes = [leaves[m].numel() for m in members]
                 cot = [p.reshape(leaves[m].shape) for p, m in zip(torch.split(runs[b].vector, sizes), members)]
-                sums[b] += torch.cat([t.reshape(-1) for t in _block_vjp(grads, leaves, members, cot, False)])
+                sums[b] += torch.cat([t.reshape(-1) for t in block_vjp(grads, leaves, members, cot, False)])
         for b in active:
             runs[b].feed(sums[b] if reduce is None else reduce(sums[b]))
     return {b: r.result() for b, r in runs.items()}
@@ -353,6 +353,6 @@ def _dense_block(grads: dict[str, Tensor], leaves: dict[str, Tensor], members: S
         eye[torch.arange(stop - start, device=device), torch.arange(start, stop, device=device)] = 1.0
         parts = torch.split(eye, sizes, dim=1)
         cot = [p.reshape((stop - start,) + leaves[m].shape) for p, m in zip(parts, members)]
-        cols = _block_vjp(grads, leaves, members, cot, True)
+        cols = block_vjp(grads, leaves, members, cot, True)
         H[start:stop] = torch.cat([c.reshape(stop - start, -1) for c in cols], dim=1)
     return H

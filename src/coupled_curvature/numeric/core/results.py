@@ -62,7 +62,9 @@ class BlockDiagnosis:
     ``max(‖w‖, 1)`` along ``±g`` (:mod:`.gradient_level`: a cancellation inside one sample's backward pass,
     such as a key bias under softmax), it is ``‖g‖`` itself. A block with ``‖g‖ ≤ g_rounding`` has a gradient that is zero
     to rounding (``g_at_rounding``; e.g. a logit shift under cross-entropy, whose gradient is exactly 0):
-    ``D`` and ``D⁺`` are ``None`` there and a note says so.
+    ``D`` and ``D⁺`` are ``None`` there and a note says so. ``curvature`` is the matrix ``H`` stands for:
+    ``"hessian"`` (the block's own Hessian), or ``"external: <type>"`` where ``diagnose(curvature=…)``
+    supplied an operator for the block (:mod:`~.curvature_operator`).
     """
 
     name: str
@@ -91,6 +93,7 @@ class BlockDiagnosis:
     method_reason: str = ""
     wHw_reason: str = ""
     g_rounding: float | None = None
+    curvature: str = "hessian"
 
     def with_dplus(self, wHpinvw: float | Scaled, rank: int | None, min_kept_rel_eig: float | None,
                    note: str) -> BlockDiagnosis:

@@ -42,6 +42,7 @@ class WHwRoute(_Route):
 
     TANGENT = "tangent"  #: ``Σ_n ‖A_nJ_nw‖²`` from one backward pass per output-factor row (affine block)
     HVP = "hvp"  #: ``wᵀ(H_bb w)``, a Hessian-vector product on the retained gradient graph
+    EXTERNAL = "external"  #: ``wᵀ(G w)`` from a curvature operator the caller passed (``diagnose(curvature=…)``)
 
 
 class SpectralRoute(_Route):
