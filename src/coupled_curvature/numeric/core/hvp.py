@@ -17,6 +17,7 @@ from torch.utils.checkpoint import CheckpointError
 
 from coupled_curvature.numeric.core.compare import agrees
 from coupled_curvature.numeric.factors.gauss_newton import linear_block_hessians
+from coupled_curvature.numeric.factors.head_hessians import head_block_hessians, head_block_requests
 from coupled_curvature.numeric.factors.layers import linear_module_of
 from coupled_curvature.numeric.linalg.krylov_quadrature import KrylovForm, LanczosRun
 from coupled_curvature.numeric.core.objective import Objective
@@ -239,8 +240,10 @@ def block_curvature(
     Dense blocks of ``nn.Linear`` and ``nn.Conv2d`` (groups=1) layers come from per-sample
     factors (:func:`linear_block_hessians`: the exact Kronecker form for Linear on 2-D inputs, the Gauss–Newton
     form ``Σ_n J_nᵀΛ_nJ_n`` otherwise), accepted only if ``H_bb w`` matches the Hessian-vector product to
-    ``1e-9`` relative; other dense blocks are assembled column by column from the
-    retained graph, in vmapped chunks. When ``retain`` is a list, every batch's
+    ``1e-9`` relative; dense per-head attention blocks (:mod:`~..factors.head_hessians`: Hessians at the
+    projections' outputs per sequence, ``T·E`` products through the network per attention module instead of one
+    per entry) are accepted only if ``H_bb w`` and ``H_bb r`` (``r`` random) both match; other dense blocks are
+    assembled column by column from the retained graph, in vmapped chunks. When ``retain`` is a list, every batch's
     ``(leaves, grads)`` graph is appended to it for later products (:func:`block_krylov`).
     Graphs are built under :func:`math_attention`. When the per-sample factors fail to run
     (:func:`route_failure`: a checkpointed model, a missing derivative) the dense blocks come
@@ -251,13 +254,16 @@ def block_curvature(
         path = linear_module_of(objective.model, partition[block])
         if path is not None:
             kron_requests[block] = (path, partition[block])
+    heads = head_block_requests(objective, {b: partition[b] for b in dense_blocks if b not in kron_requests}) \
+        if dense_blocks else {}
     acc: dict[str, CurvatureSums] = {}
     kron_failed: str | None = None
     for i, (leaves, grads) in enumerate(objective.graphs()):
         kron: dict[str, Tensor] = {}
-        if kron_requests and kron_failed is None:
+        if (kron_requests or heads) and kron_failed is None:
             try:
-                kron = linear_block_hessians(objective, i, kron_requests)
+                kron = linear_block_hessians(objective, i, kron_requests) if kron_requests else {}
+                kron.update(head_block_hessians(objective, i, heads) if heads else {})
             except RuntimeError as e:  # CheckpointError is a RuntimeError
                 kron_failed = route_failure(e)
                 if kron_failed is None:
@@ -272,9 +278,11 @@ def block_curvature(
             if block not in dense_blocks:
                 continue
             dense = kron.get(block)
-            if kron_failed is not None and block in kron_requests:
+            if kron_failed is not None and (block in kron_requests or block in heads):
                 _note(entry, f"the per-sample factor route failed ({kron_failed}); dense block "
                       "assembled from Hessian-vector products instead")
+            elif block in heads:
+                dense = _checked_head_block(entry, dense, w, Hw, (grads, leaves, members))
             elif dense is not None and not agrees(dense @ torch.cat([t.reshape(-1) for t in w]), Hw, rtol=1e-9):
                 _note(entry, "per-sample factored block disagreed with the Hessian-vector product (samples "
                       "coupled, or a Conv/sequence layer with a network not piecewise linear above it); "
@@ -335,6 +343,28 @@ def block_krylov(
         for b in active:
             runs[b].feed(sums[b] if reduce is None else reduce(sums[b]))
     return {b: r.result() for b, r in runs.items()}
+
+
+def _checked_head_block(entry: CurvatureSums, dense: Tensor | None, w: Sequence[Tensor], Hw: Tensor,
+                        graph: tuple[dict[str, Tensor], dict[str, Tensor], Sequence[str]]) -> Tensor | None:
+    """A per-head block from :func:`head_block_hessians` when ``H_bb w`` and ``H_bb r`` (``r`` random, seeded)
+    match Hessian-vector products to ``1e-9``, else ``None`` with a note (the caller assembles it instead)."""
+    grads, leaves, members = graph
+    if dense is None:
+        _note(entry, "the per-head projection route does not apply (a projection called more than once, inputs "
+              "not (sequences, tokens, features), or an output it does not reproduce); dense block assembled "
+              "from Hessian-vector products")
+        return None
+    gen = torch.Generator(device=dense.device).manual_seed(0)
+    r = torch.randn(dense.shape[0], generator=gen, dtype=dense.dtype, device=dense.device)
+    cot = [p.reshape(leaves[m].shape) for p, m in zip(torch.split(r, [leaves[m].numel() for m in members]), members)]
+    Hr = torch.cat([t.reshape(-1) for t in block_vjp(grads, leaves, members, cot, False)])
+    if agrees(dense @ torch.cat([t.reshape(-1) for t in w]), Hw, rtol=1e-9) and agrees(dense @ r, Hr, rtol=1e-9):
+        return dense
+    _note(entry, "the per-head projection route disagreed with Hessian-vector products (sequences coupled, or a "
+          "projection's output reaching the loss other than through attention); dense block assembled from "
+          "Hessian-vector products instead")
+    return None
 
 
 def _note(entry: CurvatureSums, text: str) -> None:
