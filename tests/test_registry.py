@@ -152,3 +152,23 @@ def test_step_labels_follow_the_registry(monkeypatch):
     monkeypatch.setitem(theorems.FORMAL_STEPS, "T12", {"D -> D/s": ("T12_loss_scaling.T12_nope",)})
     e = make_entry("T12", "Loss scaling", d)
     assert all(st.label != "formal" and st.formal == () for st in e.steps)
+
+
+def ranges_named(text: str) -> list[str]:
+    """The theorem ranges ``T1–Tn`` (en dash or hyphen) a text names, as their last id."""
+    return [f"T{m}" for m in re.findall(r"\bT1[–-]T(\d+)\b", text)]
+
+
+def test_the_readme_and_the_docs_name_the_whole_registry():
+    """Where the README and the docs pages say 'T1–Tn', n is the last registered theorem (a new theorem once
+    left 'T1–T12' in the README and 'T1–T13' on the site's front page)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    last = list(R.THEOREMS)[-1]
+    assert ranges_named("every theorem T1–T12 and T1-T9") == ["T12", "T9"]  # the scan can see a stale range
+    pages = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    if not pages[0].exists():
+        pytest.skip("the README is not beside the tests (an installed copy)")
+    stale = {p.name: r for p in pages for r in ranges_named(p.read_text(encoding="utf-8")) if r != last}
+    assert stale == {}, f"ranges that stop before {last}: {stale}"

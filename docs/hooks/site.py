@@ -6,7 +6,7 @@
 * **Pages filled from the package**, so that they cannot drift from it. A page marks the place with
   an HTML comment:
 
-  - ``<!-- ccurv:theorems -->``: the registry's statements T1–T12 (``coupled_curvature.theorems``);
+  - ``<!-- ccurv:theorems -->``: the registry's statements T1–T14 (``coupled_curvature.theorems``);
   - ``<!-- ccurv:cli -->``: the ``--help`` of every ``ccurv`` command, as the parser prints it;
   - ``<!-- ccurv:api-rest -->``: every name of ``coupled_curvature.__all__`` the page does not
     document yet, as one more ``:::`` entry each (none when the page is complete).
