@@ -68,8 +68,12 @@ FORMAL_SCOPE: dict[str, str] = {
           "P = Σ⟨∇ℓ_i(f_i), f_i⟩, Q = Σ f_iᵀ∇²ℓ_i(f_i)f_i (L and each ℓ_i differentiable near the point, partials "
           "differentiable at it; instances p = 1 and p = 2); for p = 1 also D = (Q/P²)·cos² (P ≠ 0); the "
           "homogeneity itself from the network: with σ positively k-homogeneous and zero biases after layer l, "
-          "the output is positively homogeneous of degree k^(m−l) in W_l (any depth and widths); not the bound "
-          "D ≤ Q/P²",
+          "the output is positively homogeneous of degree k^(m−l) in W_l (any depth and widths); for the "
+          "network's own loss Σ_s ℓ_s(F_s(W_l)) with W_l a hidden layer's weights, the ray hypothesis derived "
+          "from the network, so wᵀg = pP and wᵀHw = p(p−1)P + p²Q with p = k^(m−l) under hypotheses on the ℓ_s and "
+          "L near w only, and for k = 1 (P ≠ 0, Q ≥ 0) D = (Q/P²)·cos² ≤ Q/P² (Cauchy–Schwarz; instances: a depth-2 "
+          "z² net, p = 4, wᵀg = 96, wᵀHw = 800, and a k = 1 linear net, D = 9/80 < Q/P² = 1/8); not the output "
+          "layer's block in the network form, nor the Lagrange identity itself",
     "T10": "L(sw) = L(w) gives wᵀg = 0 (L differentiable at w), Hw = −g, wᵀHw = 0 and D = 0 (L "
            "differentiable near w, its partials derivable at w); instance L(x) = (first coordinate of x)²/‖x‖² at x = (1, 1)",
     "T11": "ρ invariant under every invertible block action; the Newton decrement gᵀH⁻¹g invariant under "
@@ -188,9 +192,12 @@ FORMAL_STEPS: dict[str, dict[str, tuple[str, ...]]] = {
         "D⁺(tH) = D⁺(H)/t": ("T08_monotonicity.T8_Dplus_scale",),
     },
     "T9": {  # P = Σ⟨∇ℓ_i, f_i⟩, Q = Σ f_iᵀ∇²ℓ_i f_i in grad/hess form (T09_closed_forms_grad), directional (T09_closed_forms)
-        **{s: ("T09_closed_forms_grad.T9_closed_forms_grad", "T09_closed_forms.T9_ray_closed_forms") for s in (
+        # the ray hypothesis F(tw) = t^p F(w) is assumed by the first two names and derived from `net` by T09_network_loss
+        **{s: ("T09_closed_forms_grad.T9_closed_forms_grad", "T09_closed_forms.T9_ray_closed_forms",
+               "T09_network_loss.T9_net_closed_forms", "T09_network_loss.T9_net_ray_closed_forms") for s in (
             "f(tW_l) = t^p f: wᵀg = d/dt L|_{t=1} = pP", "wᵀHw = d²/dt² L|_{t=1} = p(p-1)P + p²Q")},
-        **{s: ("T09_closed_forms_grad.T9_k1_closed_forms_grad", "T09_closed_forms.T9_k1_closed_forms") for s in (
+        **{s: ("T09_closed_forms_grad.T9_k1_closed_forms_grad", "T09_closed_forms.T9_k1_closed_forms",
+               "T09_network_loss.T9_net_k1_bound") for s in (
             "k = 1 (p = 1): wᵀHw = Q for every layer", "k = 1: D_l = (wᵀHw/‖w‖²)/‖g‖² with wᵀHw = Q: = (Q/P²)·cos²∠(w_l, g_l)")}},
     "T10": {
         "d/ds L(sw)|_{s=1} = wᵀg (=0 as L(sw) is constant in s)":

@@ -241,7 +241,9 @@ def test_t9_closed_forms_are_pinned() -> None:
     assert "f 0 0 ^+ 2" in inst and "(F i w) (F i w) = 2]" in inst
     names = {n for steps in FORMAL_STEPS["T9"].values() for n in steps}
     assert names == {"T09_closed_forms.T9_ray_closed_forms", "T09_closed_forms.T9_k1_closed_forms",
-                     "T09_closed_forms_grad.T9_closed_forms_grad", "T09_closed_forms_grad.T9_k1_closed_forms_grad"}
+                     "T09_closed_forms_grad.T9_closed_forms_grad", "T09_closed_forms_grad.T9_k1_closed_forms_grad",
+                     "T09_network_loss.T9_net_closed_forms", "T09_network_loss.T9_net_ray_closed_forms",
+                     "T09_network_loss.T9_net_k1_bound"}
 
 
 def test_t9_closed_forms_grad_are_pinned() -> None:

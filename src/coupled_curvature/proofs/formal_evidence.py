@@ -80,6 +80,10 @@ FORMAL_INSTANCES: dict[str, tuple[str, ...]] = {
     "T09_closed_forms_grad.T9_k1_closed_forms_grad": ("T09_closed_forms_grad.T9_closed_forms_grad_instance",),
     **{f"T09_network_homogeneity.{n}": ("T09_network_homogeneity.T9_net_instance",)
        for n in ("eval_hom", "T9_net_homogeneous")},
+    # the network's own loss: a depth-2 z² net (k = 2, p = 4) and a k = 1 linear net meet every hypothesis
+    **{f"T09_network_loss.{n}": ("T09_network_instance.T9_net_instance_sq", "T09_network_instance.T9_net_instance_k1")
+       for n in ("T9_net_ray_homogeneous", "T9_net_ray_closed_forms", "T9_net_closed_forms")},
+    "T09_network_loss.T9_net_k1_bound": ("T09_network_instance.T9_net_instance_k1",),
     **{f"T10_scale_invariant_blocks.{n}": ("T10_scale_invariant_blocks.T10_instance",)
        for n in ("scale_invariant_radial", "scale_invariant_wg", "scale_invariant_Hw", "scale_invariant_quad")},
     **{f"T11_larger_groups.{n}": ("T11_larger_groups.T11_nonvacuous",)

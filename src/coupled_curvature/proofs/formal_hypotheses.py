@@ -116,6 +116,14 @@ _WORDS: tuple[tuple[str, str], ...] = (
      "L is differentiable at every point of a neighbourhood of {1} (local)"),
     (r"forall c z : [^,]+, 0 < c -> sigma \(c \* z\) = c \^\+ k \* sigma z",
      "σ is positively homogeneous of degree k: σ(cz) = cᵏσ(z) for every c > 0"),
+    (r"forall c z : [^,]+, 0 < c -> sigma \(c \* z\) = c \^\+ 1 \* sigma z",
+     "σ is positively homogeneous of degree 1: σ(cz) = c·σ(z) for every c > 0"),
+    (r"forall (\w) : 'I_\w+, (?:\w+\.)?differentiable_near \(ell \1\) \(f \1\)",
+     ("every per-sample loss ℓ_s is differentiable at every point of a neighbourhood of the network's output "
+      "f_s at w (local)")),
+    (r"forall \((\w) : 'I_\w+\) \((\w) : 'I_[\w.+]+\), differentiable \[eta d1 \(ell \1\) \(e \2\)\] \(f \1\)",
+     ("every partial derivative ∂_jℓ_s of every per-sample loss is differentiable at the network's output f_s "
+      "at w (local)")),
     (r"forall (\w) : 'I_\w+, 0 < (\w+) 0 \1", "every entry of {2} is positive"),
     (r"forall v : [^,]+, F' \(c \*: v\) = F v", "F'(c·v) = F(v) for every v: the block rescaled by c"),
     (r"forall v : [^,]+, F' \((\w+) \*m v\) = F v", "F'({1}v) = F(v) for every v: the block moved by the matrix {1}"),
@@ -184,9 +192,9 @@ def in_words(premise: str) -> str | None:
     if m:
         point = differentiability_point(p)
         return None if point is None else f"{m.group(1)} is differentiable at {_name(point)} (local)"
-    m = re.fullmatch(r"forall j : 'I_[\w.+]+, (differentiable \[eta d1 L \(e j\)\] .+)", p)
+    m = re.fullmatch(r"forall (\w) : 'I_(?:[\w.+]+|\([\w.+* ]+\)[\w.+]*), (differentiable \[eta d1 L \(e \1\)\] .+)", p)
     if m:
-        point = differentiability_point(re.sub(r"\[eta d1 L \(e j\)\]", "f", m.group(1)))
+        point = differentiability_point(re.sub(r"\[eta d1 L \(e \w\)\]", "f", m.group(2)))
         return None if point is None else f"every partial derivative ∂_jL is differentiable at {_name(point)} (local)"
     m = re.fullmatch(r"forall j : 'I_[\w.+]+, (differentiable \[eta d1 g \(e j\)\] .+)", p)
     if m:                                                              # ∂_jg of a function g equal to L near the point

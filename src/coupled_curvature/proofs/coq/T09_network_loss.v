@@ -3,7 +3,7 @@
    plug C (Layer W_l 0 N) (C: the layers before l, any biases; N: the layers after l, every bias
    zero, `unbiased N`; layer l's own bias zero), σ positively homogeneous of degree k, and W_l is
    the (h+1)×(i+1) matrix unflattened from the block vector v ∈ R^{(h+1)(i+1)} by MathComp's
-   vec_mx (unflat v = vec_mx vᵀ, linear).  The network's own loss on S samples x_s with per-sample
+   vec_mx (unflat v = vec_mx vᵀ, linear).  The network's own loss on nS samples x_s with per-sample
    losses ℓ_s of the outputs is
      L(v) = Σ_s ℓ_s(eval σ (plug C (Layer (unflat v) 0 N)) x_s),
    and with p = k^(depth N + 1) (T9_net_homogeneous), f_s = the outputs at w,
@@ -22,6 +22,13 @@ From mathcomp Require Import all_ssreflect all_algebra.
 From mathcomp Require Import boolp classical_sets functions reals topology normedtype derive.
 From CoupledCurvature Require Import DefsAnalytic Common T01_analytic T02_homogeneous_rescaling.
 From CoupledCurvature Require Import T09_network_homogeneity T09_closed_forms T09_closed_forms_grad.
+
+(* printing only: the block vector's type, 'cV[R]_((i + h * i.+1).+1) (Coq prints it without the
+   parentheses, as i + h * i.+1.+1), reads as the size of the weight matrix, (h+1)·(i+1) *)
+Notation "''cV[' R ]_ ( h .+1 * i .+1 )" := (matrix_normedModType R (i + h * i.+1) 0)
+  (only printing, format "''cV[' R ]_ ( h .+1  *  i .+1 )").
+Notation "''I_' ( h .+1 * i .+1 )" := (ordinal (i + h * i.+1).+1)
+  (only printing, format "''I_' ( h .+1  *  i .+1 )").
 
 Section Flatten.
 Variable R : realType.
@@ -57,7 +64,7 @@ Qed.
 
 Section NetLoss.
 Variable R : realType.
-Variables (j h i m S : nat).
+Variables (j h i m nS : nat).
 Local Notation V := (matrix_normedModType R (i + h * i.+1) 0).
 Local Notation W := (matrix_normedModType R m 0).
 
@@ -70,11 +77,11 @@ Theorem T9_net_ray_homogeneous (sigma : R -> R) (k : nat) (C : ctx R j i.+1)
 Proof. by move=> sh uN t0; rewrite unflatZ (T9_net_homogeneous sh). Qed.
 
 Definition net_out (sigma : R -> R) (C : ctx R j i.+1) (N : net R h.+1 m.+1)
-    (x : 'I_S -> 'cV[R]_j) (s : 'I_S) (v : V) : W :=
+    (x : 'I_nS -> 'cV[R]_j) (s : 'I_nS) (v : V) : W :=
   eval sigma (plug C (Layer (unflat v) 0 N)) (x s).
 
 Lemma net_ray_near (sigma : R -> R) (k : nat) (C : ctx R j i.+1) (N : net R h.+1 m.+1)
-    (x : 'I_S -> 'cV[R]_j) (w : V) :
+    (x : 'I_nS -> 'cV[R]_j) (w : V) :
   (forall c z : R, 0 < c -> sigma (c * z) = c ^+ k * sigma z) -> unbiased N ->
   forall s, \forall t \near (1 : R^o),
     (eval sigma (plug C (Layer (unflat (t *: w)) 0 N)) (x s) : W)
@@ -86,12 +93,12 @@ Qed.
 
 (* the radial derivatives of the network's own loss: hypotheses on the per-sample losses only *)
 Theorem T9_net_ray_closed_forms (sigma : R -> R) (k : nat) (C : ctx R j i.+1)
-    (N : net R h.+1 m.+1) (x : 'I_S -> 'cV[R]_j) (ell : 'I_S -> W -> R^o) (w : V) :
+    (N : net R h.+1 m.+1) (x : 'I_nS -> 'cV[R]_j) (ell : 'I_nS -> W -> R^o) (w : V) :
   let f := fun s => (eval sigma (plug C (Layer (unflat w) 0 N)) (x s) : W) in
-  let L := fun v : V => \sum_(s < S) ell s (eval sigma (plug C (Layer (unflat v) 0 N)) (x s)) in
+  let L := fun v : V => \sum_(s < nS) ell s (eval sigma (plug C (Layer (unflat v) 0 N)) (x s)) in
   let p := (k ^ (depth N).+1)%N in
-  let P := \sum_(s < S) dot (grad (ell s) (f s)) (f s) in
-  let Q := \sum_(s < S) quad (hess (ell s) (f s)) (f s) in
+  let P := \sum_(s < nS) dot (grad (ell s) (f s)) (f s) in
+  let Q := \sum_(s < nS) quad (hess (ell s) (f s)) (f s) in
   (forall c z : R, 0 < c -> sigma (c * z) = c ^+ k * sigma z) -> unbiased N ->
   (forall s, differentiable_near (ell s) (f s)) ->
   (forall s a, differentiable (fun y : W => (d1 (ell s) (e a) y : R^o)) (f s)) ->
@@ -100,22 +107,22 @@ Proof.
 move=> f L p P Q sh uN dl dD.
 have d1l s := ray_derivable_near (dl s).
 have d2l s := d1_derivable (dl s) (dD s).
-have [E1 E2] := @T9_ray_closed_forms R _ m S _ (net_out sigma C N x) ell w (net_ray_near C x w sh uN) d1l d2l.
-have EP : \sum_(s < S) d1 (ell s) (f s) (f s) = P.
+have [E1 E2] := @T9_ray_closed_forms R _ m nS _ (net_out sigma C N x) ell w (net_ray_near C x w sh uN) d1l d2l.
+have EP : \sum_(s < nS) d1 (ell s) (f s) (f s) = P.
   by apply: eq_bigr => s _; rewrite d1_dot_grad //; exact: nbhs_singleton (dl s).
-have EQ : \sum_(s < S) d2 (ell s) (f s) (f s) (f s) = Q.
+have EQ : \sum_(s < nS) d2 (ell s) (f s) (f s) (f s) = Q.
   by apply: eq_bigr => s _; rewrite quad_hess.
 by split; [rewrite E1 EP | rewrite E2 EP EQ].
 Qed.
 
 (* T9's closed forms for the network's own loss: wᵀg = p·P and wᵀHw = p(p − 1)·P + p²·Q *)
 Theorem T9_net_closed_forms (sigma : R -> R) (k : nat) (C : ctx R j i.+1)
-    (N : net R h.+1 m.+1) (x : 'I_S -> 'cV[R]_j) (ell : 'I_S -> W -> R^o) (w : V) :
+    (N : net R h.+1 m.+1) (x : 'I_nS -> 'cV[R]_j) (ell : 'I_nS -> W -> R^o) (w : V) :
   let f := fun s => (eval sigma (plug C (Layer (unflat w) 0 N)) (x s) : W) in
-  let L := fun v : V => \sum_(s < S) ell s (eval sigma (plug C (Layer (unflat v) 0 N)) (x s)) in
+  let L := fun v : V => \sum_(s < nS) ell s (eval sigma (plug C (Layer (unflat v) 0 N)) (x s)) in
   let p := (k ^ (depth N).+1)%N in
-  let P := \sum_(s < S) dot (grad (ell s) (f s)) (f s) in
-  let Q := \sum_(s < S) quad (hess (ell s) (f s)) (f s) in
+  let P := \sum_(s < nS) dot (grad (ell s) (f s)) (f s) in
+  let Q := \sum_(s < nS) quad (hess (ell s) (f s)) (f s) in
   (forall c z : R, 0 < c -> sigma (c * z) = c ^+ k * sigma z) -> unbiased N ->
   (forall s, differentiable_near (ell s) (f s)) ->
   (forall s a, differentiable (fun y : W => (d1 (ell s) (e a) y : R^o)) (f s)) ->
@@ -123,16 +130,16 @@ Theorem T9_net_closed_forms (sigma : R -> R) (k : nat) (C : ctx R j i.+1)
   dot w (grad L w) = p%:R * P /\ quad (hess L w) w = p%:R * (p%:R - 1) * P + p%:R ^+ 2 * Q.
 Proof.
 move=> f L p P Q sh uN dl dD dL dLD.
-exact: (@T9_closed_forms_grad R _ m S _ (net_out sigma C N x) ell w (net_ray_near C x w sh uN) dl dD dL dLD).
+exact: (@T9_closed_forms_grad R _ m nS _ (net_out sigma C N x) ell w (net_ray_near C x w sh uN) dl dD dL dLD).
 Qed.
 
 (* k = 1: wᵀg = P, wᵀHw = Q, D = (Q/P²)·cos²∠(w, g) and D ≤ Q/P² *)
 Theorem T9_net_k1_bound (sigma : R -> R) (C : ctx R j i.+1)
-    (N : net R h.+1 m.+1) (x : 'I_S -> 'cV[R]_j) (ell : 'I_S -> W -> R^o) (w : V) :
+    (N : net R h.+1 m.+1) (x : 'I_nS -> 'cV[R]_j) (ell : 'I_nS -> W -> R^o) (w : V) :
   let f := fun s => (eval sigma (plug C (Layer (unflat w) 0 N)) (x s) : W) in
-  let L := fun v : V => \sum_(s < S) ell s (eval sigma (plug C (Layer (unflat v) 0 N)) (x s)) in
-  let P := \sum_(s < S) dot (grad (ell s) (f s)) (f s) in
-  let Q := \sum_(s < S) quad (hess (ell s) (f s)) (f s) in
+  let L := fun v : V => \sum_(s < nS) ell s (eval sigma (plug C (Layer (unflat v) 0 N)) (x s)) in
+  let P := \sum_(s < nS) dot (grad (ell s) (f s)) (f s) in
+  let Q := \sum_(s < nS) quad (hess (ell s) (f s)) (f s) in
   (forall c z : R, 0 < c -> sigma (c * z) = c ^+ 1 * sigma z) -> unbiased N ->
   (forall s, differentiable_near (ell s) (f s)) ->
   (forall s a, differentiable (fun y : W => (d1 (ell s) (e a) y : R^o)) (f s)) ->
@@ -147,7 +154,7 @@ move=> f L P Q sh uN dl dD dL dLD P0 Q0.
 have hom s : \forall t \near (1 : R^o),
     (eval sigma (plug C (Layer (unflat (t *: w)) 0 N)) (x s) : W) = t ^+ 1 *: f s.
   by apply: filterS (net_ray_near C x w sh uN s) => t ->; rewrite exp1n.
-have [E1 E2 E3] := @T9_k1_closed_forms_grad R _ m S (net_out sigma C N x) ell w hom dl dD dL dLD P0.
+have [E1 E2 E3] := @T9_k1_closed_forms_grad R _ m nS (net_out sigma C N x) ell w hom dl dD dL dLD P0.
 by split => //; exact: (k1_bound Q0 E3).
 Qed.
 End NetLoss.
