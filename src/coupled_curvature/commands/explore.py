@@ -252,6 +252,10 @@ def render_terminal(mx, width: int) -> str:
 
 def explore(args: argparse.Namespace):
     """Build, train and sweep; returns the Matrix and the text report."""
+    from coupled_curvature.commands.explore_attention import check_attention_arch, explore_attention
+
+    if check_attention_arch(args):
+        return explore_attention(args)
     import torch
 
     from coupled_curvature.numeric.measures import registry as M
@@ -378,7 +382,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "invariant, against the prediction of the theorems.")
     p.add_argument("--dataset", default="digits", choices=("digits", "breast_cancer", "wine"))
     p.add_argument("--arch", default="mlp:64x3",
-                   help=f"KIND:WIDTHxDEPTH with KIND one of {', '.join(APPLICABLE)}, e.g. {', '.join(ARCHS)}")
+                   help=f"KIND:WIDTHxDEPTH with KIND one of {', '.join(APPLICABLE)}, e.g. {', '.join(ARCHS)}; or a "
+                   "tiny transformer gpt2-tiny, bert-tiny, encoder-layer or mha (attention symmetries qk_conformal, "
+                   "qk_general, vo, head_perm, norm_scale; --epochs Adam steps on 8 seeded token sequences)")
     p.add_argument("--symmetries", default="all", help="comma list of layer,neuron,perm,bn,orthogonal,gl,nonlinear,loss or all (the applicable ones)")
     p.add_argument("--measures", default="all", help="comma list of measure names or all")
     p.add_argument("--out", default=None, help="folder for matrix.{txt,md,html,json}, dinh.txt and figures/")
