@@ -55,8 +55,10 @@ FORMAL_SCOPE: dict[str, str] = {
           "point (φ, φ' derivable near x0: φ'' = 0 near x0 iff φ is affine near x0); from a map φ with its "
           "Jacobian and second derivatives on a radial segment {tu : a ≤ t ≤ b} (0 < a): D(L∘φ, w') = D(L, φ(w')) "
           "for every (g, H) at every point of it forces φ(tu) = cQ(tu) + βQu there (c > 0, QᵀQ = I; instances "
-          "2·R₉₀, and diag(2, 1), v + v₀²e_0 moving D); not the same on an open set of Rⁿ, nor the global "
-          "statements (C² diffeomorphisms of Rⁿ), which assume derivatives everywhere",
+          "2·R₉₀, and diag(2, 1), v + v₀²e_0 moving D); the global n = 1 classification, with global hypotheses "
+          "(φ, φ′ derivable at every point of R: φ″ = 0 on R iff φ is affine on R; instances 3w + 1 and w + w³), "
+          "pinned and shown as global, so it labels no step; not the same on an open set of Rⁿ, nor the global "
+          "statement for C² diffeomorphisms of Rⁿ",
     "T7": "the Moore–Penrose inverse constructed and unique, (A⁻ᵀHA⁻¹)⁺ = AH⁺Aᵀ for A ∈ CO(n), D⁺ "
           "invariant, the converse, and an exact singular witness; and the relative-cutoff H⁺_τ that diagnose "
           "computes, given an orthogonal eigendecomposition of H (MathComp 1.15 has no real spectral theorem), "
@@ -94,8 +96,8 @@ FORMAL_SCOPE: dict[str, str] = {
 #: ``formal``; steps about one explicit instance or one certificate's arithmetic, the relative
 #: cutoff, derivatives in t and the Laplace reading are not listed (no pinned statement says them).
 #: A listed theorem's hypotheses are local and a pinned instance shows they can hold
-#: (``coupled_curvature.proofs.formal_evidence.FORMAL_INSTANCES``, checked by the tests); T6's
-#: n = 1 classification (derivatives everywhere) is not listed, and the permutation end to end
+#: (``coupled_curvature.proofs.formal_evidence.FORMAL_INSTANCES``, checked by the tests); T6's global
+#: n = 1 classification (derivatives everywhere, ``formal_evidence.GLOBAL_PINS``) is never listed, and the permutation end to end
 #: (``T03_network_perm``, pinned under T3) has no derivation step of its own to label.
 FORMAL_STEPS: dict[str, dict[str, tuple[str, ...]]] = {
     "T1": {

@@ -164,9 +164,26 @@ def test_pins_print_with_notations() -> None:
     assert len(_internals(raw)) >= 5
 
 
-def test_no_pinned_statement_assumes_differentiability_everywhere() -> None:
-    bad = [n for ps in formal.statement_pins().values() for n, s in ps if formal.global_differentiability(s)]
-    assert bad == []
+def test_every_pin_with_derivatives_everywhere_is_declared_global() -> None:
+    """A pin may speak of derivatives at every point only when GLOBAL_PINS declares it, with the reason;
+    a declaration must name a pin that is global. Such a pin never labels a step formal."""
+    assert formal.undeclared_global_pins() == []
+    pinned = {n.removeprefix("CoupledCurvature."): s for ps in formal.statement_pins().values() for n, s in ps}
+    flagged = {n for n, s in pinned.items() if formal.global_differentiability(s)}
+    assert flagged == set(formal.GLOBAL_PINS) and "T06_n1_classification.n1_affine_iff" in flagged
+    assert all(len(why) > 20 for why in formal.GLOBAL_PINS.values())
+    # negative controls: an undeclared global pin, a stale declaration, a local statement declared global
+    pins = {"TX": [("CoupledCurvature.X.glob", _GLOBAL), ("CoupledCurvature.X.near", _NEAR)]}
+    found = formal.undeclared_global_pins(pins, declared={"X.near": "said to be global", "X.gone": "old"})
+    assert sorted(found) == [("X.glob", "differentiability at every point, not declared in GLOBAL_PINS"),
+                             ("X.gone", "declared in GLOBAL_PINS but not pinned"),
+                             ("X.near", "declared in GLOBAL_PINS but its statement is local")]
+    # a declared global pin named by a step is refused, with the declared reason
+    name = "T06_n1_classification.n1_affine_iff"
+    steps = {"T6": {"n=1 classification": (name,)}}
+    why = formal.unsupported_steps(steps)
+    assert [(s, n) for _, s, n, _ in why] == [("n=1 classification", name)]
+    assert why[0][3].startswith("declared global (GLOBAL_PINS): ") and formal.GLOBAL_PINS[name] in why[0][3]
 
 
 def test_formal_steps_have_local_hypotheses_and_pinned_instances() -> None:

@@ -245,10 +245,12 @@ def make_entry(theorem: str, title: str, derivation: Derivation | None, numeric:
 
 def _label_formal(theorem: str, steps: list[CheckedStep]) -> None:
     """Give the label ``formal`` to the steps whose claim a pinned Coq theorem states in general
-    (only names that are pinned in ``proofs/coq/statements`` count; without the sources, none)."""
-    from coupled_curvature.proofs.formal import formal_theorems
+    (only names that are pinned in ``proofs/coq/statements`` and not declared global count; without
+    the sources, none)."""
+    from coupled_curvature.proofs.formal import GLOBAL_PINS, formal_theorems
 
-    pinned = {n for ns in formal_theorems().values() for n in ns}
+    pinned = {n for ns in formal_theorems().values() for n in ns
+              if n.removeprefix("CoupledCurvature.") not in GLOBAL_PINS}
     for st in steps:
         names = tuple(n for n in formal_step(theorem, st.description) if n in pinned)
         if names and st.label in PROOF_LABELS:

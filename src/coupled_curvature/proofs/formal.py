@@ -50,14 +50,15 @@ from pathlib import Path
 
 from coupled_curvature.errors import CoupledCurvatureError
 from coupled_curvature.proofs.formal_evidence import (
-    FORMAL_INSTANCES, forbidden_vernacular, global_differentiability, proof_extent, unsupported_steps)
+    FORMAL_INSTANCES, GLOBAL_PINS, forbidden_vernacular, global_differentiability, proof_extent,
+    undeclared_global_pins, unsupported_steps)
 
 __all__ = [
-    "ALLOWED_AXIOMS", "FORMAL_INSTANCES", "INSTALL_HINT", "PREAMBLE", "BuildResult",
+    "ALLOWED_AXIOMS", "FORMAL_INSTANCES", "GLOBAL_PINS", "INSTALL_HINT", "PREAMBLE", "BuildResult",
     "CoqUnavailableError", "CoqBuildError", "StatementCheck", "build", "check_statements",
     "coq_available", "coq_dir", "formal_theorems", "forbidden_vernacular",
     "global_differentiability", "parse_statements", "proof_extent", "statement_pins",
-    "unsupported_steps",
+    "undeclared_global_pins", "unsupported_steps",
 ]
 
 #: Debian packages that provide Coq 8.16 and the libraries the development uses.

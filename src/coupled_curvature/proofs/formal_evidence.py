@@ -8,6 +8,9 @@
 - Its hypotheses can hold: :data:`FORMAL_INSTANCES` names, per such theorem, pinned instance
   lemmas with content (a concrete network, loss, matrix or map) that satisfy them.
   :func:`unsupported_steps` lists the formal steps that break either rule (the goal is ``[]``).
+- A pin that does speak of derivatives at every point (a classical global statement, or an instance
+  of one) is declared in :data:`GLOBAL_PINS` with the reason; it is shown for what it is and never
+  labels a step ``formal``.  :func:`undeclared_global_pins` finds the pins that break this rule.
 
 >>> global_differentiability("(forall y : V, differentiable L y) -> P")
 ['y']
@@ -22,9 +25,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-__all__ = ["FORMAL_INSTANCES", "differentiability_point", "forbidden_vernacular", "global_differentiability",
-           "proof_extent",
-           "unsupported_steps"]
+__all__ = ["FORMAL_INSTANCES", "GLOBAL_PINS", "differentiability_point", "forbidden_vernacular",
+           "global_differentiability", "proof_extent", "undeclared_global_pins", "unsupported_steps"]
 
 #: per Coq theorem that FORMAL_STEPS names and that has hypotheses (``<Module>.<name>``), the pinned
 #: instance lemmas that show those hypotheses can hold together, with real content.
@@ -55,6 +57,8 @@ FORMAL_INSTANCES: dict[str, tuple[str, ...]] = {
                                                 "T06_map_affine.map_ray_nonconformal_instance",
                                                 "T06_map_affine.map_ray_quadratic_instance"),
     "T06_n1_classification.n1_pointwise": ("T06_n1_classification.n1_pointwise_instance",),
+    # global (GLOBAL_PINS): no step names it, but its hypotheses too are met, with content
+    "T06_n1_classification.n1_affine_iff": ("T06_n1_classification.n1_affine_iff_instance",),
     "T06_n1_classification.n1_affine_near": ("T06_n1_classification.n1_affine_instance",
                                              "T06_n1_classification.n1_nonaffine_instance"),
     **{f"T07_pseudo_inverse.{n}": ("T07_pseudo_inverse.T7_nonvacuous",)
@@ -90,6 +94,18 @@ FORMAL_INSTANCES: dict[str, tuple[str, ...]] = {
        for n in ("T11_rho_invariant", "T11_newton_invariant")},
     **{f"T12_loss_scaling.{n}": ("T12_loss_scaling.T12_instance",)
        for n in ("T12_D", "T12_Dplus", "T12_rho", "T12_product")},
+}
+
+#: pinned statements (``<Module>.<name>``) that speak of derivatives at every point, declared as such with
+#: the reason they are pinned; a formal step may not name one (:func:`unsupported_steps`), and every pin that
+#: :func:`global_differentiability` flags must be here (:func:`undeclared_global_pins`)
+GLOBAL_PINS: dict[str, str] = {
+    "T06_n1_classification.n1_affine_iff":
+        "the classical n = 1 classification: it assumes φ and φ′ derivable at every point of R (φ″ = 0 on all of "
+        "R iff φ is affine on R); the local form n1_affine_near is the one that labels steps",
+    "T06_n1_classification.n1_affine_iff_instance":
+        "the instance of n1_affine_iff: it proves (not assumes) that 3w + 1 and w + w³ have their first and "
+        "second derivatives at every point, and that w + w³ is not affine on R",
 }
 
 _DIFF_PRED = re.compile(r"(differentiable|derivable|is_derive)\b")
@@ -183,10 +199,40 @@ def unsupported_steps(formal_steps: dict[str, dict[str, tuple[str, ...]]] | None
                 s = printed.get(n)
                 if s is None:
                     bad.append((tid, step, n, "not pinned"))
+                elif n in GLOBAL_PINS:
+                    bad.append((tid, step, n, f"declared global (GLOBAL_PINS): {GLOBAL_PINS[n]}"))
                 elif global_differentiability(s):
                     bad.append((tid, step, n, "differentiability at every point"))
                 elif "->" in s and not (FORMAL_INSTANCES.get(n) and all(i in printed for i in FORMAL_INSTANCES[n])):
                     bad.append((tid, step, n, "no pinned instance of its hypotheses"))
+    return bad
+
+
+def undeclared_global_pins(pins: dict[str, list[tuple[str, str]]] | None = None,
+                           declared: dict[str, str] | None = None) -> list[tuple[str, str]]:
+    """``(Coq theorem, why)`` for each pin that speaks of derivatives at every point and is not in
+    :data:`GLOBAL_PINS`, and each declaration that is not a pin or not global (the goal is ``[]``).
+
+    >>> pins = {"TX": [("CoupledCurvature.X.glob", "(forall y : V, differentiable L y) -> P")]}
+    >>> undeclared_global_pins(pins, declared={})
+    [('X.glob', 'differentiability at every point, not declared in GLOBAL_PINS')]
+    >>> undeclared_global_pins(pins, declared={"X.glob": "classical form", "X.gone": "old"})
+    [('X.gone', 'declared in GLOBAL_PINS but not pinned')]
+    """
+    from coupled_curvature.proofs.formal import statement_pins
+
+    pins = statement_pins() if pins is None else pins
+    declared = GLOBAL_PINS if declared is None else declared
+    printed = {n.removeprefix("CoupledCurvature."): s for ps in pins.values() for n, s in ps}
+    bad = [(n, "differentiability at every point, not declared in GLOBAL_PINS")
+           for n, s in printed.items() if global_differentiability(s) and n not in declared]
+    for n, why in declared.items():
+        if n not in printed:
+            bad.append((n, "declared in GLOBAL_PINS but not pinned"))
+        elif not global_differentiability(printed[n]):
+            bad.append((n, "declared in GLOBAL_PINS but its statement is local"))
+        elif not why.strip():
+            bad.append((n, "declared in GLOBAL_PINS without a reason"))
     return bad
 
 

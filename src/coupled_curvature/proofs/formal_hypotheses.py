@@ -157,6 +157,8 @@ _WORDS: tuple[tuple[str, str], ...] = (
      "every per-sample loss ℓ_i is differentiable at every point of a neighbourhood of f_i = F_i(w) (local)"),
     (r"\\near (\w+), is_derive \1 1 (\w+) \((\w+) \1\)",
      "{2} is derivable at every point y near {1}, with derivative {3}(y) there (local)"),
+    (r"forall (\w+) : R\^o, is_derive \1 1 (\w+) \((\w+) \1\)",
+     "{2} is derivable at every point {1} of R, with derivative {3}({1}) there (global: everywhere, not local)"),
     (r"(\w+) <= (\w+)", "{1} ≤ {2}"),
     (r"forall t : \w+, (\w+) <= t <= (\w+) -> forall \(k : 'I_[\w.+]+\) \(d : .+?\), is_derive \(t \*: (\w+)\) d "
      r"\(fun y : [^=]+=> (\w+) y k 0\) \(\((\w+) \(t \*: \3\) \*m d\) k 0\)",

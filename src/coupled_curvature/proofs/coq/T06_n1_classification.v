@@ -219,3 +219,36 @@ by move/(@n1_pointwise R 4 6 t4)/eqP; rewrite pnatr_eq0.
 Qed.
 
 End N1LocalInstances.
+
+(* instances of the global n1_affine_iff (derivatives at every x, as it assumes): (a) φ(w) = 3w + 1
+   (φ' = 3, φ'' = 0) meets its hypotheses and is affine; (b) φ(w) = w + w³ (φ' = 1 + 3w², φ'' = 6w)
+   meets them too, and since φ''(1) = 6 ≠ 0 it is not affine on R. *)
+Section N1GlobalInstance.
+Variable R : realType.
+
+Lemma n1_affine_iff_instance :
+  [/\ (forall x : R^o, is_derive x 1 (fun w : R^o => 3 * w + 1 : R^o) 3) /\
+      (forall x : R^o, is_derive x 1 (fun _ : R^o => 3 : R^o) 0),
+      exists s a : R, forall x : R^o, 3 * x + 1 = s * x + a,
+      forall x : R^o, is_derive x 1 (fun w : R^o => w + w ^+ 3 : R^o) (1 + 3 * x ^+ 2),
+      forall x : R^o, is_derive x 1 (fun w : R^o => 1 + 3 * w ^+ 2 : R^o) (6 * x)
+    & ~ (exists s a : R, forall x : R^o, x + x ^+ 3 = s * x + a)].
+Proof.
+have A1 (y : R^o) : is_derive y 1 (fun w : R^o => 3 * w + 1 : R^o) 3.
+  have D : is_derive y 1 (3 \*: id + cst 1 : R^o -> R^o) (3 *: 1 + 0) by apply: is_deriveD.
+  by apply: is_derive_eq D _; rewrite addr0 [_ *: _]mulr1.
+have A2 (y : R^o) : is_derive y 1 (fun _ : R^o => 3 : R^o) 0 by exact: is_derive_cst.
+have D1 (y : R^o) : is_derive y 1 (fun w : R^o => w + w ^+ 3 : R^o) (1 + 3 * y ^+ 2).
+  have D : is_derive y 1 (id + id ^+ 3 : R^o -> R^o) (1 + (3%:R * id y ^+ 2) *: 1) by apply: is_deriveD.
+  by apply: is_derive_eq D _; rewrite [_%:A]mulr1.
+have D2 (y : R^o) : is_derive y 1 (fun w : R^o => 1 + 3 * w ^+ 2 : R^o) (6 * y).
+  have D : is_derive y 1 (cst 1 + 3 \*: id ^+ 2 : R^o -> R^o) (0 + 3 *: ((2%:R * id y ^+ 1) *: 1)).
+    by apply: is_deriveD.
+  by apply: is_derive_eq D _; rewrite add0r [_%:A]mulr1 expr1 [_ *: _]mulrA -natrM.
+split => //; first by exists 3, 1.
+move/(iffRL (@n1_affine_iff R (fun w : R^o => w + w ^+ 3 : R^o) (fun w : R^o => 1 + 3 * w ^+ 2 : R^o)
+                              (fun w : R^o => 6 * w : R^o) D1 D2)) => /(_ 1) /eqP.
+by rewrite mulr1 pnatr_eq0.
+Qed.
+
+End N1GlobalInstance.
