@@ -3,8 +3,12 @@
 Measured in one run and printed as measured (targets in brackets):
   * GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=100, n_positions=32), float64, eval mode, random init,
     a causal LM loss (position t predicts token t + 1) on --seqs sequences of --tokens tokens: D⁺ of every per-head
-    block (blocks="head": q, k, v of 64×16 + 16 entries, o of 16×64) by the exact dense route (each block's H_bb
-    from batched Hessian-vector products on the retained graph, then its eigendecomposition) [≤ 20 s in all]; the
+    block (blocks="head": q, k, v of 64×16 + 16 entries, o of 16×64) by the exact dense route, which for head
+    blocks is the per-head projection route (numeric/factors/head_hessians.py: each H_bb from Hessians at the
+    attention projections' outputs per sequence, then its eigendecomposition), the median of --repeats runs
+    [≤ 20 s in all]; then --old of the same blocks by the route it replaced (H_bb assembled from one batched
+    Hessian-vector product per entry on the retained graph; the new route switched off), the ratio of the
+    per-block times and the largest relative D⁺ difference between the two; the
     time per block kind and per route, and the whole-tensor blocks (c_attn.weight 64×192, c_proj.weight 64×64)
     by method="auto" (dense up to max_dense, Krylov above) for comparison.
   * With --big: n_layer=4, n_embd=128 (per-head blocks of 128×32 + 32 = 4,128 entries) by method="auto" with
@@ -15,21 +19,28 @@ of all of them is then the measured time per block times their number, printed a
 measurement.
 Run (from the repository root): PYTHONPATH=src OMP_NUM_THREADS=1 python bench/bench_attention.py [--limit N] [--big]
 
-Measured (2 shared CPU cores, load average 3.2, 1 torch thread; --limit 8, 4 x 16 tokens): 8 head blocks (q, k, v, o
-of head 0 in both layers) by the dense route in 228 s, 28.5 s per block, every one with a D⁺; all 32 would take about
-912 s (extrapolated): the 20 s target is missed by about 46x. Why: a block's H_bb takes one Hessian-vector product
-per entry (1,040), about 25 ms each here (a double backward through the whole GPT-2 graph in float64), so the 32
-blocks need ~33,000 products; no route is cheaper without structure the engine does not use yet (the Hessian at a
-head's own projection output, T·d_head products per head). The whole attention tensors by method='auto': 132 s for
-4 blocks; c_proj.weight (4,096) dense with a D⁺, c_attn.weight (12,288) by Krylov not converged after ~1,010
-products (error estimate 3e8): no D⁺. --big was not run (the Krylov budget for 64 blocks of 4,128 entries).
+Measured (2 shared CPU cores, load average 2.1, 1 torch thread; 4 x 16 tokens; --skip-whole): all 32 head
+blocks by the per-head projection route in 14.1, 12.1 and 12.6 s, median 12.6 s (0.39 s per block), every one
+with a D⁺: the 20 s target is met. The old route on 2 of them (q[0] of each layer): 20.0 s, 10.0 s per block,
+so all 32 would take about 320 s (extrapolated); ratio 25x per block; their D⁺ agree to 1.4e-12 relative. Why
+it is faster: the old route takes one product through the whole graph per block entry (1,040 per block, ~33,000
+in all); the new one takes T·E = 1,024 products per attention module through the layers above it (G at c_proj's
+output, shared by the module's 12 q/k/v and 4 o blocks, with a tangent on every sequence at once) plus
+products through attention alone (J and the second derivative of <∂L/∂A, A>), and contracts with the
+projection inputs. In a separate profiled run of the route alone (load ~2.8), those 2,048 products took 8.3 s
+(GELU's second derivative in float64 dominates them); one eigendecomposition of 1,040 x 1,040 takes about 0.11 s
+(3.5 s for 32). Not re-measured here: the
+whole-tensor comparison (earlier: 132 s for the 4 attention tensors, c_attn.weight by Krylov not converged)
+and --big (4 x 128: head blocks of 4,128 entries are above max_dense = 4096 and go to Krylov, as before).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import time
+from unittest import mock
 
 import torch
 from torch import nn
@@ -92,6 +103,8 @@ def main() -> None:
     ap.add_argument("--seqs", type=int, default=4, help="sequences in the probe batch")
     ap.add_argument("--tokens", type=int, default=16, help="tokens per sequence (≤ 32)")
     ap.add_argument("--limit", type=int, default=0, help="diagnose only the first N head blocks (0: all)")
+    ap.add_argument("--repeats", type=int, default=3, help="runs of the head blocks (the median is quoted)")
+    ap.add_argument("--old", type=int, default=2, help="head blocks timed by the old route (0: none)")
     ap.add_argument("--skip-whole", action="store_true", help="skip the whole-tensor comparison")
     ap.add_argument("--big", action="store_true", help="also the 4-layer, 128-wide model (Krylov)")
     ap.add_argument("--krylov-max-iter", type=int, default=300, help="Lanczos products per block (--big)")
@@ -104,7 +117,13 @@ def main() -> None:
     heads = {b: ms for b, ms in head_blocks(model).blocks.items() if b.endswith("]")}
     todo = spread(heads, args.limit)
     print(f"2 layers x 64 wide ({sum(p.numel() for p in model.parameters()):,} parameters), {len(heads)} head blocks")
-    total, d = run("head blocks, method='dense'", model, data, todo, method="dense", max_dense=1100)
+    times = []
+    for _ in range(max(args.repeats, 1)):
+        dt, d = run("head blocks, method='dense' (per-head projection route)", model, data, todo, method="dense",
+                    max_dense=1100)
+        times.append(dt)
+    total = statistics.median(times)
+    print(f"  median of {len(times)}: {total:.1f} s ({total / len(todo):.3f} s per block)")
     by_kind: dict[str, list[float]] = {}
     for b in d:
         by_kind.setdefault(_kind(b.name), []).append(b.size)
@@ -116,6 +135,18 @@ def main() -> None:
     else:
         est = total
     print(f"  target ≤ {TARGET_S:.0f} s: {'met' if est <= TARGET_S else f'missed by {est / TARGET_S:.1f}x'}")
+    if args.old:
+        old = spread(heads, args.old)
+        with mock.patch("coupled_curvature.numeric.core.hvp.head_block_requests", lambda *a, **k: {}):
+            dt_old, d_old = run("the same blocks assembled from Hessian-vector products (route switched off)", model,
+                                data, old, method="dense", max_dense=1100)
+        new = {b.name: b for b in d}
+        gap = max(abs(b.inverse_coupled - new[b.name].inverse_coupled) / max(abs(b.inverse_coupled), 1e-300)
+                  for b in d_old)
+        per_old, per_new = dt_old / len(old), total / len(todo)
+        print(f"  old route {per_old:.2f} s per block, new {per_new:.3f} s per block: ratio {per_old / per_new:.0f}x "
+              f"(all {len(heads)} by the old route ≈ {per_old * len(heads):.0f} s, extrapolated); largest relative "
+              f"D⁺ difference on these {len(old)}: {gap:.1e}")
     if not args.skip_whole:
         whole = {n: [n] for n in (f"transformer.h.{i}.attn.{m}.weight" for i in range(2) for m in ("c_attn", "c_proj"))}
         _, dw = run("whole attention tensors, method='auto'", model, data, whole, method="auto")
