@@ -352,8 +352,8 @@ def _checked_head_block(entry: CurvatureSums, dense: Tensor | None, w: Sequence[
     grads, leaves, members = graph
     if dense is None:
         _note(entry, "the per-head projection route does not apply (a projection called more than once, inputs "
-              "not (sequences, tokens, features), or an output it does not reproduce); dense block assembled "
-              "from Hessian-vector products")
+              "not (sequences, tokens, features), an output it does not reproduce, or an output Hessian above "
+              "1 GiB); dense block assembled from Hessian-vector products")
         return None
     gen = torch.Generator(device=dense.device).manual_seed(0)
     r = torch.randn(dense.shape[0], generator=gen, dtype=dense.dtype, device=dense.device)

@@ -43,6 +43,7 @@ from coupled_curvature.numeric.symmetries.attention_kinds import AttentionLayout
 __all__ = ["HeadBlock", "head_block_hessians", "head_block_requests"]
 
 _CHUNK = 16  # tangents per batched product
+_BUDGET = 1 << 30  # bytes of one module's output Hessian G (N·(T·E)² float64 entries); larger: left out
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,7 @@ def head_block_hessians(objective: Objective, batch: int, requests: Mapping[str,
     """Dense ``H_bb`` of batch ``batch`` for every block of ``requests`` (:func:`head_block_requests`), by the
     projection-output route (module docstring); blocks whose attention module does not fit its premises that
     can be seen in one forward pass (a projection called twice, inputs not ``(N, T, d)``, an output ``xM + b``
-    does not reproduce) are left out. Run it under :func:`~coupled_curvature.numeric.core.hvp.math_attention`.
+    does not reproduce) are left out, and so are those whose ``G`` would exceed 1 GiB. Run it under :func:`~coupled_curvature.numeric.core.hvp.math_attention`.
 
     >>> from coupled_curvature.numeric.core.inputs import prepare_batches
     >>> from coupled_curvature.numeric.core.slices import model_partition
@@ -161,7 +162,7 @@ def head_block_hessians(objective: Objective, batch: int, requests: Mapping[str,
             h.remove()
     usable = {name: lay for name, lay in layouts.items() if all(
         len(calls.get(p.module, [])) == 1 and p.module in shifts and _reproduces(objective, p, *calls[p.module][0])
-        for p in (lay.q, lay.k, lay.v, lay.o))}
+        for p in (lay.q, lay.k, lay.v, lay.o)) and 8 * shifts[lay.o.module][0].numel() ** 2 * n <= _BUDGET}
     if not usable or not loss.requires_grad:
         return {}
     for name, lay in usable.items():
