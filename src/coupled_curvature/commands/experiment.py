@@ -42,6 +42,9 @@ def register(sub) -> None:
     from coupled_curvature.commands.training import register_training
 
     register_training(kinds, _shared_arguments)
+    from coupled_curvature.commands.experiment_transformers import register_transformers
+
+    register_transformers(kinds)
 
 
 def _shared_arguments(p: argparse.ArgumentParser, quick_help: str) -> None:

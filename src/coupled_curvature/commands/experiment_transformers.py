@@ -1,0 +1,53 @@
+"""``ccurv experiment transformers [--quick] --out DIR``: sharpness, adaptive sharpness, ``D``, ``D⁺`` and the
+gauge-fixed ``D`` under attention's symmetries on small trained transformers (GPT-2 tiny, BERT tiny,
+``nn.TransformerEncoderLayer``, ``nn.MultiheadAttention``).
+
+Writes ``DIR/transformers.json``, ``transformers.md`` and ``transformers.png`` (one heat map per model), built in a
+temporary folder and renamed into place.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+from coupled_curvature.commands._common import nonnegative, say, seed
+
+
+def register_transformers(kinds) -> None:
+    p = kinds.add_parser(
+        "transformers", help="measures under attention's symmetries on small trained transformers, with a figure",
+        description="Train tiny GPT-2, BERT, nn.TransformerEncoderLayer and nn.MultiheadAttention classifiers "
+        "(float64, seeded token data) and measure the top eigenvalue, trace, fixed-radius and adaptive sharpness, "
+        "D and D⁺ (tensor and per-head blocks) and the gauge-fixed D and D⁺ under Q/K maps (c·R on one head, a "
+        "general A per head), V/O maps, head permutation and the norm scale.")
+    p.add_argument("--quick", action="store_true", help="one sweep point per map (about a minute on 2 cores)")
+    p.add_argument("--out", required=True, help="report folder (created or replaced atomically)")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the data, the initialisation and the maps")
+    p.add_argument("--steps", type=nonnegative, default=30, help="full-batch Adam steps (lr 1e-2; default 30)")
+    p.set_defaults(func=run_transformers)
+
+
+def run_transformers(args: argparse.Namespace) -> int:
+    from coupled_curvature.numeric.studies.transformer_study import transformer_study
+    from coupled_curvature.output import check_folder, json_text, write_folder
+    from coupled_curvature.reporting import transformers_page as P
+
+    check_folder(args.out, "experiment transformers")
+    start = time.perf_counter()
+    data = transformer_study(seed=args.seed, steps=args.steps, quick=args.quick, progress=say)
+    data["seconds"] = time.perf_counter() - start
+
+    def fill(tmp: str) -> None:
+        for name, text in (("transformers.json", json_text(data, indent=1) + "\n"),
+                           ("transformers.md", P.render_markdown(data))):
+            with open(os.path.join(tmp, name), "w", encoding="utf-8") as fh:
+                fh.write(text)
+        P.figure(data).savefig(os.path.join(tmp, "transformers.png"), format="png", dpi=110,
+                               metadata={"Software": None})
+
+    path = write_folder(args.out, "experiment transformers", fill)
+    print(P.terminal_text(data))
+    print(f"\n{sum('cells' in m for m in data['models'])} models in {data['seconds']:.1f} s; report in {path}")
+    return 0
