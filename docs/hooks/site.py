@@ -8,6 +8,8 @@
 
   - ``<!-- ccurv:theorems -->``: the registry's statements T1–T14 (``coupled_curvature.theorems``);
   - ``<!-- ccurv:cli -->``: the ``--help`` of every ``ccurv`` command, as the parser prints it;
+  - ``<!-- ccurv:settings -->``: the run settings every entry point takes, with default, flag and meaning
+    (``coupled_curvature.run_settings.SETTINGS``);
   - ``<!-- ccurv:api-rest -->``: every name of ``coupled_curvature.__all__`` the page does not
     document yet, as one more ``:::`` entry each (none when the page is complete).
 """
@@ -78,6 +80,18 @@ def cli_markdown() -> str:
     return "\n".join(out)
 
 
+def settings_markdown() -> str:
+    """The run settings as a table: name, default, ``ccurv`` flag, meaning."""
+    from coupled_curvature.run_settings import SETTINGS
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    rows = [f"| `{s.name}` | `{s.default!r}` | {f'`{s.flag}`' if s.flag else '(Python only)'} | {cell(s.help)} |"
+            for s in SETTINGS]
+    return "\n".join(["| setting | default | flag | meaning |", "|---|---|---|---|", *rows]) + "\n"
+
+
 def api_rest(markdown: str) -> str:
     """``:::`` entries for the names of ``coupled_curvature.__all__`` that ``markdown`` does not document."""
     import coupled_curvature
@@ -97,6 +111,7 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     fills = {
         "theorems": theorems_markdown,
         "cli": cli_markdown,
+        "settings": settings_markdown,
         "api-rest": lambda: api_rest(markdown),
     }
     for key, make in fills.items():

@@ -269,7 +269,7 @@ def test_dplus_method_passes_through_and_keys_the_cache():
     cache: dict = {}
     kry = M.evaluate("Dplus", NET, CE, (X, Y), cache=cache, method="krylov", krylov_tol=1e-10)
     dense = M.evaluate("Dplus", NET, CE, (X, Y), cache=cache)
-    assert kry["method"] == "krylov" and dense["method"] == "dense" and dense["krylov"] == {}
+    assert kry["method"] == "krylov" and dense["method"] == "gram" and dense["krylov"] == {}  # gram: the one default
     assert set(kry["krylov"]) == set(kry["blocks"])
     for name, sl in _blocks():
         w = THETA[sl].numpy()
@@ -283,3 +283,17 @@ def test_dplus_method_passes_through_and_keys_the_cache():
         M.evaluate("Dplus", NET, CE, (X, Y), method="qr")
     with pytest.raises(InvalidInputError, match="unknown option"):
         M.evaluate("D", NET, CE, (X, Y), method="krylov")  # D needs no H⁺
+
+
+@pytest.mark.parametrize("name", ["trace", "top_eig"])
+def test_hessian_measures_run_on_a_hugging_face_transformer(name):
+    """The fused attention kernels have no second derivative: by name, every measure runs on the math kernel (called
+    outside that context, the same measure fails inside torch: the control)."""
+    pytest.importorskip("transformers", reason="transformers is not installed (pip install '.[hf]')")
+    from coupled_curvature.numeric.models.tiny_transformers import tiny_transformer
+
+    t = tiny_transformer("gpt2-tiny", steps=2)
+    out = M.evaluate(name, t.model, t.loss_fn, t.data)
+    assert out is not None
+    with pytest.raises(RuntimeError, match="derivative for .*attention.* is not implemented"):
+        M.REGISTRY[name].func(t.model, t.loss_fn, t.data)

@@ -260,7 +260,7 @@ def test_bad_options_are_refused_with_what_to_do(small):
 def test_auto_takes_krylov_above_max_dense_where_gram_does_not_apply():
     net = mlp([4, 6, 3], act="tanh", seed=2)
     X, y = data(16, (4,), 3)
-    prof = spectral_profile(net, LOSS, (X, y), max_dense=10)
+    prof = spectral_profile(net, LOSS, (X, y), method="auto", max_dense=10)
     routes = {b.name: b.route for b in prof}
     assert routes == {"0.weight": "krylov", "0.bias": "dense", "2.weight": "gram", "2.bias": "gram"}
     diag = diagnose(net, LOSS, (X, y), method="auto", max_dense=10)

@@ -10,11 +10,11 @@ data and sums curvature over ranks; rank 0 prints the table and writes ``--json`
 from __future__ import annotations
 
 import argparse
-import math
 from typing import Any
 
 from coupled_curvature.commands._common import count, nonnegative, positive_float, seed
 from coupled_curvature.output import check_file, write_json
+from coupled_curvature.run_settings import add_flags, chosen
 from coupled_curvature.reporting.terminal import table, wrap
 
 
@@ -52,42 +52,6 @@ def diagnosis_text(diagnosis: Any, width: int | None = None) -> str:
     return "\n".join(lines)
 
 
-def _cutoff(text: str) -> float:
-    """An argparse type: the relative cutoff of ``H⁺``, a number in ``[0, 1)`` (as ``diagnose`` checks it).
-
-    >>> _cutoff("1e-8"), _cutoff("0")
-    (1e-08, 0.0)
-    >>> _cutoff("2")
-    Traceback (most recent call last):
-    ...
-    argparse.ArgumentTypeError: must be a number in [0, 1), got '2'
-    """
-    try:
-        value = float(text)
-    except (TypeError, ValueError):
-        value = math.nan
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"must be a number in [0, 1), got {text!r}")
-    return value
-
-
-def _fraction_open(text: str) -> float:
-    """An argparse type: a number in ``(0, 1)``.
-
-    >>> _fraction_open("0")
-    Traceback (most recent call last):
-    ...
-    argparse.ArgumentTypeError: must be a number in (0, 1), got '0'
-    """
-    try:
-        value = float(text)
-    except (TypeError, ValueError):
-        value = math.nan
-    if not 0.0 < value < 1.0:
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 1), got {text!r}")
-    return value
-
-
 def run(args: argparse.Namespace) -> int:
     from coupled_curvature.numeric.studies.launch import LaunchOptions, run_launch
 
@@ -95,10 +59,7 @@ def run(args: argparse.Namespace) -> int:
         check_file(args.json, reads=[args.state] if args.state else [])  # before any training; never over --state
     opts = LaunchOptions(
         dataset=args.dataset, arch=args.arch, seed=args.seed, epochs=args.epochs, state=args.state,
-        split=args.split, samples=args.samples, reduction=args.reduction, blocks=args.blocks, gauge=args.gauge,
-        inverse=not args.no_inverse, pinv_rtol=args.pinv_rtol, max_dense=args.max_dense, method=args.method,
-        krylov_max_iter=args.krylov_max_iter, krylov_tol=args.krylov_tol, gram_memory=args.gram_memory_mib * 2**20,
-        frozen=args.frozen, device=args.device, progress=args.progress,
+        split=args.split, samples=args.samples, reduction=args.reduction, run=chosen(args),
         backend=args.backend, init_method=args.init_method, timeout=args.timeout, broadcast=args.broadcast,
     )
     result = run_launch(opts)
@@ -130,26 +91,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--split", default="train", choices=("train", "test"), help="data to diagnose")
     p.add_argument("--samples", type=count, help="diagnose only the first N samples of the split")
     p.add_argument("--reduction", default="mean", choices=("mean", "sum"), help="cross-entropy reduction")
-    p.add_argument("--blocks", default="tensor", choices=("tensor", "layer", "head"),
-                   help="partition: one block per tensor, per layer, or per attention head (Q, K, V, O of each head; "
-                        "other tensors whole)")
-    p.add_argument("--gauge", default=None, choices=("balanced",),
-                   help="balanced: compute at the balanced point of the model's orbit under attention's per-head maps "
-                        "and ReLU neuron rescaling, where D and D⁺ are invariant under that whole group (T14)")
-    p.add_argument("--no-inverse", action="store_true", help="skip D⁺")
-    p.add_argument("--pinv-rtol", type=_cutoff, default=1e-10, help="relative cutoff of H⁺, in [0, 1) (default 1e-10)")
-    p.add_argument("--max-dense", type=nonnegative, default=4096, help="largest block with a dense eigenproblem")
-    p.add_argument("--method", default=None, choices=("gram", "dense", "krylov", "auto"),
-                   help="route for D⁺ (default gram: exact Gram route where the net is piecewise affine in a block, "
-                        "dense up to --max-dense elsewhere; a data-parallel run takes dense)")
-    p.add_argument("--krylov-max-iter", type=count, default=1000, help="Lanczos products per block (--method krylov/auto)")
-    p.add_argument("--krylov-tol", type=_fraction_open, default=1e-7, help="Lanczos target relative accuracy, in (0, 1)")
-    p.add_argument("--gram-memory-mib", type=count, default=2048, help="MiB of Gram-route rows held at once")
-    p.add_argument("--frozen", default="skip", choices=("skip", "include"),
-                   help="parameters with requires_grad=False: leave out (skip) or diagnose (include)")
-    p.add_argument("--device", default=None, help="where the float64 copy runs, e.g. cpu or cuda:0 (default: the model's)")
-    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                   help="a progress line on stderr (default: when stderr is a terminal and the run takes 2 s)")
+    add_flags(p)  # the run settings, each with its meaning and default (coupled_curvature.run_settings)
     p.add_argument("--backend", default="auto", choices=("auto", "gloo", "nccl"),
                    help="auto: nccl when CUDA is available, gloo otherwise")
     p.add_argument("--init-method", default="env://", help="process-group rendezvous (default env:// from torchrun)")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 from dataclasses import replace
 
 import torch
@@ -11,7 +12,8 @@ from torch import nn
 from coupled_curvature.numeric.core.curvature_operator import check_curvature, skip_spectral, with_curvature
 from coupled_curvature.numeric.core.execution import execute
 from coupled_curvature.numeric.linalg.pinv import rounding_level
-from coupled_curvature.numeric.core.options import GRAM_MEMORY, RunOptions, run_options
+from coupled_curvature.numeric.core.options import RunOptions, run_options
+from coupled_curvature.run_settings import with_settings
 from coupled_curvature.numeric.core.planning import ALL_ROUTES, plan
 from coupled_curvature.numeric.core.progress import AUTO_DELAY, Progress, progress_enabled
 from coupled_curvature.numeric.core.derived import fitting_value, gradient_at_rounding, rounding_note
@@ -19,30 +21,15 @@ from coupled_curvature.numeric.core.results import BlockDiagnosis, Diagnosis, de
 from coupled_curvature.numeric.core.routes import BlockCurvature, Plan, SpectralRoute, WHwRoute
 
 
+@with_settings()
 def diagnose(
     model: nn.Module,
     loss_fn: Callable,
     data: object,
     *,
-    blocks: str | Mapping[str, Sequence[str]] = "tensor",
-    inverse: bool = True,
-    pinv_rtol: float = 1e-10,
-    max_dense: int = 4096,
-    allow_train_mode: bool = False,
-    method: str | None = None,
-    krylov_max_iter: int = 1000,
-    krylov_tol: float = 1e-7,
-    process_group: object | None = None,
-    frozen: str = "skip",
-    reduction: str | None = None,
-    gram_memory: int = GRAM_MEMORY,
-    progress: bool | None = None,
-    device: str | torch.device | None = None,
     routes: Iterable[WHwRoute | SpectralRoute] | None = None,
-    output: str | int | Callable | None = None,
-    target: str | Callable = "labels",
-    gauge: str | None = None,
     curvature: Mapping[str, object] | None = None,
+    **settings: Any,
 ) -> Diagnosis:
     """Coupled diagnostics of every parameter block of ``model`` in float64.
 
@@ -51,6 +38,11 @@ def diagnose(
 
         D  = (wᵀHw / wᵀw) / ‖g‖²
         D⁺ = (wᵀH⁺w / wᵀw) · ‖g‖²,  H⁺ = Σ_{|λ_i| > pinv_rtol·max|λ|} λ_i⁻¹ u_i u_iᵀ
+
+    ``settings`` are the run settings (blocks, inverse, pinv_rtol, method, max_dense, …): each one's default
+    and meaning are declared once in :data:`~coupled_curvature.run_settings.SETTINGS` (``help(diagnose)``
+    shows them in the signature), and :func:`~coupled_curvature.numeric.core.options.run_options` checks them
+    before any work.
 
     ``wᵀHw`` comes from Hessian-vector products on one retained gradient graph per
     batch, or, when no ``H⁺`` is asked for or it comes from the Gram route, by the tangent route wherever it applies
@@ -151,10 +143,7 @@ def diagnose(
     >>> d["0.weight"].coupled > 0
     True
     """
-    o = run_options(blocks=blocks, inverse=inverse, pinv_rtol=pinv_rtol, method=method, max_dense=max_dense,
-                    krylov_max_iter=krylov_max_iter, krylov_tol=krylov_tol, gram_memory=gram_memory, frozen=frozen,
-                    reduction=reduction, allow_train_mode=allow_train_mode, process_group=process_group,
-                    progress=progress, device=device, output=output, target=target, gauge=gauge)
+    o = run_options(**settings)
     check_curvature(curvature, None)
     p = plan(model, loss_fn, data, o, routes=ALL_ROUTES if routes is None else frozenset(routes))
     supplied = check_curvature(curvature, p.partition)

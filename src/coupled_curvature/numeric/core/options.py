@@ -18,50 +18,48 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.numeric.core.calling import ModelCall
-from coupled_curvature.numeric.core.dict_batches import DEFAULT_TARGET, check_target
+from coupled_curvature.numeric.core.dict_batches import check_target
 from coupled_curvature.numeric.core.inputs import REDUCTIONS, check_count, check_flag
-from coupled_curvature.numeric.factors.gram import MEMORY_BUDGET
-from coupled_curvature.numeric.symmetries.gauge import GAUGES
+from coupled_curvature.run_settings import BLOCKS, DEFAULTS, FROZEN, GAUGES, METHODS, SETTINGS, Setting
 
-__all__ = ["BLOCKS", "FROZEN", "GRAM_MEMORY", "METHODS", "RunOptions", "check_pinv_rtol", "run_options"]
+__all__ = ["GRAM_MEMORY", "RunOptions", "check_pinv_rtol", "run_options"]
 
-#: how ``wᵀH⁺w`` is computed (``None`` means ``"gram"``): see :class:`~.engine.SpectralRoute`
-METHODS = ("gram", "dense", "krylov", "auto")
-#: the partitions named by a string (a mapping gives explicit blocks)
-BLOCKS = ("tensor", "layer", "head")
-#: what happens to parameters with ``requires_grad=False``
-FROZEN = ("skip", "include")
 #: the rows ``B`` of the Gram route held at once stay under this many bytes by default
-GRAM_MEMORY = MEMORY_BUDGET
+GRAM_MEMORY: int = DEFAULTS["gram_memory"]  # type: ignore[assignment]
 
 
 @dataclass(frozen=True)
 class RunOptions:
-    """The checked options of one run (see :func:`run_options` for each one's meaning)."""
+    """The checked settings of one run (each one's meaning and default: :data:`~coupled_curvature.run_settings.SETTINGS`).
 
-    blocks: str | Mapping[str, Sequence[str]] = "tensor"
-    inverse: bool = True
-    pinv_rtol: float = 1e-10
-    method: str = "gram"
+    ``method_given`` records whether ``method`` was passed; ``call`` is ``output`` as a
+    :class:`~.calling.ModelCall`. Build it with :func:`run_options`, which checks every value.
+    """
+
+    blocks: str | Mapping[str, Sequence[str]] = DEFAULTS["blocks"]  # type: ignore[assignment]
+    inverse: bool = DEFAULTS["inverse"]  # type: ignore[assignment]
+    pinv_rtol: float = DEFAULTS["pinv_rtol"]  # type: ignore[assignment]
+    method: str = DEFAULTS["method"]  # type: ignore[assignment]
     method_given: bool = False
-    max_dense: int = 4096
-    krylov_max_iter: int = 1000
-    krylov_tol: float = 1e-7
+    max_dense: int = DEFAULTS["max_dense"]  # type: ignore[assignment]
+    krylov_max_iter: int = DEFAULTS["krylov_max_iter"]  # type: ignore[assignment]
+    krylov_tol: float = DEFAULTS["krylov_tol"]  # type: ignore[assignment]
     gram_memory: int = GRAM_MEMORY
-    frozen: str = "skip"
-    reduction: str | None = None
-    allow_train_mode: bool = False
-    process_group: object | None = None
-    progress: bool | None = None
+    frozen: str = DEFAULTS["frozen"]  # type: ignore[assignment]
+    reduction: str | None = DEFAULTS["reduction"]  # type: ignore[assignment]
+    allow_train_mode: bool = DEFAULTS["allow_train_mode"]  # type: ignore[assignment]
+    process_group: object | None = DEFAULTS["process_group"]
+    progress: bool | None = DEFAULTS["progress"]  # type: ignore[assignment]
     device: torch.device | None = None
     call: ModelCall = ModelCall()
-    target: str | Callable = DEFAULT_TARGET
-    gauge: str | None = None
+    target: str | Callable = DEFAULTS["target"]  # type: ignore[assignment]
+    gauge: str | None = DEFAULTS["gauge"]  # type: ignore[assignment]
 
 
 def check_pinv_rtol(value: object, name: str = "pinv_rtol") -> float:
@@ -75,83 +73,110 @@ def check_pinv_rtol(value: object, name: str = "pinv_rtol") -> float:
     return float(value)
 
 
-def run_options(
-    *,
-    blocks: str | Mapping[str, Sequence[str]] = "tensor",
-    inverse: bool = True,
-    pinv_rtol: float = 1e-10,
-    method: str | None = None,
-    max_dense: int = 4096,
-    krylov_max_iter: int = 1000,
-    krylov_tol: float = 1e-7,
-    gram_memory: int = GRAM_MEMORY,
-    frozen: str = "skip",
-    reduction: str | None = None,
-    allow_train_mode: bool = False,
-    process_group: object | None = None,
-    progress: bool | None = None,
-    device: str | torch.device | None = None,
-    output: str | int | Callable | None = None,
-    target: str | Callable = DEFAULT_TARGET,
-    gauge: str | None = None,
-) -> RunOptions:
-    """Check every run option and return them as a :class:`RunOptions`; the one validation of all entry points.
+def _choice(name: str, valid: tuple[str, ...], what: str | None = None, hint: str = "pass one of them"
+            ) -> Callable[[object], object]:
+    def check(value: object) -> object:
+        if not isinstance(value, str) or value not in valid:
+            raise InvalidInputError(f"{name} must be {what or 'one of ' + ', '.join(map(repr, valid))}, got {value!r}; "
+                                    f"{hint}")
+        return value
+    return check
 
-    - ``blocks``: ``"tensor"`` (one block per parameter tensor), ``"layer"``, ``"head"`` (attention split
-      into per-head Q, K, V, O blocks: :mod:`~.head_blocks`) or ``{block: [members]}``, a member being a
-      parameter name or ``(name, index)``, a sub-tensor (:mod:`~.slices`);
-    - ``inverse``: compute ``D⁺ = (wᵀH⁺_τw/wᵀw)·‖g‖²`` (``False``: ``D`` only, by the cheapest route);
-    - ``pinv_rtol``: the relative cutoff ``τ = pinv_rtol·max|λ|``, in ``[0, 1)``;
-    - ``method``: ``None``/``"gram"`` (the exact Gram route where the net is piecewise affine in the
-      block, dense up to ``max_dense`` elsewhere), ``"dense"``, ``"krylov"`` or ``"auto"`` (Gram,
-      else dense, else Krylov);
-    - ``max_dense``: the largest block eigendecomposed densely; ``krylov_max_iter``, ``krylov_tol``:
-      the Lanczos budget and target; ``gram_memory``: the bytes of Gram rows held at once;
-    - ``frozen``: ``"skip"`` or ``"include"`` parameters with ``requires_grad=False``;
-    - ``reduction``: ``"mean"``/``"sum"`` when ``loss_fn`` has no ``.reduction``;
-    - ``allow_train_mode``, ``process_group`` (``torch.distributed``), ``progress`` (``None``/bool),
-      ``device`` (where the float64 copy runs; by default the model's own device);
-    - ``output``: which tensor of the model's output the loss receives: ``None`` (a tensor as is, a
-      mapping's ``"logits"``, a tuple's or list's first element), a key, an index or a callable
-      ``output(out) -> Tensor`` (:mod:`~.calling`);
-    - ``target``: in mapping batches, the key of the targets (``"labels"``) or a callable
-      ``target(batch) -> Tensor``; the other entries are the model's keyword inputs (:mod:`~.dict_batches`);
-    - ``gauge``: ``None`` (the parameters as given) or ``"balanced"``: every quantity is computed at the
-      balanced point of the model's orbit under attention's per-head maps and ReLU neuron rescaling, where
-      ``D`` and ``D⁺`` are invariant under that whole group (T14, :mod:`~..symmetries.gauge`).
-    """
-    if not isinstance(blocks, (str, Mapping)):
-        raise InvalidInputError(f"blocks must be 'tensor', 'layer', 'head' or a mapping, got {type(blocks).__name__}")
-    if isinstance(blocks, str) and blocks not in BLOCKS:
-        raise InvalidInputError(f"blocks={blocks!r} is not a partition; use 'tensor', 'layer', 'head' or a mapping "
+
+def _blocks(value: object) -> object:
+    if not isinstance(value, (str, Mapping)):
+        raise InvalidInputError(f"blocks must be 'tensor', 'layer', 'head' or a mapping, got {type(value).__name__}")
+    if isinstance(value, str) and value not in BLOCKS:
+        raise InvalidInputError(f"blocks={value!r} is not a partition; use 'tensor', 'layer', 'head' or a mapping "
                                 "{block name: [parameter names or (name, index)]}")
-    check_flag(inverse, "inverse")
-    check_flag(allow_train_mode, "allow_train_mode")
-    if progress is not None:
-        check_flag(progress, "progress")
-    rtol = check_pinv_rtol(pinv_rtol)
-    if method is not None and (not isinstance(method, str) or method not in METHODS):
-        raise InvalidInputError(f"method must be one of {', '.join(map(repr, METHODS))}, got {method!r}; "
-                                "pass one of them")
-    check_count(max_dense, "max_dense")
-    check_count(krylov_max_iter, "krylov_max_iter", 1)
-    check_count(gram_memory, "gram_memory", 1)
-    if isinstance(krylov_tol, bool) or not isinstance(krylov_tol, (int, float)) or not 0.0 < krylov_tol < 1.0:
-        raise InvalidInputError(f"krylov_tol must be a number in (0, 1), got {krylov_tol!r}; pass e.g. 1e-7")
-    if frozen not in FROZEN:
-        raise InvalidInputError(f"frozen must be 'skip' or 'include', got {frozen!r}; pass one of them")
-    if reduction is not None and (not isinstance(reduction, str) or reduction not in REDUCTIONS):
-        raise InvalidInputError(f"reduction must be 'mean' or 'sum', got {reduction!r}; pass one of them")
-    check_target(target)
-    if gauge is not None and (not isinstance(gauge, str) or gauge not in GAUGES):
-        raise InvalidInputError(f"gauge must be None or one of {', '.join(map(repr, GAUGES))}, got {gauge!r}; "
-                                "pass gauge='balanced' or leave it out")
-    call = ModelCall(output)
-    return RunOptions(blocks=blocks, inverse=inverse, pinv_rtol=rtol, method=method or "gram",
-                      method_given=method is not None, max_dense=max_dense, krylov_max_iter=krylov_max_iter,
-                      krylov_tol=float(krylov_tol), gram_memory=gram_memory, frozen=frozen, reduction=reduction,
-                      allow_train_mode=allow_train_mode, process_group=process_group, progress=progress,
-                      device=_device(device), call=call, target=target, gauge=gauge)
+    return value
+
+
+def _flag(name: str) -> Callable[[object], object]:
+    def check(value: object) -> object:
+        check_flag(value, name)
+        return value
+    return check
+
+
+def _count(name: str, minimum: int) -> Callable[[object], object]:
+    def check(value: object) -> object:
+        check_count(value, name, minimum)
+        return value
+    return check
+
+
+def _krylov_tol(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value < 1.0:
+        raise InvalidInputError(f"krylov_tol must be a number in (0, 1), got {value!r}; pass e.g. 1e-7")
+    return float(value)
+
+
+def _optional(check: Callable[[object], object]) -> Callable[[object], object]:
+    return lambda value: None if value is None else check(value)
+
+
+def _target(value: object) -> object:
+    check_target(value)
+    return value
+
+
+#: each setting's check: the value as RunOptions holds it, or InvalidInputError saying what to pass
+_CHECKS: dict[str, Callable[[object], object]] = {
+    "blocks": _blocks, "inverse": _flag("inverse"), "pinv_rtol": check_pinv_rtol,
+    "method": _choice("method", METHODS), "max_dense": _count("max_dense", 0),
+    "krylov_max_iter": _count("krylov_max_iter", 1), "krylov_tol": _krylov_tol,
+    "gram_memory": _count("gram_memory", 1), "frozen": _choice("frozen", FROZEN, "'skip' or 'include'"),
+    "reduction": _optional(_choice("reduction", REDUCTIONS, "'mean' or 'sum'")), "allow_train_mode": _flag("allow_train_mode"),
+    "process_group": lambda v: v, "progress": _optional(_flag("progress")), "target": _target,
+    "gauge": _optional(_choice("gauge", GAUGES, f"None or one of {', '.join(map(repr, GAUGES))}",
+                                "pass gauge='balanced' or leave it out")),
+}
+
+
+_SETTING = {s.name: s for s in SETTINGS}
+
+
+def _by_kind(s: Setting) -> Callable[[object], object]:
+    """The check a setting gets from its declaration alone (a new setting needs no entry in :data:`_CHECKS`)."""
+    if s.choices is not None:
+        return _optional(_choice(s.name, s.choices)) if s.default is None else _choice(s.name, s.choices)
+    if s.kind == "int":
+        return _count(s.name, 0)
+    if s.kind in ("negated", "tristate") or isinstance(s.default, bool):
+        return _optional(_flag(s.name)) if s.default is None else _flag(s.name)
+    return lambda value: value
+
+
+def run_options(**settings: Any) -> RunOptions:
+    """Check every run setting given and return them, with the defaults of the rest, as a :class:`RunOptions`;
+    the one validation of all entry points, before any work.
+
+    The settings, their defaults and their meaning are declared once, in
+    :data:`~coupled_curvature.run_settings.SETTINGS`; ``method=None`` is taken as not given (the default
+    ``"gram"``), and a name that is not a setting is refused with the valid names.
+
+    >>> run_options(frozen="include").frozen
+    'include'
+    >>> run_options(pinv_rtl=1e-8)
+    Traceback (most recent call last):
+    ...
+    coupled_curvature.errors.InvalidInputError: pinv_rtl is not a run setting; valid: blocks, inverse, pinv_rtol, method, max_dense, krylov_max_iter, krylov_tol, gram_memory, frozen, reduction, allow_train_mode, process_group, progress, device, output, target, gauge
+    """
+    unknown = [k for k in settings if k not in DEFAULTS]
+    if unknown:
+        raise InvalidInputError(f"{unknown[0]} is not a run setting; valid: {', '.join(DEFAULTS)}")
+    given = {k: v for k, v in settings.items() if not (k == "method" and v is None)}
+    values: dict[str, object] = {}
+    for name, value in given.items():
+        if name in _CHECKS:
+            values[name] = _CHECKS[name](value)
+        elif name not in ("device", "output"):
+            values[name] = _by_kind(_SETTING[name])(value)
+    if "device" in given:
+        values["device"] = _device(given["device"])
+    call = ModelCall(given.get("output", DEFAULTS["output"]))  # type: ignore[arg-type]
+    return RunOptions(**values, method_given="method" in given, call=call)  # type: ignore[arg-type]
 
 
 def _device(device: object) -> torch.device | None:

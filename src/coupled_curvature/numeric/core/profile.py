@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -44,7 +44,7 @@ from torch import nn
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.numeric.core.by_block import ByBlock
 from coupled_curvature.numeric.core.execution import execute
-from coupled_curvature.numeric.core.options import GRAM_MEMORY, run_options
+from coupled_curvature.numeric.core.options import run_options
 from coupled_curvature.numeric.core.planning import plan
 from coupled_curvature.numeric.core.progress import AUTO_DELAY, Progress, progress_enabled
 from coupled_curvature.numeric.core.routes import SpectralRoute
@@ -52,6 +52,7 @@ from coupled_curvature.numeric.factors.gram import GramForm
 from coupled_curvature.numeric.linalg.krylov_quadrature import KrylovForm
 from coupled_curvature.numeric.linalg.lanczos import tridiagonal_eig
 from coupled_curvature.numeric.linalg.pinv import rounding_level
+from coupled_curvature.run_settings import with_settings
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -178,38 +179,23 @@ def _fmt(v: float | None) -> str:
     return "-" if v is None else f"{v:.6e}"
 
 
+@with_settings()
 def spectral_profile(
     model: nn.Module,
     loss_fn: Callable,
     data: object,
-    *,
-    blocks: str | Mapping[str, Sequence[str]] = "tensor",
-    method: str = "auto",
-    max_dense: int = 4096,
-    pinv_rtol: float = 1e-10,
-    krylov_max_iter: int = 1000,
-    krylov_tol: float = 1e-7,
-    allow_train_mode: bool = False,
-    gram_memory: int = GRAM_MEMORY,
-    frozen: str = "skip",
-    reduction: str | None = None,
-    process_group: object | None = None,
-    progress: bool | None = None,
-    device: str | torch.device | None = None,
-    output: str | int | Callable | None = None,
-    target: str | Callable = "labels",
-    gauge: str | None = None,
+    **settings: Any,
 ) -> SpectralProfile:
     """The profile ``μ_w = Σ_i ((u_iᵀw)²/‖w‖²) δ(λ_i/ρ)`` and ``ρ/‖g‖²`` (``ρ = max|λ_i|``) of every block of
     ``H_bb = ∇²_bb L`` in float64, so that ``D = (ρ/‖g‖²)∫x dμ_w`` and ``D⁺_τ = (‖g‖²/ρ)∫_{|x|>τ}x⁻¹dμ_w``.
 
-    ``method``: ``"auto"`` (the exact Gram route where the network is piecewise affine in the block,
-    else a dense eigendecomposition up to ``max_dense`` parameters, else Krylov), ``"gram"`` (Gram,
-    else dense), ``"dense"`` or ``"krylov"`` (every block; ``pinv_rtol``, ``krylov_max_iter`` and
-    ``krylov_tol`` are the run's target, as in ``diagnose``). A block that no allowed route takes
-    raises ``InvalidInputError``. The other options (``output=`` and ``target=`` too) are ``diagnose``'s, checked by the same
-    :func:`~coupled_curvature.numeric.core.options.run_options`, and the curvature comes from the same
-    engine; the model is copied to float64 and never modified.
+    ``settings`` are ``diagnose``'s run settings (:data:`~coupled_curvature.run_settings.SETTINGS`), checked by
+    the same :func:`~coupled_curvature.numeric.core.options.run_options`, and the curvature comes from the same
+    engine; the model is copied to float64 and never modified. ``method``: ``"gram"`` (the default, as
+    everywhere: the exact Gram route where the network is piecewise affine in the block, else dense up to
+    ``max_dense``), ``"auto"`` (the same, else Krylov), ``"dense"`` or ``"krylov"`` (every block;
+    ``pinv_rtol``, ``krylov_max_iter`` and ``krylov_tol`` are the run's target, as in ``diagnose``). A block that
+    no allowed route takes raises ``InvalidInputError`` saying which method takes it.
 
     >>> import torch
     >>> torch.manual_seed(0) and None
@@ -224,15 +210,10 @@ def spectral_profile(
     >>> abs(b.D() - d.coupled) < 1e-10 * d.coupled, abs(b.dplus(1e-10) - d.inverse_coupled) < 1e-9 * d.inverse_coupled
     (True, True)
     """
-    if method is None:
-        raise InvalidInputError("method must be one of 'auto', 'gram', 'dense', 'krylov', got None; pass one")
-    o = run_options(blocks=blocks, method=method, max_dense=max_dense, pinv_rtol=pinv_rtol,
-                    krylov_max_iter=krylov_max_iter, krylov_tol=krylov_tol, allow_train_mode=allow_train_mode,
-                    gram_memory=gram_memory, frozen=frozen, reduction=reduction, process_group=process_group,
-                    progress=progress, device=device, output=output, target=target, gauge=gauge)
+    o = run_options(**settings)
     p = plan(model, loss_fn, data, o, spectral_required=True)
-    bar = Progress("spectral_profile", len(p.partition), enabled=progress_enabled(progress),
-                   delay=AUTO_DELAY if progress is None else 0.0)
+    bar = Progress("spectral_profile", len(p.partition), enabled=progress_enabled(o.progress),
+                   delay=AUTO_DELAY if o.progress is None else 0.0)
     run = execute(p, bar)
     bar.close()
     records = []
@@ -240,7 +221,8 @@ def spectral_profile(
         if c.spectral is SpectralRoute.NONE:
             raise InvalidInputError(f"block {c.name!r}: {c.spectral_reason}; use method='auto' (Krylov there) "
                                     "or raise max_dense")
-        notes = [*c.notes]
+        refused = run.gram_refused.get(c.name)
+        notes = [*c.notes, *([f"the Gram route does not apply: {refused}"] if refused else [])]
         head = dict(name=c.name, params=tuple(c.members), size=c.size, g_sq=float(c.grad @ c.grad),
                     w_sq=float(c.w @ c.w))
         if head["w_sq"] == 0.0:
@@ -256,8 +238,8 @@ def spectral_profile(
                                         notes=tuple(notes)))
         else:
             records.append(_krylov_profile(head, c.krylov, notes))
-    meta = {"method": method, "blocks": blocks if isinstance(blocks, str) else "custom", "max_dense": max_dense,
-            "pinv_rtol": pinv_rtol, "n_samples": run.n_samples, "n_batches": len(p.batches),
+    meta = {"method": o.method, "blocks": o.blocks if isinstance(o.blocks, str) else "custom",
+            "max_dense": o.max_dense, "pinv_rtol": o.pinv_rtol, "n_samples": run.n_samples, "n_batches": len(p.batches),
             "device": str(p.device), "routes": {c.name: c.spectral_reason for c in run.blocks.values()}}
     return SpectralProfile(records, meta)
 

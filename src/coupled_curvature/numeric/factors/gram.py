@@ -43,9 +43,10 @@ from coupled_curvature.numeric.factors.outputs import OutputFactors, output_fact
 from coupled_curvature.numeric.factors.patch_gram import patch_gram, patch_gram_cost, rows_cost
 from coupled_curvature.numeric.factors.rows import block_rows
 from coupled_curvature.numeric.linalg.scaled import Scaled
+from coupled_curvature.run_settings import DEFAULTS
 
 #: the rows ``B`` held at once stay under this many bytes by default
-MEMORY_BUDGET = 2 * 2**30
+MEMORY_BUDGET: int = DEFAULTS["gram_memory"]  # type: ignore[assignment]
 #: the second-derivative check runs on this many samples of the first batch by default
 CHECK_SAMPLES = 4
 SECOND_DERIVATIVE_RTOL = 1e-8

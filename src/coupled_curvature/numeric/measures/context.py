@@ -8,7 +8,7 @@ the loss receives, which entry of a mapping batch holds the targets: :func:`diag
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 import torch
 from torch import Tensor, nn
@@ -24,6 +24,7 @@ from coupled_curvature.numeric.core.hvp import CurvatureSums, block_curvature
 from coupled_curvature.numeric.factors.gauss_newton import GaussNewton, gauss_newton
 from coupled_curvature.numeric.factors.kronecker import LinearFactors, linear_factors
 from coupled_curvature.numeric.factors.layers import linear_module_of
+from coupled_curvature.run_settings import DEFAULTS
 
 __all__ = ["MeasureContext", "measure_context", "refuse_unknown_options"]
 
@@ -118,22 +119,31 @@ class MeasureContext:
     def small_blocks(self, max_dense: int) -> list[str]:
         return [n for n, s in zip(self.flat.names, self.flat.sizes) if s <= max_dense]
 
-    def diagnosis(self, max_dense: int, pinv_rtol: float, inverse: bool = True,
-                  krylov: tuple[str, int, float] = ("dense", 1000, 1e-7)) -> Diagnosis:
-        """:func:`diagnose` once per settings; without ``inverse`` any cached run serves (D needs no H⁺).
-
-        ``krylov`` is ``(method, krylov_max_iter, krylov_tol)``, part of the cache key."""
-        if not inverse and self._diag:
-            return next(iter(self._diag.values()))
-        key = (max_dense if inverse else 0, pinv_rtol, krylov if inverse else ("dense", 1000, 1e-7))
+    def diagnosis(self, settings: Mapping[str, object]) -> Diagnosis:
+        """:func:`diagnose` once per run settings (:data:`~coupled_curvature.run_settings.SETTINGS`; ``output``,
+        ``target`` and ``allow_train_mode`` are the context's). Without ``inverse`` a cached run whose settings
+        differ only in what ``D⁺`` reads (cutoff, route, ``max_dense``, Krylov budget) serves: ``D`` needs no
+        ``H⁺``."""
+        inverse = bool(settings.get("inverse", DEFAULTS["inverse"]))
+        shared = {k: v for k, v in settings.items() if k not in _DPLUS_ONLY}
+        if not inverse:
+            for (same, _), d in self._diag.items():
+                if same == _key(shared):
+                    return d
+        key = (_key(shared), _key({k: v for k, v in settings.items() if k in _DPLUS_ONLY}) if inverse else ())
         if key not in self._diag:
-            method, max_iter, tol = key[2]
-            self._diag[key] = diagnose(
-                self.model, self.loss_fn, self.data, inverse=inverse, max_dense=max_dense if inverse else 0,
-                pinv_rtol=pinv_rtol, allow_train_mode=self.allow_train_mode,
-                method=method, krylov_max_iter=max_iter, krylov_tol=tol, output=self.call.output, target=self.target,
-            )
+            run = dict(settings) if inverse else {**shared, "inverse": False, "max_dense": 0}
+            self._diag[key] = diagnose(self.model, self.loss_fn, self.data, allow_train_mode=self.allow_train_mode,
+                                       output=self.call.output, target=self.target, **run)
         return self._diag[key]
+
+
+#: the settings only D⁺ depends on
+_DPLUS_ONLY = frozenset({"inverse", "pinv_rtol", "method", "max_dense", "krylov_max_iter", "krylov_tol", "gram_memory"})
+
+
+def _key(settings: Mapping[str, object]) -> tuple:
+    return tuple(sorted((k, repr(v)) for k, v in settings.items()))
 
 
 def measure_context(model, loss_fn, data, options: dict) -> MeasureContext:

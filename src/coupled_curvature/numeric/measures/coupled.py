@@ -17,19 +17,21 @@ from coupled_curvature.numeric.core.options import check_pinv_rtol
 from coupled_curvature.numeric.factors.gauss_newton import GaussNewton
 from coupled_curvature.numeric.linalg.pinv import pinv_quadratic_form
 from coupled_curvature.numeric.measures.context import measure_context, refuse_unknown_options
+from coupled_curvature.run_settings import DEFAULTS
 
 __all__ = ["coupled", "coupled_product", "inverse_coupled", "newton_decrement", "radial_ratio"]
 
 
 def _diag_blocks(model, loss_fn, data, options, name: str, pick: Callable, default_dense: int) -> dict:
     ctx = measure_context(model, loss_fn, data, options)
-    max_dense = int(options.pop("max_dense", default_dense))
-    rtol = check_pinv_rtol(options.pop("pinv_rtol", 1e-10))
-    krylov = ("dense", 1000, 1e-7)
-    if name not in ("D", "rho"):
-        krylov = (options.pop("method", "dense"), options.pop("krylov_max_iter", 1000), options.pop("krylov_tol", 1e-7))
+    inverse = name not in ("D", "rho")
+    routes_of_hplus = ("method", "krylov_max_iter", "krylov_tol", "gram_memory")  # D needs no H⁺: refused for D, ρ
+    run = {k: options.pop(k) for k in list(options)
+           if k in DEFAULTS and k != "inverse" and (inverse or k not in routes_of_hplus)}
+    run.setdefault("max_dense", default_dense)
     refuse_unknown_options(name, options)
-    d = ctx.diagnosis(max_dense, rtol, inverse=name not in ("D", "rho"), krylov=krylov)
+    d = ctx.diagnosis({**run, "inverse": inverse})
+    max_dense, method = d.meta["max_dense"], run.get("method") or DEFAULTS["method"]
     blocks, degenerate, notes, conditioning = {}, [], [], {}
     for b in d:
         if name != "Dplus" and b.scale_invariant:  # D⁺ stays defined there (T7)
@@ -43,7 +45,7 @@ def _diag_blocks(model, loss_fn, data, options, name: str, pick: Callable, defau
     out = {"blocks": blocks, "degenerate": degenerate, "notes": notes, "max_dense": max_dense}
     if name not in ("D", "rho"):
         out["conditioning"] = conditioning
-        out["method"] = krylov[0]
+        out["method"] = method
         out["krylov"] = {b.name: {"iterations": b.krylov_iterations, "converged": b.krylov_converged,
                                   "error": b.krylov_error} for b in d if b.method == "krylov"}
     return out

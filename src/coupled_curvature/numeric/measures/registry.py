@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.numeric.core.hvp import math_attention
 from coupled_curvature.numeric.measures.context import measure_context, refuse_unknown_options
 from coupled_curvature.numeric.measures.coupled import (
     coupled,
@@ -208,5 +209,8 @@ def select(names: str | Iterable[str]) -> list[str]:
 
 
 def evaluate(name: str, model: nn.Module, loss_fn: Callable, data: object, **options) -> dict:
-    """Run one registered measure by name."""
-    return REGISTRY[select([name])[0]].func(model, loss_fn, data, **options)
+    """Run one registered measure by name, with attention on its math kernel (:func:`math_attention`: the fused
+    kernels have no second derivative, so a Hessian measure of a transformer would fail inside torch)."""
+    measure = REGISTRY[select([name])[0]]
+    with math_attention():
+        return measure.func(model, loss_fn, data, **options)

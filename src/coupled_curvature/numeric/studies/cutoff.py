@@ -21,40 +21,28 @@ from torch import nn
 
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.numeric.core.execution import execute
-from coupled_curvature.numeric.core.options import GRAM_MEMORY, run_options
+from coupled_curvature.numeric.core.options import run_options
 from coupled_curvature.numeric.core.planning import plan
 from coupled_curvature.numeric.core.progress import AUTO_DELAY, Progress, progress_enabled
 from coupled_curvature.numeric.core.routes import SpectralRoute
+from coupled_curvature.run_settings import with_settings
 
 DEFAULT_RTOLS = tuple(float(10.0**e) for e in range(-14, -1))
 
 
+@with_settings(without=("pinv_rtol",))
 def cutoff_sensitivity(
     model: nn.Module,
     loss_fn: Callable,
     data: object,
     *,
     rtols: Sequence[float] = DEFAULT_RTOLS,
-    blocks: str | Mapping[str, Sequence[str]] = "tensor",
-    method: str | None = None,
-    max_dense: int = 4096,
-    krylov_max_iter: int = 1000,
-    krylov_tol: float = 1e-7,
-    allow_train_mode: bool = False,
-    gram_memory: int = GRAM_MEMORY,
-    frozen: str = "skip",
-    reduction: str | None = None,
-    process_group: object | None = None,
-    progress: bool | None = None,
-    device: str | torch.device | None = None,
-    output: str | int | Callable | None = None,
-    target: str | Callable = "labels",
-    gauge: str | None = None,
+    **settings: Any,
 ) -> dict:
     """``D⁺`` of every block at every cutoff in ``rtols`` (float64, model copied, never modified).
 
     ``D⁺(rtol) = (Σ_{|λ_i| > rtol·max|λ|} (u_iᵀw)²/λ_i) / wᵀw · ‖g‖²``. The curvature comes from the
-    engine that ``diagnose`` runs, with its options (``output=``, ``target=`` too) and routes (``method=None`` is ``"gram"``: the exact
+    engine that ``diagnose`` runs, with its run settings (``output=``, ``target=`` too; the cutoffs are ``rtols``) and routes (``method`` ``"gram"`` by default: the exact
     Gram route wherever the network is piecewise affine in the block, dense up to ``max_dense``
     elsewhere): the spectrum of each block is computed once and re-thresholded at every cutoff; a
     Krylov block runs Lanczos once at the smallest ``rtol`` and re-thresholds its Ritz values, with a
@@ -74,13 +62,12 @@ def cutoff_sensitivity(
     (2, True, 'gram')
     """
     rtols = _checked_rtols(rtols)
-    o = run_options(blocks=blocks, method=method, max_dense=max_dense, krylov_max_iter=krylov_max_iter,
-                    krylov_tol=krylov_tol, allow_train_mode=allow_train_mode, gram_memory=gram_memory,
-                    frozen=frozen, reduction=reduction, process_group=process_group, progress=progress,
-                    device=device, pinv_rtol=rtols[0], output=output, target=target, gauge=gauge)
+    if "pinv_rtol" in settings:
+        raise InvalidInputError("cutoff_sensitivity takes its cutoffs as rtols=[...], not pinv_rtol; pass rtols")
+    o = run_options(**settings, pinv_rtol=rtols[0])
     p = plan(model, loss_fn, data, o)
-    bar = Progress("cutoff_sensitivity", len(p.partition), enabled=progress_enabled(progress),
-                   delay=AUTO_DELAY if progress is None else 0.0)
+    bar = Progress("cutoff_sensitivity", len(p.partition), enabled=progress_enabled(o.progress),
+                   delay=AUTO_DELAY if o.progress is None else 0.0)
     run = execute(p, bar)
     bar.close()
     out: dict = {}

@@ -6,16 +6,21 @@ which sums gradients and curvature over ranks (:mod:`coupled_curvature.numeric.d
 Under ``torchrun`` (``RANK``, ``WORLD_SIZE`` set) the process group is joined here (gloo, or nccl
 when CUDA is available); without it the run is a single process and gives the reference answer.
 
->>> r = run_launch(LaunchOptions(dataset="wine", arch="mlp:4x1", epochs=0, samples=20))
->>> r.world_size, r.diagnosis.meta["n_samples"]
-(1, 20)
+>>> r = run_launch(LaunchOptions(dataset="wine", arch="mlp:4x1", epochs=0, samples=20, run={"max_dense": 64}))
+>>> r.world_size, r.diagnosis.meta["n_samples"], r.diagnosis.meta["max_dense"]
+(1, 20, 64)
+>>> LaunchOptions(run={"pinv_rtol": 2})
+Traceback (most recent call last):
+...
+coupled_curvature.errors.InvalidInputError: pinv_rtol must be a number in [0, 1), got 2; pass e.g. 1e-10
 """
 
 from __future__ import annotations
 
 import datetime
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
@@ -23,6 +28,7 @@ from torch import nn
 from coupled_curvature.errors import InvalidInputError
 from coupled_curvature.numeric.core.results import Diagnosis
 from coupled_curvature.numeric.core.diagnostics import diagnose
+from coupled_curvature.numeric.core.options import run_options
 from coupled_curvature.numeric.distributed import broadcast_model, check_replicated, shard, shard_sizes
 from coupled_curvature.numeric.models.datasets import Dataset, load
 from coupled_curvature.numeric.models.factory import build_for, parse_arch
@@ -33,7 +39,9 @@ __all__ = ["LaunchOptions", "LaunchResult", "run_launch"]
 
 @dataclass(frozen=True)
 class LaunchOptions:
-    """What ``ccurv diagnose`` takes (its ``--help`` explains each)."""
+    """What ``ccurv diagnose`` takes (its ``--help`` explains each); ``run`` holds the run settings it sets (the
+    others keep their defaults, :data:`~coupled_curvature.run_settings.SETTINGS`), checked here, before any
+    training."""
 
     dataset: str = "digits"
     arch: str = "mlp:64x3"
@@ -43,22 +51,16 @@ class LaunchOptions:
     split: str = "train"
     samples: int | None = None
     reduction: str = "mean"
-    blocks: str = "tensor"
-    gauge: str | None = None
-    inverse: bool = True
-    pinv_rtol: float = 1e-10
-    max_dense: int = 4096
-    method: str | None = None
-    krylov_max_iter: int = 1000
-    krylov_tol: float = 1e-7
-    gram_memory: int = 2 * 2**30
-    frozen: str = "skip"
-    device: str | None = None
-    progress: bool | None = None
+    run: Mapping[str, object] = field(default_factory=dict)
     backend: str = "auto"
     init_method: str = "env://"
     timeout: float = 1800.0
     broadcast: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.run, Mapping):
+            raise InvalidInputError(f"run must map run settings to values, got {type(self.run).__name__}")
+        run_options(**self.run)
 
 
 @dataclass(frozen=True)
@@ -117,12 +119,9 @@ def _run(opts: LaunchOptions, group) -> LaunchResult | None:
         if opts.broadcast:
             broadcast_model(model, group)
         check_replicated(model, group)
-    options: dict = {"blocks": opts.blocks, "inverse": opts.inverse, "pinv_rtol": opts.pinv_rtol,
-                     "max_dense": opts.max_dense, "krylov_max_iter": opts.krylov_max_iter,
-                     "krylov_tol": opts.krylov_tol, "gram_memory": opts.gram_memory, "frozen": opts.frozen,
-                     "device": opts.device, "gauge": opts.gauge, "progress": opts.progress if rank == 0 else False}
-    if opts.method is not None:
-        options["method"] = opts.method
+    options: dict = dict(opts.run)
+    if rank != 0:
+        options["progress"] = False
     if group is not None:
         options["process_group"] = group
     d = diagnose(model, nn.CrossEntropyLoss(reduction=opts.reduction), shard((X, y), rank, world), **options)

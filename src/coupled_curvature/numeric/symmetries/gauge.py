@@ -52,10 +52,8 @@ from coupled_curvature.numeric.symmetries.attention_kinds import (
 )
 from coupled_curvature.numeric.symmetries.homogeneous import layer_pair, weight_layers
 
-__all__ = ["GAUGES", "Balanced", "balance"]
+__all__ = ["Balanced", "balance"]
 
-#: the gauges a run may fix (``None``: the raw parameters)
-GAUGES = ("balanced",)
 #: a head's product is of full rank ``d`` when its ``d``-th singular value exceeds this times the first
 _RANK_RTOL = 1e-10
 
