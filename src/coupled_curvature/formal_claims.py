@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from coupled_curvature.theorems import get
 
-__all__ = ["FORMAL_SCOPE", "FORMAL_STEPS", "formal_names", "formal_step"]
+__all__ = ["FORMAL_HEADLINES", "FORMAL_SCOPE", "FORMAL_STEPS", "formal_names", "formal_step"]
 
 
 def formal_names(theorem_id: str) -> tuple[str, ...]:
@@ -55,8 +55,8 @@ FORMAL_SCOPE: dict[str, str] = {
           "point (φ, φ' derivable near x0: φ'' = 0 near x0 iff φ is affine near x0); from a map φ with its "
           "Jacobian and second derivatives on a radial segment {tu : a ≤ t ≤ b} (0 < a): D(L∘φ, w') = D(L, φ(w')) "
           "for every (g, H) at every point of it forces φ(tu) = cQ(tu) + βQu there (c > 0, QᵀQ = I; instances "
-          "2·R₉₀, and diag(2, 1), v + v₀²e_0 moving D); the global n = 1 classification, with global hypotheses "
-          "(φ, φ′ derivable at every point of R: φ″ = 0 on R iff φ is affine on R; instances 3w + 1 and w + w³), "
+          "2·R_90, and diag(2, 1), v + v_0²e_0 moving D); the global n = 1 classification, with global hypotheses "
+          "(φ, φ′ derivable at every point of R: φ'' = 0 on R iff φ is affine on R; instances 3w + 1 and w + w³), "
           "pinned and shown as global, so it labels no step; not the same on an open set of Rⁿ, nor the global "
           "statement for C² diffeomorphisms of Rⁿ",
     "T7": "the Moore–Penrose inverse constructed and unique, (A⁻ᵀHA⁻¹)⁺ = AH⁺Aᵀ for A ∈ CO(n), D⁺ "
@@ -88,6 +88,23 @@ FORMAL_SCOPE: dict[str, str] = {
            "the fused tensors or the norm layers",
 }
 
+
+#: per theorem, its headline Coq theorems (``<Module>.<name>``, pinned under that theorem) said in words;
+#: the report shows them first in the theorem's formal part, each marked by what it is (global or local
+#: hypotheses: ``coupled_curvature.proofs.formal_evidence.GLOBAL_PINS`` decides, not this text)
+FORMAL_HEADLINES: dict[str, tuple[tuple[str, str], ...]] = {
+    "T6": (
+        ("T06_n1_classification.n1_affine_iff",
+         "n = 1: if φ and φ′ are derivable at every point of R, then φ'' = 0 on all of R iff φ(w′) = sw′ + a for "
+         "every w′, i.e. φ is affine on R (the pointwise law n1_pointwise says that, where φ′ ≠ 0, φ''(w′) = 0 is "
+         "exactly D(L∘φ, w′) = D(L, φ(w′)) for every loss)"),
+        ("T06_map_affine.map_ray_affine_conformal",
+         "any n: if φ: Rⁿ → Rⁿ has, at every point w′ = tu of a radial segment (0 < a ≤ t ≤ b, u ≠ 0), the "
+         "Jacobian J(w′) (invertible) and the second derivatives K_k(w′), φ(w′) ≠ 0, and D(L∘φ, w′) = D(L, φ(w′)) "
+         "for every loss (every g ≠ 0 and symmetric H, through the chain rule's JᵀHJ + Σ_k g_k K_k), then "
+         "φ(tu) = cQ(tu) + βQu on the segment, with c > 0 and QᵀQ = I: φ is affine conformal there"),
+    ),
+}
 
 
 #: per theorem, the derivation steps (by their exact description) whose claim a pinned Coq theorem

@@ -65,3 +65,16 @@ def test_t9_steps_name_exactly_what_the_network_theorems_state() -> None:
     why = {(n, w) for _, _, n, w in formal.unsupported_steps({"T9": steps}, pins)}
     assert (LOSS + "T9_net_k1_bound", "no pinned instance of its hypotheses") in why
     assert (LOSS + "T9_net_closed_forms", "no pinned instance of its hypotheses") in why
+
+
+def test_a_global_pin_never_labels_a_step_formal(monkeypatch) -> None:
+    """Even if FORMAL_STEPS named it, the catalogue does not label a step formal by a declared global pin;
+    a local pin named the same way does label it (control)."""
+    from coupled_curvature.proofs import catalogue
+    from coupled_curvature.symbolic.methods import StepMethod
+
+    glob, local = "T06_n1_classification.n1_affine_iff", "T06_n1_classification.n1_affine_near"
+    monkeypatch.setitem(FORMAL_STEPS, "T6", {"by the global": (glob,), "by the local": (local,)})
+    steps = [catalogue.CheckedStep(d, StepMethod.of("exact"), "exact", True) for d in ("by the global", "by the local")]
+    catalogue._label_formal("T6", steps)
+    assert [(s.label, s.formal) for s in steps] == [("exact", ()), ("formal", ("CoupledCurvature." + local,))]

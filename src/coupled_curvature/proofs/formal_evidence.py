@@ -101,7 +101,7 @@ FORMAL_INSTANCES: dict[str, tuple[str, ...]] = {
 #: :func:`global_differentiability` flags must be here (:func:`undeclared_global_pins`)
 GLOBAL_PINS: dict[str, str] = {
     "T06_n1_classification.n1_affine_iff":
-        "the classical n = 1 classification: it assumes φ and φ′ derivable at every point of R (φ″ = 0 on all of "
+        "the classical n = 1 classification: it assumes φ and φ′ derivable at every point of R (φ'' = 0 on all of "
         "R iff φ is affine on R); the local form n1_affine_near is the one that labels steps",
     "T06_n1_classification.n1_affine_iff_instance":
         "the instance of n1_affine_iff: it proves (not assumes) that 3w + 1 and w + w³ have their first and "

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import re
 
-from coupled_curvature.proofs.formal_evidence import differentiability_point
+from coupled_curvature.proofs.formal_evidence import GLOBAL_PINS, differentiability_point
 
-__all__ = ["hypotheses_in_words", "in_words", "premises"]
+__all__ = ["hypotheses_in_words", "in_words", "pin_kind", "premises"]
 
 
 def _top_level(s: str, token: str, start: int = 0) -> int:
@@ -72,7 +72,7 @@ def premises(statement: str) -> tuple[list[str], str]:
         s = s[cut + 2:]
 
 
-_NAMES = {"th": "θ", "sigma": "σ", "mulV M th": "Mθ", "(mulV M th)": "Mθ"}
+_NAMES = {"th": "θ", "sigma": "σ", "mulV M th": "Mθ", "(mulV M th)": "Mθ", "phi": "φ", "dphi": "φ′", "d2phi": "φ''"}
 
 
 def _name(v: str) -> str:
@@ -150,7 +150,8 @@ _WORDS: tuple[tuple[str, str], ...] = (
     (r"forall i : 'I_\w+, \\forall s \\near 1, derivable \(ell i\) \(s \*: F i w\) \(F i w\)",
      "every per-sample loss ℓ_i is derivable along f_i = F_i(w) at s·f_i for every s near 1 (local)"),
     (r"forall i : 'I_\w+, derivable \[eta d1 \(ell i\) \(F i w\)\] \(F i w\) \(F i w\)",
-     "every per-sample directional derivative y ↦ ∂ℓ_i(y)[f_i] is derivable at f_i = F_i(w) along f_i (local)"),
+     "every per-sample directional derivative ∂ℓ_i(y)[f_i], as a function of y, is derivable at f_i = F_i(w) along "
+     "f_i (local)"),
     (r"forall i j : 'I_[\w.+]+, derivable \[eta d1 L \(e j\)\] (\w+) \(e i\)",
      "every partial derivative ∂_jL is derivable at {1} along every coordinate direction (local)"),
     (r"forall i : 'I_\w+, (?:\w+\.)?differentiable_near \(ell i\) \(F i w\)",
@@ -166,8 +167,9 @@ _WORDS: tuple[tuple[str, str], ...] = (
      "({5}(t{3})·d)_k along every d: {5} is the Jacobian of {4} there (local)"),
     (r"forall t : \w+, (\w+) <= t <= (\w+) -> forall \(k : 'I_[\w.+]+\) \(d d' : .+?\), is_derive \(t \*: (\w+)\) d "
      r"\(fun y : [^=]+=> \((\w+) y \*m d'\) k 0\) \(dot d \((\w+) \(t \*: \3\) k \*m d'\)\)",
-     "on the radial segment {{t·{3} : {1} ≤ t ≤ {2}}}, y ↦ ({4}(y)·d')_k has the directional derivative "
-     "dᵀ{5}(t{3})_k d' along every d: {5}_k is the Hessian of the k-th coordinate there (local)"),
+     "on the radial segment {{t·{3} : {1} ≤ t ≤ {2}}}, the k-th coordinate of {4}(y)·d', as a function of y, has "
+     "the directional derivative dᵀ{5}(t{3})_k d' along every d: {5}_k is the Hessian of the k-th coordinate there "
+     "(local)"),
     (r"forall t : \w+, (\w+) <= t <= (\w+) -> (\w+) \(t \*: (\w+)\) \\in unitmx",
      "{3}(t·{4}) is invertible for {1} ≤ t ≤ {2}"),
     (r"forall t : \w+, (\w+) <= t <= (\w+) -> (\w+) \(t \*: (\w+)\) != 0",
@@ -216,3 +218,18 @@ def in_words(premise: str) -> str | None:
 def hypotheses_in_words(statement: str) -> list[tuple[str, str | None]]:
     """Each premise of ``statement`` with its words (``None`` where :func:`in_words` has none)."""
     return [(p, in_words(p)) for p in premises(statement)[0]]
+
+
+def pin_kind(name: str, statement: str) -> str:
+    """What a pinned theorem is: ``global hypotheses`` or ``global statement, no hypotheses`` (declared in
+    :data:`~coupled_curvature.proofs.formal_evidence.GLOBAL_PINS`), else ``local hypotheses`` or ``no hypotheses``.
+
+    >>> pin_kind("T06_n1_classification.n1_affine_iff", "forall x : R^o, P x -> Q x")
+    'global hypotheses'
+    >>> pin_kind("X.y", "forall a : R, a != 0 -> a = a"), pin_kind("X.z", "forall a : R, a = a")
+    ('local hypotheses', 'no hypotheses')
+    """
+    has = bool(premises(statement)[0])
+    if name.removeprefix("CoupledCurvature.") in GLOBAL_PINS:
+        return "global hypotheses" if has else "global statement, no hypotheses"
+    return "local hypotheses" if has else "no hypotheses"

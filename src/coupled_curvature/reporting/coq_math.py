@@ -209,6 +209,9 @@ class _Printer:
             return e(args[-1])
         if args == [("id", "R")] and name is not None:  # a constant of the development, e.g. Ashear R
             return identifier(name)
+        if name is not None and self.kinds.get(name) == "fun_I" and len(args) > 1:  # F i x: F_i(x)
+            rest = [p for k, a in enumerate(args[1:]) for p in ([operator(",", False)] if k else []) + [self.arg(a)]]
+            return join(subscript(identifier(name), self.arg(args[0])), parenthesized(join(*rest)))
         if name is not None and self.kinds.get(name) in ("M", "cV", "rV", "fun_I"):
             kind = self.kinds[name]
             idx = args[1:] if kind == "rV" and args[0] == ("num", "0") else \
@@ -277,6 +280,9 @@ class _Printer:
                 return join(e(a), Piece("", r"\,", ""), e(b))
             sym = {"*": "·", "*+": "·", "/": "/", "+": "+", "-": "−", "\\o": "∘", "/\\": "∧", "\\/": "∨", "<->": "⇔",
                    "->": "⇒"}[op]
+            if op in ("*", "*+", "/", "-"):  # n.+1 binds tighter than these in Coq: (h+1)·(i+1), not h+1·i+1
+                a_, b_ = (self.wrap(x) if _strip(x)[:2] == ("post", ".+1") else e(x) for x in (a, b))
+                return join(a_, operator(sym), b_)
             return join(e(a), operator(sym), e(b))
         if k == "and":
             parts = [self.conjunct(node[1][0])]

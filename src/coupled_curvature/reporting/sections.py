@@ -145,8 +145,9 @@ def _maths(pieces: list[Piece]) -> tuple[Inline, ...]:
 def _formal_section(e: Any) -> list[Block]:
     """What Coq proves of the theorem, then each pinned Coq theorem: its statement as mathematics,
     the raw Coq text in a collapsible block."""
-    from coupled_curvature.proofs.formal import statement_pins
-    from coupled_curvature.proofs.formal_hypotheses import hypotheses_in_words
+    from coupled_curvature.formal_claims import FORMAL_HEADLINES
+    from coupled_curvature.proofs.formal import GLOBAL_PINS, statement_pins
+    from coupled_curvature.proofs.formal_hypotheses import hypotheses_in_words, pin_kind
 
     listing = formal_listing(e)
     if not listing:
@@ -159,9 +160,19 @@ def _formal_section(e: Any) -> list[Block]:
               Text(" compiles and checks them). The checks labelled formal name the theorem that states them.", False)]
     pinned = {n: st for ps in statement_pins().values() for n, st in ps}
     blocks: list[Block] = [Paragraph(tuple(parts))]
+    heads = [(n, w) for n, w in FORMAL_HEADLINES.get(e.theorem, ()) if f"CoupledCurvature.{n}" in pinned]
+    if heads:  # each marked by what it is: formal, with global or local hypotheses
+        blocks += [Paragraph(_t("The headline theorems, in words:", False)), Bullets(tuple(
+            (Code(n), Text(" (", False), Mark("formal", "label"),
+             Text(f", {pin_kind(n, pinned['CoupledCurvature.' + n])}): ", False), Text(w)) for n, w in heads))]
     for name in e.formal:
         short = name.removeprefix("CoupledCurvature.")
-        blocks += [Paragraph((Code(short), Text(":", False))), Paragraph(_maths(coq_math(pinned[name])))]
+        blocks += [Paragraph((Code(short), Text(":", False)))]
+        if short in GLOBAL_PINS:
+            blocks.append(Paragraph((Mark("formal", "label"), Text(f", {pin_kind(short, pinned[name])}: "
+                                                                 f"{GLOBAL_PINS[short]}; no check is labelled "
+                                                                 "formal by it.", False))))
+        blocks.append(Paragraph(_maths(coq_math(pinned[name]))))
         said = hypotheses_in_words(pinned[name])
         if said:
             blocks += [Paragraph(_t("Its hypotheses, in words:", False)),
