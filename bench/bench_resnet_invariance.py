@@ -58,7 +58,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from coupled_curvature.numeric.core.compare import EPS64, relative_change
+from coupled_curvature.numeric.linalg.tolerance import EPS64, relative_change
 from coupled_curvature.numeric.core.diagnostics import diagnose
 from coupled_curvature.numeric.core.profile import spectral_profile
 from coupled_curvature.numeric.factors.gram import MEMORY_BUDGET

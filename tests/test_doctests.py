@@ -22,7 +22,7 @@ MODULES = _modules()
 
 def test_every_layer_is_collected():
     prefixes = {m.split(".")[1] if "." in m else "" for m in MODULES}
-    assert {"symbolic", "numeric", "proofs", "commands", "reporting", "output", "cli"} <= prefixes
+    assert {"symbolic", "numeric", "proofs", "commands", "reporting", "base", "cli"} <= prefixes
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -123,7 +123,9 @@ def test_import_contracts_hold(tmp_path):
     ("commands/planted.py", "from coupled_curvature.integrations import lightning\n",
      "the framework callbacks (integrations, optional extras) are glue on top"),
     ("reporting/planted.py", "from coupled_curvature.commands import check\n", "layers: front door"),
-    ("errors.py", "def f():\n    from coupled_curvature import output\n", "layers: front door"),
+    ("base/planted.py", "def f():\n    from coupled_curvature.numeric.core import diagnostics\n", "layers: front door"),
+    ("base/errors.py", "def f():\n    from coupled_curvature.base import output\n", "inside base"),
+    ("base/planted.py", "import torch\n", "the base imports neither torch nor sympy"),
 ])
 def test_the_contracts_can_fail(tmp_path, where, code, contract):
     """Meta-test: a planted import fails lint-imports, naming the contract it breaks (and only

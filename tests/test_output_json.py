@@ -1,4 +1,4 @@
-"""The one JSON policy of ``coupled_curvature.output``: strict JSON (no NaN/Infinity tokens) for every
+"""The one JSON policy of ``coupled_curvature.base.output``: strict JSON (no NaN/Infinity tokens) for every
 file a command writes and for ``Diagnosis.to_json``."""
 
 import json
@@ -9,8 +9,8 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from coupled_curvature.errors import CoupledCurvatureError
-from coupled_curvature.output import json_text, strict_json, write_json
+from coupled_curvature.base.errors import CoupledCurvatureError
+from coupled_curvature.base.output import json_text, strict_json, write_json
 
 
 def _strict_loads(text: str):

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import coupled_curvature
-from coupled_curvature import errors
+from coupled_curvature.base import errors
 
 PACKAGE = Path(coupled_curvature.__file__).resolve().parent
 TESTS_CHECKOUT = Path(__file__).resolve().parents[1]  # the checkout (or CI's copy) these tests run from

@@ -9,7 +9,7 @@ import pytest
 
 from coupled_curvature import formal_claims as F
 from coupled_curvature import theorems as R
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 
 IDS = [f"T{i}" for i in range(1, 15)]
 

@@ -1,4 +1,4 @@
-"""The run settings are declared once (coupled_curvature.run_settings): RunOptions, the entry points' signatures
+"""The run settings are declared once (coupled_curvature.base.run_settings): RunOptions, the entry points' signatures
 and the command line's flags and help all read that declaration, and a new setting touches at most 3 files."""
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ import pytest
 
 import coupled_curvature
 from coupled_curvature.cli import main
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.core.diagnostics import diagnose
 from coupled_curvature.numeric.core.options import RunOptions, run_options
 from coupled_curvature.numeric.core.profile import spectral_profile
 from coupled_curvature.numeric.studies.cutoff import cutoff_sensitivity
-from coupled_curvature.run_settings import DEFAULTS, SETTINGS
+from coupled_curvature.base.run_settings import DEFAULTS, SETTINGS
 
 
 def test_every_default_is_the_declared_one():
@@ -69,7 +69,7 @@ _PROBE = textwrap.dedent('''
     import coupled_curvature
     assert coupled_curvature.__file__.startswith(sys.argv[1]), coupled_curvature.__file__
     from coupled_curvature.cli import main
-    from coupled_curvature.errors import InvalidInputError
+    from coupled_curvature.base.errors import InvalidInputError
     from coupled_curvature.numeric.core.diagnostics import diagnose
     from coupled_curvature.numeric.core.options import run_options
     from coupled_curvature.numeric.studies.launch import LaunchOptions
@@ -97,7 +97,7 @@ def test_a_new_setting_touches_at_most_three_files(tmp_path):
     copy = tmp_path / "coupled_curvature"
     shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__", "*.vo", "*.glob", "*.vok", "*.vos"))
     edits = {
-        copy / "run_settings.py": ("\n)\n\n#: setting name -> default", f"{_SETTING})\n\n#: setting name -> default"),
+        copy / "base/run_settings.py": ("\n)\n\n#: setting name -> default", f"{_SETTING})\n\n#: setting name -> default"),
         copy / "numeric/core/options.py": ("    gauge: str | None = DEFAULTS[\"gauge\"]  # type: ignore[assignment]\n",
                                            "    gauge: str | None = DEFAULTS[\"gauge\"]  # type: ignore[assignment]\n"
                                            + _FIELD),

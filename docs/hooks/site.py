@@ -9,7 +9,7 @@
   - ``<!-- ccurv:theorems -->``: the registry's statements T1–T14 (``coupled_curvature.theorems``);
   - ``<!-- ccurv:cli -->``: the ``--help`` of every ``ccurv`` command, as the parser prints it;
   - ``<!-- ccurv:settings -->``: the run settings every entry point takes, with default, flag and meaning
-    (``coupled_curvature.run_settings.SETTINGS``);
+    (``coupled_curvature.base.run_settings.SETTINGS``);
   - ``<!-- ccurv:api-rest -->``: every name of ``coupled_curvature.__all__`` the page does not
     document yet, as one more ``:::`` entry each (none when the page is complete).
 """
@@ -82,7 +82,7 @@ def cli_markdown() -> str:
 
 def settings_markdown() -> str:
     """The run settings as a table: name, default, ``ccurv`` flag, meaning."""
-    from coupled_curvature.run_settings import SETTINGS
+    from coupled_curvature.base.run_settings import SETTINGS
 
     def cell(text: str) -> str:
         return text.replace("|", "\\|")
@@ -95,7 +95,7 @@ def settings_markdown() -> str:
 def api_rest(markdown: str) -> str:
     """``:::`` entries for the names of ``coupled_curvature.__all__`` that ``markdown`` does not document."""
     import coupled_curvature
-    from coupled_curvature import errors
+    from coupled_curvature.base import errors
 
     documented = {m.group(1).rsplit(".", 1)[-1] for m in re.finditer(r"^::: ([\w.]+)", markdown, re.M)}
     missing = [n for n in coupled_curvature.__all__ if n not in documented]

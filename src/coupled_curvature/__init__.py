@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from coupled_curvature.errors import (
+from coupled_curvature.base.errors import (
     CoupledCurvatureError,
     InvalidInputError,
     MissingExtraError,

@@ -3,7 +3,7 @@
 Building the parser imports neither torch nor sympy: each command imports its engine when it
 runs. Errors of the user's making end in one ``ccurv: error: …`` line and exit status 2; Ctrl-C
 and SIGTERM end in one ``ccurv: interrupted`` line (status 130 / 143), with every previous output
-left as it was (:mod:`coupled_curvature.output`).
+left as it was (:mod:`coupled_curvature.base.output`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sys
 from typing import NoReturn
 
 from coupled_curvature.commands import COMMANDS
-from coupled_curvature.errors import CoupledCurvatureError
+from coupled_curvature.base.errors import CoupledCurvatureError
 
 
 class _Parser(argparse.ArgumentParser):

@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 
 __all__ = ["Theorem", "THEOREMS", "get", "cited", "check_citations"]
 
@@ -192,7 +192,7 @@ def get(theorem_id: str) -> Theorem:
     >>> get("T15")
     Traceback (most recent call last):
     ...
-    coupled_curvature.errors.InvalidInputError: unknown theorem id 'T15'; valid ids: T1, T2, T3, T4, T5, T6, T7, T8, T9, T10, T11, T12, T13, T14
+    coupled_curvature.base.errors.InvalidInputError: unknown theorem id 'T15'; valid ids: T1, T2, T3, T4, T5, T6, T7, T8, T9, T10, T11, T12, T13, T14
     """
     if not isinstance(theorem_id, str) or theorem_id not in THEOREMS:
         raise InvalidInputError(f"unknown theorem id {theorem_id!r}; valid ids: {', '.join(THEOREMS)}")
@@ -216,7 +216,7 @@ def check_citations(texts: Iterable[str]) -> None:
     >>> check_citations(["T15: no such theorem"])
     Traceback (most recent call last):
     ...
-    coupled_curvature.errors.InvalidInputError: 'T15: no such theorem' cites T15, which is not a registered theorem; valid ids: T1, T2, T3, T4, T5, T6, T7, T8, T9, T10, T11, T12, T13, T14
+    coupled_curvature.base.errors.InvalidInputError: 'T15: no such theorem' cites T15, which is not a registered theorem; valid ids: T1, T2, T3, T4, T5, T6, T7, T8, T9, T10, T11, T12, T13, T14
     """
     for text in texts:
         for tid in cited(text):

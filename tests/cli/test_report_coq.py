@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.proofs.formal import statement_pins
 from coupled_curvature.commands import report as build
 from coupled_curvature.reporting.coq_math import coq_math, parse

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.reporting.coq_math import coq_math
 
 

@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 
-from coupled_curvature.errors import InvalidInputError, MissingExtraError
+from coupled_curvature.base.errors import InvalidInputError, MissingExtraError
 from coupled_curvature.numeric import diagnose
 from coupled_curvature.numeric.tracking import read_run
 

@@ -21,7 +21,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.checkpoint import CheckpointError, checkpoint
 
 from coupled_curvature.numeric.core import execution, hvp
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.core.diagnostics import diagnose
 from tests.numeric._nets import block_loss, rel
 

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
+from coupled_curvature.base.errors import InvalidInputError, UnsupportedModelError
 from coupled_curvature.numeric import diagnose, function_gap, norm_rescale, permute_heads, qk_transform, vo_transform
 from coupled_curvature.numeric.symmetries.attention_kinds import attention_layout, output_columns
 from tests.reliability._common import assert_names_fix, assert_unchanged, snapshot

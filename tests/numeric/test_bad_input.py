@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from coupled_curvature.errors import CoupledCurvatureError, InvalidInputError, TrainModeError
+from coupled_curvature.base.errors import CoupledCurvatureError, InvalidInputError, TrainModeError
 from coupled_curvature.numeric.core.diagnostics import diagnose
 from tests.numeric._nets import data, mlp, reference_block, rel
 

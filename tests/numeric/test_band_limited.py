@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.studies.band_limited import band_limited_rate
 
 

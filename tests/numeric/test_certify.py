@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
+from coupled_curvature.base.errors import InvalidInputError, UnsupportedModelError
 from coupled_curvature.numeric.certify.api import certify
 from coupled_curvature.numeric.certify.ball import Ball
 from coupled_curvature.numeric.core.diagnostics import diagnose

@@ -8,7 +8,7 @@ import pytest
 from flint import arb
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.certify.api import evaluate, prepare
 from coupled_curvature.numeric.certify.exact import exact_params
 from coupled_curvature.numeric.certify.invariance import _output_gap, certify_invariance

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError, TrainModeError, UnsupportedModelError
+from coupled_curvature.base.errors import InvalidInputError, TrainModeError, UnsupportedModelError
 from coupled_curvature.numeric.measures.curvature_rate import curvature_rate, directional_derivatives
 from coupled_curvature.numeric.training.crr import crr_details, crr_penalty
 

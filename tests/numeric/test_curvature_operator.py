@@ -12,7 +12,7 @@ from scipy.sparse.linalg import LinearOperator
 from torch import nn
 from torch.func import functional_call, jacrev
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.core.curvature_operator import block_hessian
 from coupled_curvature.numeric.core.diagnostics import diagnose
 

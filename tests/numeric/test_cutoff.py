@@ -8,7 +8,7 @@ import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from torch.func import functional_call, grad, hessian
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.core.diagnostics import diagnose
 from coupled_curvature.numeric.studies.cutoff import DEFAULT_RTOLS, cutoff_sensitivity
 from coupled_curvature.reporting.figures import cutoff_figure

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.models.datasets import DATASETS, load
 from coupled_curvature.numeric.models.factory import make_mlp
 from coupled_curvature.numeric.models.training import train_mlp

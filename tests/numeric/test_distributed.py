@@ -216,7 +216,7 @@ import torch.distributed as dist  # noqa: E402
 from torch import nn  # noqa: E402
 
 from coupled_curvature.cli import main as ccurv  # noqa: E402
-from coupled_curvature.errors import InvalidInputError  # noqa: E402
+from coupled_curvature.base.errors import InvalidInputError  # noqa: E402
 from coupled_curvature.numeric import distributed as D  # noqa: E402
 from coupled_curvature.numeric.core.diagnostics import diagnose  # noqa: E402
 from tests.numeric._nets import reference_block, rel  # noqa: E402

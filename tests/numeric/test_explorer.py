@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.studies import explorer as E
 from coupled_curvature.numeric.studies.explorer_eps import judge_bn_as_eps_vanishes
 from coupled_curvature.numeric.studies.explorer_predictions import MIN_ORDER, eps_limit

@@ -16,7 +16,7 @@ from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric import diagnose, function_gap, qk_transform, vo_transform
 from coupled_curvature.numeric.core.head_blocks import head_blocks
 from coupled_curvature.numeric.linalg.pinv import rounding_level

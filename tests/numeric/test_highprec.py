@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
+from coupled_curvature.base.errors import InvalidInputError, UnsupportedModelError
 from coupled_curvature.numeric.highprec import arithmetic, pinv
 from coupled_curvature.numeric.highprec import engine as highprec
 from coupled_curvature.numeric.core.diagnostics import diagnose

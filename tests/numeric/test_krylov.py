@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.func import functional_call, hessian
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.core.diagnostics import diagnose
 from coupled_curvature.numeric.linalg.krylov_quadrature import KrylovForm, LanczosRun, krylov_pinv_form, rethreshold
 from coupled_curvature.numeric.linalg.pinv import pinv_quadratic_form

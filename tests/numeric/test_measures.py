@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, hessian
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.measures import registry as M
 from coupled_curvature.numeric.measures.curvature_rate import directional_derivatives
 from coupled_curvature.numeric.linalg.lanczos import lanczos_top

@@ -6,7 +6,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.linalg import pinv as pinv
 from coupled_curvature.numeric.linalg.pinv import (
     FAST_MIN_SIZE,

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from torch import nn
 from torch.func import grad, hessian
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.core.diagnostics import diagnose
 from coupled_curvature.numeric.core.profile import BlockProfile, spectral_profile
 from coupled_curvature.numeric.linalg.pinv import pinv_quadratic_form

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
+from coupled_curvature.base.errors import InvalidInputError, UnsupportedModelError
 from coupled_curvature.numeric.studies import explorer as E
 from coupled_curvature.numeric.symmetries.homogeneous import (
     bn_rescale, linear_mix, orthogonal_mix, random_invertible, random_orthogonal, reparametrize, scale_loss,

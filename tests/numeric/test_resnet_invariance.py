@@ -22,8 +22,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.numeric.core.compare import EPS64, relative_change
+from coupled_curvature.base.errors import InvalidInputError
+from coupled_curvature.numeric.linalg.tolerance import EPS64, relative_change
 from coupled_curvature.numeric.core.diagnostics import diagnose
 from coupled_curvature.numeric.core.profile import spectral_profile
 from coupled_curvature.numeric.core.threads import torch_threads

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import coupled_curvature
 from coupled_curvature import numeric
-from coupled_curvature.errors import InvalidInputError, MissingExtraError
+from coupled_curvature.base.errors import InvalidInputError, MissingExtraError
 from coupled_curvature.numeric import compare, diagnose, layer_rescale, neuron_rescale
 from coupled_curvature.numeric.core.progress import Progress, progress_enabled
 from coupled_curvature.numeric.core.results import BLOCK_MEASURES, BlockDiagnosis, Diagnosis

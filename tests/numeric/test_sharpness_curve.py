@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.measures.registry import (adaptive_average_measure, adaptive_worst_measure,
                                                          sam_sharpness_measure)
 from coupled_curvature.numeric.measures.sharpness_curve import DEFAULT_RADII, sharpness_curve

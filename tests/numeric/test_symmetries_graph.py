@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
+from coupled_curvature.base.errors import InvalidInputError, UnsupportedModelError
 from coupled_curvature.numeric import diagnose
-from coupled_curvature.numeric.core.compare import relative_change
+from coupled_curvature.numeric.linalg.tolerance import relative_change
 from coupled_curvature.numeric.symmetries.graph import channel_path
 from coupled_curvature.numeric.symmetries.homogeneous import (
     function_gap,

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError, MissingExtraError
+from coupled_curvature.base.errors import InvalidInputError, MissingExtraError
 from coupled_curvature.numeric import CurvatureTracker, diagnose, layer_rescale, make_mlp, neuron_rescale
 from coupled_curvature.numeric.tracking import records as R
 from coupled_curvature.numeric.tracking import sinks as S

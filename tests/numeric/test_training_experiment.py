@@ -12,7 +12,7 @@ import pytest
 import torch
 from hypothesis import given, strategies as st
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.models.cache import ModelCache
 from coupled_curvature.numeric.models.datasets import moons
 from coupled_curvature.numeric.studies.calibration import expected_calibration_error

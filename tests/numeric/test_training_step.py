@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError, MissingExtraError
+from coupled_curvature.base.errors import InvalidInputError, MissingExtraError
 from coupled_curvature.numeric.symmetries.homogeneous import function_gap, layer_rescale
 from coupled_curvature.numeric.training.step import METHODS, ascent_perturbation, make_optimizer, training_step
 

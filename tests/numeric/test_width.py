@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
+from coupled_curvature.base.errors import InvalidInputError, UnsupportedModelError
 from coupled_curvature.numeric.models.cache import ModelCache
 from coupled_curvature.numeric.models.datasets import load
 from coupled_curvature.numeric.core.diagnostics import diagnose

@@ -5,7 +5,7 @@ import copy
 import pytest
 import sympy as sp
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.proofs import derivation, entry, parse_only
 from coupled_curvature.proofs.catalogue import build_entry, evaluate, make_entry, trust_label
 from coupled_curvature.proofs.crosschecks import NumericCheck

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
+from coupled_curvature.base.errors import InvalidInputError, UnsupportedModelError
 from coupled_curvature.numeric.core.routes import SpectralRoute, WHwRoute
 from coupled_curvature.numeric.core.diagnostics import diagnose
 from tests.reliability._common import assert_finite, assert_names_fix, assert_unchanged, batch, net, snapshot

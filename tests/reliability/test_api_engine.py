@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError, TrainModeError
+from coupled_curvature.base.errors import InvalidInputError, TrainModeError
 from coupled_curvature.numeric import (
     cutoff_sensitivity, diagnose, function_gap, highprec_diagnose, layer_rescale, neuron_rescale, spectral_profile,
 )

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.highprec import engine as highprec
 from tests.reliability._common import assert_finite, assert_names_fix, assert_unchanged, batch, net, snapshot
 

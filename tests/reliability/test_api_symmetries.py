@@ -8,7 +8,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.core.diagnostics import diagnose
 from coupled_curvature.numeric.symmetries.homogeneous import function_gap, layer_rescale, neuron_rescale, permute_neurons
 from tests.reliability._common import assert_finite, assert_names_fix, assert_unchanged, batch, net, snapshot
@@ -179,7 +179,7 @@ def test_function_gap_valid_call_is_finite():
 
 def test_meta_device_models_are_refused_by_the_maps():
     model = torch.nn.Sequential(torch.nn.Linear(3, 4, device="meta"), torch.nn.ReLU(), torch.nn.Linear(4, 2, device="meta"))
-    from coupled_curvature.errors import UnsupportedModelError
+    from coupled_curvature.base.errors import UnsupportedModelError
 
     for call in (lambda: layer_rescale(model, 0, 2.0), lambda: permute_neurons(model, 0, [1, 0, 2, 3])):
         with pytest.raises(UnsupportedModelError, match="meta device") as excinfo:

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from coupled_curvature.errors import CoupledCurvatureError, InvalidInputError, TrainModeError, UnsupportedModelError
+from coupled_curvature.base.errors import CoupledCurvatureError, InvalidInputError, TrainModeError, UnsupportedModelError
 from coupled_curvature.numeric.certify.api import certify
 from coupled_curvature.numeric.certify.ball import Ball, from_arb
 from coupled_curvature.numeric.certify.invariance import certify_invariance

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric import diagnose, layer_rescale, neuron_rescale
 from coupled_curvature.numeric.core.results import Diagnosis
 from coupled_curvature.numeric.factors.relu_mlp import with_factor_dplus

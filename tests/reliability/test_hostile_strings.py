@@ -15,7 +15,7 @@ import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.symbolic import coupled_D, derive, is_conformal, transform, witness
 from coupled_curvature.symbolic.exact import exact_matrix, exact_number
 from coupled_curvature.symbolic.pseudoinverse import shear_pinv_witness

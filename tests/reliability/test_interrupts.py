@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from coupled_curvature.output import write_folder
+from coupled_curvature.base.output import write_folder
 from tests.reliability._harness import tree_hash
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,7 +27,7 @@ CHILD = textwrap.dedent(
     signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal, even if started in background
     sys.path[:0] = [{root!r}]
     import coupled_curvature.commands.report as build
-    from coupled_curvature.output import write_folder
+    from coupled_curvature.base.output import write_folder
 
     def build_report(out, **options):  # the real command line and writer, a slow report inside
         def fill(tmp):

@@ -12,8 +12,8 @@ import stat
 
 import pytest
 
-from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.output import MARKER, check_file, check_folder, write_file, write_folder, write_json
+from coupled_curvature.base.errors import InvalidInputError
+from coupled_curvature.base.output import MARKER, check_file, check_folder, write_file, write_folder, write_json
 
 from tests.reliability._harness import cli_error, tree_hash
 

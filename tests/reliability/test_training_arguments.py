@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.measures import sharpness_curve as curve_module
 from coupled_curvature.numeric.measures.sharpness_curve import sharpness_curve
 from coupled_curvature.numeric.training import crr as crr_module

@@ -7,7 +7,7 @@ from fractions import Fraction
 import pytest
 import sympy as sp
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.symbolic import (
     Derivation, Step, Witness, certificate, check_certificate, check_pinv_witness, check_witness, coupled_D,
     transform, witness,

@@ -7,7 +7,7 @@ import functools
 import pytest
 import sympy as sp
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.symbolic import THEOREMS, Witness, check_witness, derive
 from coupled_curvature.symbolic.derivation import _show_latex, _show_text
 

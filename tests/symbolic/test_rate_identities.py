@@ -6,7 +6,7 @@ import math
 import pytest
 import sympy as sp
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.symbolic.rate_identities import (CASES, fit_rate, flat_function_derivation, pole_case,
                                                         predicted_bias, series_coefficients)
 

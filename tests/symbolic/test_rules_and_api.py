@@ -56,7 +56,7 @@ def test_sum_rules_and_positivity():
 
 
 def test_derive_and_derive_all_api():
-    from coupled_curvature.errors import InvalidInputError
+    from coupled_curvature.base.errors import InvalidInputError
 
     with pytest.raises(InvalidInputError, match="valid ids: T1, T2, T3"):
         S.derive("T0")

@@ -15,7 +15,7 @@ from typing import Any
 from coupled_curvature.commands._common import bounded_int, seed
 from coupled_curvature.numeric.vocabulary import MAX_DPS, MIN_DPS
 from coupled_curvature.commands._common import say as _say
-from coupled_curvature.output import check_file, write_json
+from coupled_curvature.base.output import check_file, write_json
 from coupled_curvature.reporting.terminal import table, wrap
 
 

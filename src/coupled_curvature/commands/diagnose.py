@@ -13,8 +13,8 @@ import argparse
 from typing import Any
 
 from coupled_curvature.commands._common import count, nonnegative, positive_float, seed
-from coupled_curvature.output import check_file, write_json
-from coupled_curvature.run_settings import add_flags, chosen
+from coupled_curvature.base.output import check_file, write_json
+from coupled_curvature.base.run_settings import add_flags, chosen
 from coupled_curvature.reporting.terminal import table, wrap
 
 
@@ -91,7 +91,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--split", default="train", choices=("train", "test"), help="data to diagnose")
     p.add_argument("--samples", type=count, help="diagnose only the first N samples of the split")
     p.add_argument("--reduction", default="mean", choices=("mean", "sum"), help="cross-entropy reduction")
-    add_flags(p)  # the run settings, each with its meaning and default (coupled_curvature.run_settings)
+    add_flags(p)  # the run settings, each with its meaning and default (coupled_curvature.base.run_settings)
     p.add_argument("--backend", default="auto", choices=("auto", "gloo", "nccl"),
                    help="auto: nccl when CUDA is available, gloo otherwise")
     p.add_argument("--init-method", default="env://", help="process-group rendezvous (default env:// from torchrun)")

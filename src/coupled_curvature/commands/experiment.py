@@ -19,7 +19,7 @@ import argparse
 import os
 import time
 
-from coupled_curvature.choices import parse_list
+from coupled_curvature.base.choices import parse_list
 from coupled_curvature.commands._common import count, nonnegative, say, seed
 from coupled_curvature.reporting.invariance_page import fmt as _fmt
 from coupled_curvature.reporting.terminal import bullets, footnote_repeats, table, wrap
@@ -116,7 +116,7 @@ def table_text(rows: list[dict], width: int | None = None) -> str:
 def run(args: argparse.Namespace) -> int:
     from coupled_curvature.numeric.models.cache import ModelCache
     from coupled_curvature.numeric.studies.invariance_experiment import default_config, quick_config, run_invariance
-    from coupled_curvature.output import check_folder, json_text, write_folder
+    from coupled_curvature.base.output import check_folder, json_text, write_folder
     from coupled_curvature.reporting import invariance_page as P
 
     check_folder(args.out, "experiment invariance")
@@ -157,7 +157,7 @@ def width_config(args: argparse.Namespace):
     """The :class:`WidthConfig` of the command line (``--quick`` or default, then the overrides)."""
     from dataclasses import replace
 
-    from coupled_curvature.errors import InvalidInputError
+    from coupled_curvature.base.errors import InvalidInputError
     from coupled_curvature.numeric.studies import width as W
 
     if args.seed < 0:
@@ -192,7 +192,7 @@ def run_width_command(args: argparse.Namespace) -> int:
     from coupled_curvature.reporting import width_page as R
     from coupled_curvature.numeric.models.cache import ModelCache
     from coupled_curvature.numeric.studies.width import run_width
-    from coupled_curvature.output import check_folder, json_text, write_folder
+    from coupled_curvature.base.output import check_folder, json_text, write_folder
 
     cfg = width_config(args)
     check_folder(args.out, "experiment width")

@@ -31,7 +31,7 @@ def register_transformers(kinds) -> None:
 
 def run_transformers(args: argparse.Namespace) -> int:
     from coupled_curvature.numeric.studies.transformer_study import transformer_study
-    from coupled_curvature.output import check_folder, json_text, write_folder
+    from coupled_curvature.base.output import check_folder, json_text, write_folder
     from coupled_curvature.reporting import transformers_page as P
 
     check_folder(args.out, "experiment transformers")

@@ -14,10 +14,10 @@ import os
 import time
 from pathlib import Path
 
-from coupled_curvature.choices import split_list
+from coupled_curvature.base.choices import split_list
 from coupled_curvature.commands._common import count, nonnegative, positive_float, say, seed
-from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.output import check_file, check_folder, json_text, write_file, write_folder
+from coupled_curvature.base.errors import InvalidInputError
+from coupled_curvature.base.output import check_file, check_folder, json_text, write_file, write_folder
 from coupled_curvature.reporting.explore_page import DINH, figures, render_html, render_markdown
 from coupled_curvature.reporting.terminal import bullets, table, terminal_width, wrap
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import argparse
 
-from coupled_curvature.choices import split_list
+from coupled_curvature.base.choices import split_list
 from coupled_curvature.commands._common import say
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 
 ATTENTION_ARCHS = ("gpt2-tiny", "bert-tiny", "encoder-layer", "mha")
 #: sequences the attention archs train and measure on (fewer if --samples is smaller)

@@ -55,7 +55,7 @@ def build_report(out: str = "report", formats: Any = None, only: Any = None, see
                  progress: Callable[[str], None] | None = None, now: str | None = None) -> str:
     """Write ``report.md``/``report.html``/``report.tex`` (and ``report.pdf`` when ``formats``
     names it) plus figures into ``out`` atomically."""
-    from coupled_curvature.output import check_folder
+    from coupled_curvature.base.output import check_folder
     from coupled_curvature.proofs import parse_only
     from coupled_curvature.reporting.build import parse_formats, write_report
     from coupled_curvature.reporting.pdf import require_pdflatex

@@ -114,7 +114,7 @@ def _describe(i: int, path: str, head: Mapping[str, Any], records: Sequence[Mapp
 def run(args: argparse.Namespace) -> int:
     from coupled_curvature.commands._common import say
     from coupled_curvature.numeric.tracking.records import FILENAME, read_log
-    from coupled_curvature.output import check_file, write_file
+    from coupled_curvature.base.output import check_file, write_file
     from coupled_curvature.reporting.terminal import table, wrap
 
     dirs = [args.log_dir] + ([args.twin] if args.twin is not None else [])

@@ -57,11 +57,11 @@ def terminal_table(data: dict, width: int | None = None) -> str:
 def run_training_command(args: argparse.Namespace) -> int:
     from dataclasses import asdict, replace
 
-    from coupled_curvature.errors import InvalidInputError
+    from coupled_curvature.base.errors import InvalidInputError
     from coupled_curvature.numeric.models.cache import ModelCache
     from coupled_curvature.numeric.studies import training_run as T
     from coupled_curvature.numeric.studies.training_summary import arm_table, lambda_curves, verdicts
-    from coupled_curvature.output import check_folder, json_text, write_folder
+    from coupled_curvature.base.output import check_folder, json_text, write_folder
     from coupled_curvature.reporting import training_page as P
     from coupled_curvature.reporting.html import render_html
     from coupled_curvature.reporting.markdown import render_markdown

@@ -29,7 +29,7 @@ with value ``w``, gradient ``g`` and Hessian block ``H`` of the loss on the fixe
 Like the tracker, the callback never changes the model, its gradients, the optimizer or any
 random stream: the same seed trains bitwise the same weights with and without it. Only the process
 of global rank 0 computes. Needs the ``hf`` extra (``pip install 'coupled-curvature[hf]'``);
-without ``transformers`` the constructor raises :class:`~coupled_curvature.errors.MissingExtraError`.
+without ``transformers`` the constructor raises :class:`~coupled_curvature.base.errors.MissingExtraError`.
 
 A run (the SKIP lines need ``transformers``; ``model`` returns logits, or a ``ModelOutput``
 holding them, for the probe's ``X``)::
@@ -57,7 +57,7 @@ the first step):
 >>> CurvatureCallback(torch.nn.CrossEntropyLoss(), (torch.randn(4, 2), torch.tensor([0, 1, 0, 1])), every=0)
 Traceback (most recent call last):
 ...
-coupled_curvature.errors.InvalidInputError: every must be an int ≥ 1 (compute every that many steps), got 0
+coupled_curvature.base.errors.InvalidInputError: every must be an int ≥ 1 (compute every that many steps), got 0
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ from typing import Any
 
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError, MissingExtraError
+from coupled_curvature.base.errors import InvalidInputError, MissingExtraError
 from coupled_curvature.integrations.schedule import TrackerSchedule, logged_values
 from coupled_curvature.numeric.tracking.tracker import CurvatureTracker, check_options
 

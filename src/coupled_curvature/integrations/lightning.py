@@ -19,7 +19,7 @@ Like the tracker, the callback never changes the model, its gradients, the optim
 random stream: the same seed trains bitwise the same weights with and without it. Only the process
 of global rank 0 computes. Needs the ``lightning`` extra (``pip install
 'coupled-curvature[lightning]'``); without it the constructor raises
-:class:`~coupled_curvature.errors.MissingExtraError`.
+:class:`~coupled_curvature.base.errors.MissingExtraError`.
 
 A run (the SKIP lines need Lightning; ``module`` is a ``LightningModule`` whose ``forward`` maps
 the probe's ``X`` to the logits that ``loss_fn`` takes)::
@@ -36,7 +36,7 @@ the first step):
 >>> CurvatureCallback(torch.nn.CrossEntropyLoss(), (torch.randn(4, 2), torch.tensor([0, 1, 0, 1])), every=0)
 Traceback (most recent call last):
 ...
-coupled_curvature.errors.InvalidInputError: every must be an int ≥ 1 (compute every that many steps), got 0
+coupled_curvature.base.errors.InvalidInputError: every must be an int ≥ 1 (compute every that many steps), got 0
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from typing import Any
 
 from torch import nn
 
-from coupled_curvature.errors import MissingExtraError
+from coupled_curvature.base.errors import MissingExtraError
 from coupled_curvature.integrations.schedule import TrackerSchedule, logged_values
 from coupled_curvature.numeric.tracking.tracker import CurvatureTracker
 

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 import torch
 from torch import Tensor, nn
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 
 __all__ = [
     "RankCollective", "all_reduce_sum", "broadcast_model", "check_replicated", "check_same_options", "global_batches",

@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from coupled_curvature.choices import parse_choices
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.choices import parse_choices
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.theorems import THEOREMS
 
 __all__ = ["check_all", "CheckReport", "THEOREM_IDS", "parse_only", "derivation", "entry"]

@@ -26,7 +26,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from coupled_curvature.numeric.core.compare import relative_change
+from coupled_curvature.numeric.linalg.tolerance import relative_change
 from coupled_curvature.numeric.core.diagnostics import diagnose
 from coupled_curvature.numeric.symmetries.attention import qk_transform
 from coupled_curvature.numeric.symmetries.homogeneous import function_gap

@@ -36,7 +36,7 @@ from typing import Any
 
 import sympy as sp
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.symbolic import check_certificate, check_pinv_witness, check_witness
 from coupled_curvature.symbolic.derivation import Derivation, Step, Witness, exact_equal
 from coupled_curvature.symbolic.methods import MethodKind, StepMethod
@@ -207,7 +207,7 @@ def build_entry(theorem: str, derivation: Derivation | None, numeric: Any = None
     >>> build_entry("T15", None)
     Traceback (most recent call last):
     ...
-    coupled_curvature.errors.InvalidInputError: no theorem T15; valid ids: T1, T2, T3, T4, T5, T6, T7, T8, T9, T10, T11, T12, T13, T14
+    coupled_curvature.base.errors.InvalidInputError: no theorem T15; valid ids: T1, T2, T3, T4, T5, T6, T7, T8, T9, T10, T11, T12, T13, T14
     """
     if theorem not in THEOREMS:
         raise InvalidInputError(f"no theorem {theorem}; valid ids: {', '.join(THEOREMS)}")

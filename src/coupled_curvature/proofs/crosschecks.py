@@ -22,8 +22,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.numeric.core.compare import relative_change
+from coupled_curvature.base.errors import InvalidInputError
+from coupled_curvature.numeric.linalg.tolerance import relative_change
 from coupled_curvature.numeric.core.threads import torch_threads as threads
 from coupled_curvature.theorems import THEOREMS
 from coupled_curvature.theorems import get as get_theorem

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from coupled_curvature.numeric.core.compare import relative_change
+from coupled_curvature.numeric.linalg.tolerance import relative_change
 from coupled_curvature.numeric.core.threads import torch_threads as threads
 from coupled_curvature.proofs.crosschecks import Lab
 

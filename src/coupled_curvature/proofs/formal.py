@@ -48,7 +48,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from coupled_curvature.errors import CoupledCurvatureError
+from coupled_curvature.base.errors import CoupledCurvatureError
 from coupled_curvature.proofs.formal_evidence import (
     FORMAL_INSTANCES, GLOBAL_PINS, forbidden_vernacular, global_differentiability, proof_extent,
     undeclared_global_pins, unsupported_steps)

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from coupled_curvature.numeric.core.compare import relative_change
+from coupled_curvature.numeric.linalg.tolerance import relative_change
 from coupled_curvature.numeric.core.diagnostics import diagnose
 from coupled_curvature.numeric.symmetries.attention import qk_transform, vo_transform
 from coupled_curvature.numeric.symmetries.homogeneous import function_gap, neuron_rescale

@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from coupled_curvature.choices import parse_choices
+from coupled_curvature.base.choices import parse_choices
 
 __all__ = ["FORMATS", "parse_formats", "write_report"]
 
@@ -51,7 +51,7 @@ def write_report(out: str, fmts: Iterable[str], data: Any, sweep: dict[str, Any]
     from coupled_curvature.reporting.latex import render_latex
     from coupled_curvature.reporting.markdown import render_markdown
     from coupled_curvature.reporting.sections import build_outline
-    from coupled_curvature.output import write_folder
+    from coupled_curvature.base.output import write_folder
     from coupled_curvature.reporting.pdf import compile_pdf, require_pdflatex
 
     fmts = list(fmts)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.reporting.coq_parse import parse
 from coupled_curvature.reporting.coq_pieces import (INV_T, Piece, call, identifier, join, number, operator,
                                                     parenthesized, subscript, superscript, words)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 
 __all__ = ["parse"]
 

@@ -3,7 +3,7 @@ the cross-references and the table of contents the first one recorded).
 
 :func:`require_pdflatex` is called before any work, so that a missing TeX installation is said
 in one line and nothing is computed. :func:`compile_pdf` runs inside the report's temporary
-folder (:func:`coupled_curvature.output.write_folder`): the auxiliary files go to a build folder
+folder (:func:`coupled_curvature.base.output.write_folder`): the auxiliary files go to a build folder
 that is removed afterwards, and a failed compilation raises, so the temporary folder is discarded
 and an earlier report stays as it was.
 
@@ -19,7 +19,7 @@ import shutil
 import subprocess
 import tempfile
 
-from coupled_curvature.errors import CoupledCurvatureError
+from coupled_curvature.base.errors import CoupledCurvatureError
 
 __all__ = ["DEBIAN_PACKAGES", "LatexUnavailableError", "LatexBuildError", "require_pdflatex", "compile_pdf",
            "first_error"]

@@ -9,7 +9,7 @@ uses (:class:`.proof_text.Said`), and :func:`bibliography` lists them once, in o
 >>> bibliography(["no-such-key"])
 Traceback (most recent call last):
 ...
-coupled_curvature.errors.InvalidInputError: unknown reference 'no-such-key'; known: penrose1955, mackay1992, mcallester1999, buchberger1965, dinh2017
+coupled_curvature.base.errors.InvalidInputError: unknown reference 'no-such-key'; known: penrose1955, mackay1992, mcallester1999, buchberger1965, dinh2017
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 
 __all__ = ["Reference", "REFERENCES", "bibliography"]
 

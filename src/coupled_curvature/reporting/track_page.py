@@ -143,8 +143,8 @@ def render_page(runs: Sequence[Run], *, rows: Sequence[Sequence[str]], head_row:
     """The whole page as HTML text: the summary table (``head_row``, ``rows``), ``notes`` as paragraphs,
     then one figure per logged measure (``D`` with the probe loss beside it, on a linear axis; ``RQ``, ``D⁺``
     if logged). The first run is drawn solid with dots, the second dashed with crosses. ``owner`` puts that
-    command's generator tag in the head (:func:`coupled_curvature.output.generator_tag`)."""
-    from coupled_curvature.output import generator_tag
+    command's generator tag in the head (:func:`coupled_curvature.base.output.generator_tag`)."""
+    from coupled_curvature.base.output import generator_tag
     from coupled_curvature.reporting.html import figure_html
     from coupled_curvature.reporting.invariance_page import svg_text
 

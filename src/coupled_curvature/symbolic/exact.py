@@ -22,7 +22,7 @@ from typing import Any
 
 import sympy as sp
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 
 __all__ = ["exact_number", "exact_matrix", "exact_vector"]
 

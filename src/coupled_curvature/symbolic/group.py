@@ -24,7 +24,7 @@ from typing import Any
 import sympy as sp
 from sympy.matrices.expressions.matexpr import MatrixElement
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.symbolic.checker import check_certificate, check_witness
 from coupled_curvature.symbolic.derivation import Derivation, Step, exact_equal
 from coupled_curvature.symbolic.rules import word_rule

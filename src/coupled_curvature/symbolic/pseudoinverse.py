@@ -17,7 +17,7 @@ from typing import Any
 import sympy as sp
 
 from coupled_curvature.symbolic.checker import check_certificate, check_pinv_witness
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.symbolic.derivation import Derivation, Step, exact_equal
 from coupled_curvature.symbolic.exact import exact_matrix, exact_vector
 from coupled_curvature.symbolic.group import certificate

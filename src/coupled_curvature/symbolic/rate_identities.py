@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.symbolic.derivation import Derivation
 
 __all__ = ["CASES", "RateFit", "SeriesCase", "fit_rate", "flat_function_derivation", "pole_case", "predicted_bias",

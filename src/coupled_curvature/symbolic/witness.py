@@ -21,7 +21,7 @@ from typing import Any
 
 import sympy as sp
 
-from coupled_curvature.errors import CoupledCurvatureError, InvalidInputError
+from coupled_curvature.base.errors import CoupledCurvatureError, InvalidInputError
 from coupled_curvature.symbolic.derivation import Witness
 from coupled_curvature.symbolic.exact import exact_matrix, exact_vector
 

@@ -18,7 +18,7 @@ from coupled_curvature.numeric.certify.loss import ArbLoss, LossTerms, check_los
 from coupled_curvature.numeric.certify.network import Network, check_shapes
 from coupled_curvature.numeric.certify.trace import Op, trace
 from coupled_curvature.numeric.core.blocks import resolve_blocks
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.core.inputs import check_flag, check_loss_fn, check_targets, forward_checked
 from coupled_curvature.numeric.core.options import check_pinv_rtol
 from coupled_curvature.numeric.core.progress import AUTO_DELAY, Progress, progress_enabled

@@ -8,7 +8,7 @@ import torch
 from flint import arb_mat
 from torch import Tensor, nn
 
-from coupled_curvature.errors import InvalidInputError, TrainModeError, UnsupportedModelError
+from coupled_curvature.base.errors import InvalidInputError, TrainModeError, UnsupportedModelError
 from coupled_curvature.numeric.core.inputs import float64_copy, prepare_batches
 
 __all__ = ["as_arb", "check_model", "exact_data", "exact_params", "MIN_PREC", "MAX_PREC", "check_prec"]
@@ -22,7 +22,7 @@ def check_prec(prec: object) -> int:
     >>> check_prec(40)
     Traceback (most recent call last):
     ...
-    coupled_curvature.errors.InvalidInputError: prec must be an int in [53, 100000] (bits), got 40; pass e.g. prec=256
+    coupled_curvature.base.errors.InvalidInputError: prec must be an int in [53, 100000] (bits), got 40; pass e.g. prec=256
     """
     if isinstance(prec, bool) or not isinstance(prec, int) or not MIN_PREC <= prec <= MAX_PREC:
         raise InvalidInputError(f"prec must be an int in [{MIN_PREC}, {MAX_PREC}] (bits), got {prec!r}; pass e.g. prec=256")
@@ -56,7 +56,7 @@ def check_model(model: nn.Module) -> None:
     >>> check_model(net)
     Traceback (most recent call last):
     ...
-    coupled_curvature.errors.UnsupportedModelError: parameters '0.weight' and '1.weight' are one tensor (tied weights); certify takes untied parameters only (each used by one module, so that the output is affine in a block); untie them: use module.weight = nn.Parameter(module.weight.detach().clone()) on a copy of the model
+    coupled_curvature.base.errors.UnsupportedModelError: parameters '0.weight' and '1.weight' are one tensor (tied weights); certify takes untied parameters only (each used by one module, so that the output is affine in a block); untie them: use module.weight = nn.Parameter(module.weight.detach().clone()) on a copy of the model
     """
     if not isinstance(model, nn.Module):
         raise InvalidInputError(f"model must be a torch.nn.Module, got {type(model).__name__}")

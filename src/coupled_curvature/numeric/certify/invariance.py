@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from flint import arb, ctx
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.certify.api import Certificate, evaluate, prepare, progress_bar, run
 from coupled_curvature.numeric.certify.ball import Ball, from_arb, ratio
 from coupled_curvature.numeric.certify.blocks import BlockCertificate

@@ -28,7 +28,7 @@ import torch
 from flint import arb, arb_mat, fmpq
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.certify.arrays import Rows, arr, as_array, as_mat
 from coupled_curvature.numeric.certify.ball import from_arb
 from coupled_curvature.numeric.core.inputs import loss_reduction
@@ -48,7 +48,7 @@ def check_loss(loss_fn: Callable) -> str:
     >>> check_loss(Scaled())
     Traceback (most recent call last):
     ...
-    coupled_curvature.errors.InvalidInputError: certify recomputes the loss in ball arithmetic and must know exactly what it computes; got Scaled (a subclass of MSELoss may compute anything); pass nn.CrossEntropyLoss (weight, ignore_index, label_smoothing; mean or sum) or nn.MSELoss (mean or sum) itself
+    coupled_curvature.base.errors.InvalidInputError: certify recomputes the loss in ball arithmetic and must know exactly what it computes; got Scaled (a subclass of MSELoss may compute anything); pass nn.CrossEntropyLoss (weight, ignore_index, label_smoothing; mean or sum) or nn.MSELoss (mean or sum) itself
     """
     kind = {nn.CrossEntropyLoss: "ce", nn.MSELoss: "mse"}.get(type(loss_fn))
     if kind is None:

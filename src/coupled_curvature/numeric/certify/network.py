@@ -9,7 +9,7 @@ import torch
 from flint import arb_mat
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.certify.arrays import Rows
 from coupled_curvature.numeric.certify.layers import Kink, Layer, add, make_layer, vstack
 from coupled_curvature.numeric.certify.trace import Op
@@ -76,7 +76,7 @@ def check_shapes(ops: list[Op], in_shape: tuple[int, ...]) -> tuple[int, ...]:
     >>> check_shapes(trace(nn.Sequential(nn.Linear(4, 3), nn.Flatten(), nn.Linear(6, 2))), (2, 4))
     Traceback (most recent call last):
     ...
-    coupled_curvature.errors.InvalidInputError: module '0' (Linear) receives per-sample inputs of shape (2, 4); certify applies it to 1-D per-sample inputs with 4 leading features/channels only (torch would broadcast it over the extra axes); pass data of that shape, or put nn.Flatten() before it
+    coupled_curvature.base.errors.InvalidInputError: module '0' (Linear) receives per-sample inputs of shape (2, 4); certify applies it to 1-D per-sample inputs with 4 leading features/channels only (torch would broadcast it over the extra axes); pass data of that shape, or put nn.Flatten() before it
     """
     shapes: list[tuple[int, ...]] = []
     for op in ops:

@@ -20,7 +20,7 @@ from fractions import Fraction
 from flint import arb, arb_mat
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.certify.exact import exact_params
 from coupled_curvature.numeric.symmetries.homogeneous import layer_pair, symmetry_target, permute_neurons
 

@@ -18,7 +18,7 @@ import torch.fx
 from torch import nn
 from torch.nn import functional as F
 
-from coupled_curvature.errors import UnsupportedModelError
+from coupled_curvature.base.errors import UnsupportedModelError
 
 __all__ = ["Op", "trace"]
 

@@ -30,7 +30,7 @@ its :meth:`~ModelCall.module` or :meth:`~ModelCall.functional`, so no call site 
 >>> ModelCall(output=0).module(net, X)
 Traceback (most recent call last):
 ...
-coupled_curvature.errors.InvalidInputError: output=0 is an index, but the model returns a dict with keys 'hidden', 'logits'; pass output= one of these keys
+coupled_curvature.base.errors.InvalidInputError: output=0 is an index, but the model returns a dict with keys 'hidden', 'logits'; pass output= one of these keys
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 
 __all__ = ["CALL_ERRORS", "Inputs", "ModelCall", "describe_inputs", "forward_checked", "map_inputs", "n_samples",
            "selected_checked", "structure", "take_samples"]
@@ -126,7 +126,7 @@ class ModelCall:
     >>> ModelCall(output=1.5)
     Traceback (most recent call last):
     ...
-    coupled_curvature.errors.InvalidInputError: output must be None, a key (str), an index (int) or a callable output(out) -> Tensor, got 1.5
+    coupled_curvature.base.errors.InvalidInputError: output must be None, a key (str), an index (int) or a callable output(out) -> Tensor, got 1.5
     """
 
     output: str | int | Callable[[object], Tensor] | None = None
@@ -224,7 +224,7 @@ def forward_checked(model: nn.Module, X: Inputs, where: str, first_shape: tuple 
     >>> forward_checked(nn.Linear(2, 1), torch.zeros(3, 5), "batch 0")
     Traceback (most recent call last):
     ...
-    coupled_curvature.errors.InvalidInputError: model(X) failed on batch 0 (inputs of shape (3, 5), torch.float32): mat1 and mat2 shapes cannot be multiplied (3x5 and 2x1); pass inputs of the shape and dtype the model takes
+    coupled_curvature.base.errors.InvalidInputError: model(X) failed on batch 0 (inputs of shape (3, 5), torch.float32): mat1 and mat2 shapes cannot be multiplied (3x5 and 2x1); pass inputs of the shape and dtype the model takes
     """
     try:
         with torch.no_grad():
@@ -252,7 +252,7 @@ def selected_checked(call: ModelCall, out: object, where: str) -> Tensor:
     >>> selected_checked(ModelCall(), {"h": torch.zeros(1)}, "batch 0")
     Traceback (most recent call last):
     ...
-    coupled_curvature.errors.InvalidInputError: batch 0: the model returns a dict with keys 'h' and no tensor 'logits'; pass output= the key of the tensor the loss takes (or a callable output(out) -> Tensor)
+    coupled_curvature.base.errors.InvalidInputError: batch 0: the model returns a dict with keys 'h' and no tensor 'logits'; pass output= the key of the tensor the loss takes (or a callable output(out) -> Tensor)
     """
     try:
         return call.select(out)

@@ -1,86 +1,27 @@
-"""Comparing: two numbers (do they agree, how much did one change) and two diagnoses, block by block.
-
-The number helpers are used by the factor checks, the Hessian-vector-product check, the
-invariance studies, the cross-checks and the reports:
-
-* :func:`agrees`: ``max|a − b| ≤ rtol·max(max|a|, max|b|)`` for floats or tensors, the tolerance
-  explicit at every call site;
-* :func:`relative_change`: ``|after − before| / |before|``;
-* :func:`looks_scale_invariant`: T10's test ``|wᵀg| ≤ 1e-12·‖w‖·‖g‖`` (both non-zero);
-* :data:`EPS64`: float64 machine epsilon ``2⁻⁵²`` (the spacing of floats at 1), the ``ε`` of
-  every float64 conditioning bound quoted beside a measurement (``ε/λ_min_rel`` for ``D⁺``).
+"""Comparing two diagnoses, block by block (the number tolerances it uses are in :mod:`~..linalg.tolerance`).
 
 :func:`compare`, the core of every invariance check, gives for two diagnoses of the same blocks,
 per block and measure (``D``, ``D+``, ``RQ``, ``g_sq``, ``wHw``: the
 :data:`~coupled_curvature.numeric.core.results.BLOCK_MEASURES`), the :func:`relative_change`.
 Under a layer rescaling ``D`` and ``D⁺`` stay put (T3) while ``RQ``, ``‖g‖²`` and ``wᵀHw`` move
 by ``c^{∓2}``; under a non-uniform neuron scaling ``D`` moves too (T5). (It imports the results
-module when it runs: the results import :func:`looks_scale_invariant` from here.)
+module when it runs: the results module imports from here.)
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import torch
-from torch import Tensor
+import torch  # noqa: F401  (the doctest below uses it)
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
+from coupled_curvature.numeric.linalg.tolerance import relative_change
 
 if TYPE_CHECKING:
     from coupled_curvature.numeric.core.results import Diagnosis
 
-__all__ = ["EPS64", "agrees", "looks_scale_invariant", "relative_change", "BlockChange", "Comparison", "compare"]
-
-#: float64 machine epsilon ``2⁻⁵²`` (``numpy.finfo(float64).eps``), not the unit roundoff ``2⁻⁵³``
-EPS64 = 2.0**-52
-_TINY = 1e-300  # floor of the scale, so that two zeros agree
-
-
-def agrees(a: float | Tensor, b: float | Tensor, *, rtol: float) -> bool:
-    """``max|a − b| ≤ rtol·max(max|a|, max|b|)`` (two zeros agree; tensors of other shapes do not).
-
-    >>> agrees(1.0, 1.0 + 1e-12, rtol=1e-8), agrees(1.0, 1.001, rtol=1e-8)
-    (True, False)
-    >>> agrees(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0 + 1e-12]), rtol=1e-9)
-    True
-    >>> agrees(torch.zeros(2), torch.zeros(3), rtol=1e-9), agrees(torch.zeros(0), torch.zeros(0), rtol=1e-9)
-    (False, True)
-    """
-    if isinstance(a, Tensor) or isinstance(b, Tensor):
-        a, b = torch.as_tensor(a), torch.as_tensor(b)
-        if a.shape != b.shape:
-            return False
-        if a.numel() == 0:
-            return True
-        scale = max(float(a.abs().max()), float(b.abs().max()), _TINY)
-        return float((a - b).abs().max()) <= rtol * scale
-    return abs(a - b) <= rtol * max(abs(a), abs(b), _TINY)
-
-
-def relative_change(before: float | None, after: float | None) -> float | None:
-    """``|after − before| / |before|`` (``None`` if either is undefined; ``inf`` if only ``before`` is 0).
-
-    >>> relative_change(2.0, 2.5), relative_change(0.0, 0.0), relative_change(0.0, 1.0), relative_change(None, 1.0)
-    (0.25, 0.0, inf, None)
-    """
-    if before is None or after is None:
-        return None
-    if before == 0.0:
-        return 0.0 if after == 0.0 else float("inf")
-    return abs(after - before) / abs(before)
-
-
-def looks_scale_invariant(w_dot_g: float, w_sq: float, g_sq: float) -> bool:
-    """T10: ``|wᵀg| ≤ 1e-12·‖w‖·‖g‖`` with ``w ≠ 0`` and ``g ≠ 0`` (the loss looks unchanged along ``w``,
-    so ``wᵀg = wᵀHw = D = 0`` up to rounding).
-
-    >>> looks_scale_invariant(1e-20, 1.0, 1.0), looks_scale_invariant(0.5, 1.0, 1.0), looks_scale_invariant(0.0, 0.0, 1.0)
-    (True, False, False)
-    """
-    return w_sq != 0.0 and g_sq != 0.0 and abs(w_dot_g) <= 1e-12 * math.sqrt(w_sq * g_sq)
+__all__ = ["BlockChange", "Comparison", "compare"]
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ import torch
 from scipy.sparse.linalg import LinearOperator
 from torch import Tensor, nn
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.core.derived import derived_quantities
 from coupled_curvature.numeric.core.hvp import block_vjp, math_attention
 from coupled_curvature.numeric.core.results import BlockDiagnosis, Diagnosis, missing_note
@@ -101,7 +101,7 @@ def external_matvec(op: object, n: int, block: str) -> Callable[[Tensor], Tensor
     >>> external_matvec(np.eye(3), 2, "b")
     Traceback (most recent call last):
     ...
-    coupled_curvature.errors.InvalidInputError: curvature for block 'b' has shape (3, 3); the block has 2 entries, so pass a (2, 2) operator
+    coupled_curvature.base.errors.InvalidInputError: curvature for block 'b' has shape (3, 3); the block has 2 entries, so pass a (2, 2) operator
     """
     shape = getattr(op, "shape", None)
     try:

@@ -13,7 +13,7 @@ from coupled_curvature.numeric.core.curvature_operator import check_curvature, s
 from coupled_curvature.numeric.core.execution import execute
 from coupled_curvature.numeric.linalg.pinv import rounding_level
 from coupled_curvature.numeric.core.options import RunOptions, run_options
-from coupled_curvature.run_settings import with_settings
+from coupled_curvature.base.run_settings import with_settings
 from coupled_curvature.numeric.core.planning import ALL_ROUTES, plan
 from coupled_curvature.numeric.core.progress import AUTO_DELAY, Progress, progress_enabled
 from coupled_curvature.numeric.core.derived import fitting_value, gradient_at_rounding, rounding_note
@@ -40,7 +40,7 @@ def diagnose(
         D⁺ = (wᵀH⁺w / wᵀw) · ‖g‖²,  H⁺ = Σ_{|λ_i| > pinv_rtol·max|λ|} λ_i⁻¹ u_i u_iᵀ
 
     ``settings`` are the run settings (blocks, inverse, pinv_rtol, method, max_dense, …): each one's default
-    and meaning are declared once in :data:`~coupled_curvature.run_settings.SETTINGS` (``help(diagnose)``
+    and meaning are declared once in :data:`~coupled_curvature.base.run_settings.SETTINGS` (``help(diagnose)``
     shows them in the signature), and :func:`~coupled_curvature.numeric.core.options.run_options` checks them
     before any work.
 

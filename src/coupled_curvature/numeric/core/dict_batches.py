@@ -14,14 +14,14 @@ array) whose first dimension is the sample dimension, the same for all of them.
 >>> dict_batch_parts(b, "label", 0)
 Traceback (most recent call last):
 ...
-coupled_curvature.errors.InvalidInputError: batch 0 has no entry 'label' (its keys: 'input_ids', 'labels'); pass target= the key of the targets, or a callable target(batch) -> Tensor
+coupled_curvature.base.errors.InvalidInputError: batch 0 has no entry 'label' (its keys: 'input_ids', 'labels'); pass target= the key of the targets, or a callable target(batch) -> Tensor
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 
 __all__ = ["DEFAULT_TARGET", "check_target", "dict_batch_parts"]
 
@@ -35,7 +35,7 @@ def check_target(target: object) -> None:
     >>> check_target(3)
     Traceback (most recent call last):
     ...
-    coupled_curvature.errors.InvalidInputError: target must be the key of the targets in a mapping batch (a str, 'labels' by default) or a callable target(batch) -> Tensor, got 3
+    coupled_curvature.base.errors.InvalidInputError: target must be the key of the targets in a mapping batch (a str, 'labels' by default) or a callable target(batch) -> Tensor, got 3
     """
     if not (isinstance(target, str) or callable(target)):
         raise InvalidInputError("target must be the key of the targets in a mapping batch (a str, 'labels' by "

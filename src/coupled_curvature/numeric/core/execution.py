@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.core.gradient_level import unresolved_gradients
 from coupled_curvature.numeric.core.hvp import (
     CurvatureSums, block_curvature, block_krylov, hidden_dependence, math_attention, route_failure,

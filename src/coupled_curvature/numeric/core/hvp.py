@@ -15,7 +15,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.overrides import TorchFunctionMode
 from torch.utils.checkpoint import CheckpointError
 
-from coupled_curvature.numeric.core.compare import agrees
+from coupled_curvature.numeric.linalg.tolerance import agrees
 from coupled_curvature.numeric.factors.gauss_newton import linear_block_hessians
 from coupled_curvature.numeric.factors.head_hessians import head_block_hessians, head_block_requests
 from coupled_curvature.numeric.factors.layers import linear_module_of

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from coupled_curvature.errors import InvalidInputError, TrainModeError, UnsupportedModelError
+from coupled_curvature.base.errors import InvalidInputError, TrainModeError, UnsupportedModelError
 from coupled_curvature.numeric.core.calling import Inputs, forward_checked, n_samples
 from coupled_curvature.numeric.core.dict_batches import DEFAULT_TARGET, check_target, dict_batch_parts
 
@@ -298,7 +298,7 @@ def check_targets(loss_fn: Callable, out_shape: tuple, y: Tensor, index: int) ->
     >>> check_targets(nn.CrossEntropyLoss(), (4, 3), torch.tensor([0, 2, 1, 3]), 0)
     Traceback (most recent call last):
     ...
-    coupled_curvature.errors.InvalidInputError: targets of batch 0 hold label 3, outside 0..2 (the model has 3 outputs); pass labels in 0..2, or a model with more outputs
+    coupled_curvature.base.errors.InvalidInputError: targets of batch 0 hold label 3, outside 0..2 (the model has 3 outputs); pass labels in 0..2, or a model with more outputs
     """
     where = f"targets of batch {index}"
     out_shape = tuple(out_shape)

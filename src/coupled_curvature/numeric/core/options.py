@@ -11,7 +11,7 @@ mpmath path checks its own ``pinv_rtol`` with :func:`check_pinv_rtol` from here.
 >>> run_options(pinv_rtol=2)
 Traceback (most recent call last):
 ...
-coupled_curvature.errors.InvalidInputError: pinv_rtol must be a number in [0, 1), got 2; pass e.g. 1e-10
+coupled_curvature.base.errors.InvalidInputError: pinv_rtol must be a number in [0, 1), got 2; pass e.g. 1e-10
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from typing import Any
 
 import torch
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.core.calling import ModelCall
 from coupled_curvature.numeric.core.dict_batches import check_target
 from coupled_curvature.numeric.core.inputs import REDUCTIONS, check_count, check_flag
-from coupled_curvature.run_settings import BLOCKS, DEFAULTS, FROZEN, GAUGES, METHODS, SETTINGS, Setting
+from coupled_curvature.base.run_settings import BLOCKS, DEFAULTS, FROZEN, GAUGES, METHODS, SETTINGS, Setting
 
 __all__ = ["GRAM_MEMORY", "RunOptions", "check_pinv_rtol", "run_options"]
 
@@ -36,7 +36,7 @@ GRAM_MEMORY: int = DEFAULTS["gram_memory"]  # type: ignore[assignment]
 
 @dataclass(frozen=True)
 class RunOptions:
-    """The checked settings of one run (each one's meaning and default: :data:`~coupled_curvature.run_settings.SETTINGS`).
+    """The checked settings of one run (each one's meaning and default: :data:`~coupled_curvature.base.run_settings.SETTINGS`).
 
     ``method_given`` records whether ``method`` was passed; ``call`` is ``output`` as a
     :class:`~.calling.ModelCall`. Build it with :func:`run_options`, which checks every value.
@@ -153,7 +153,7 @@ def run_options(**settings: Any) -> RunOptions:
     the one validation of all entry points, before any work.
 
     The settings, their defaults and their meaning are declared once, in
-    :data:`~coupled_curvature.run_settings.SETTINGS`; ``method=None`` is taken as not given (the default
+    :data:`~coupled_curvature.base.run_settings.SETTINGS`; ``method=None`` is taken as not given (the default
     ``"gram"``), and a name that is not a setting is refused with the valid names.
 
     >>> run_options(frozen="include").frozen
@@ -161,7 +161,7 @@ def run_options(**settings: Any) -> RunOptions:
     >>> run_options(pinv_rtl=1e-8)
     Traceback (most recent call last):
     ...
-    coupled_curvature.errors.InvalidInputError: pinv_rtl is not a run setting; valid: blocks, inverse, pinv_rtol, method, max_dense, krylov_max_iter, krylov_tol, gram_memory, frozen, reduction, allow_train_mode, process_group, progress, device, output, target, gauge
+    coupled_curvature.base.errors.InvalidInputError: pinv_rtl is not a run setting; valid: blocks, inverse, pinv_rtol, method, max_dense, krylov_max_iter, krylov_tol, gram_memory, frozen, reduction, allow_train_mode, process_group, progress, device, output, target, gauge
     """
     unknown = [k for k in settings if k not in DEFAULTS]
     if unknown:

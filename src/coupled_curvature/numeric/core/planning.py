@@ -33,7 +33,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.core.calling import map_inputs
 from coupled_curvature.numeric.core.hvp import attention_calls
 from coupled_curvature.numeric.core.inputs import (

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 import torch
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.core.calling import (
     CALL_ERRORS, ModelCall, describe_inputs, forward_checked, selected_checked, take_samples,
 )
@@ -37,7 +37,7 @@ def probe_batches(model: nn.Module, loss_fn: Callable, batches: list[Batch], cal
     >>> probe_batches(net, nn.MSELoss(), batches)
     Traceback (most recent call last):
     ...
-    coupled_curvature.errors.InvalidInputError: targets of batch 0 have shape (4, 2) but the outputs (4, 3), and MSELoss would broadcast them; pass targets of the outputs' shape
+    coupled_curvature.base.errors.InvalidInputError: targets of batch 0 have shape (4, 2) but the outputs (4, 3), and MSELoss would broadcast them; pass targets of the outputs' shape
     """
     buffers = [(b, b.detach().clone()) for b in model.buffers()]
     X0 = batches[0].X

@@ -41,7 +41,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.core.by_block import ByBlock
 from coupled_curvature.numeric.core.execution import execute
 from coupled_curvature.numeric.core.options import run_options
@@ -52,7 +52,7 @@ from coupled_curvature.numeric.factors.gram import GramForm
 from coupled_curvature.numeric.linalg.krylov_quadrature import KrylovForm
 from coupled_curvature.numeric.linalg.lanczos import tridiagonal_eig
 from coupled_curvature.numeric.linalg.pinv import rounding_level
-from coupled_curvature.run_settings import with_settings
+from coupled_curvature.base.run_settings import with_settings
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -189,7 +189,7 @@ def spectral_profile(
     """The profile ``μ_w = Σ_i ((u_iᵀw)²/‖w‖²) δ(λ_i/ρ)`` and ``ρ/‖g‖²`` (``ρ = max|λ_i|``) of every block of
     ``H_bb = ∇²_bb L`` in float64, so that ``D = (ρ/‖g‖²)∫x dμ_w`` and ``D⁺_τ = (‖g‖²/ρ)∫_{|x|>τ}x⁻¹dμ_w``.
 
-    ``settings`` are ``diagnose``'s run settings (:data:`~coupled_curvature.run_settings.SETTINGS`), checked by
+    ``settings`` are ``diagnose``'s run settings (:data:`~coupled_curvature.base.run_settings.SETTINGS`), checked by
     the same :func:`~coupled_curvature.numeric.core.options.run_options`, and the curvature comes from the same
     engine; the model is copied to float64 and never modified. ``method``: ``"gram"`` (the default, as
     everywhere: the exact Gram route where the network is piecewise affine in the block, else dense up to

@@ -14,7 +14,7 @@ import sys
 import time
 from typing import TextIO
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 
 __all__ = ["AUTO_DELAY", "Progress", "progress_enabled"]
 

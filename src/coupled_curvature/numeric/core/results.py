@@ -16,10 +16,10 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from coupled_curvature.errors import MissingExtraError, InvalidInputError
-from coupled_curvature.output import json_text
+from coupled_curvature.base.errors import MissingExtraError, InvalidInputError
+from coupled_curvature.base.output import json_text
 from coupled_curvature.numeric.core.by_block import ByBlock
-from coupled_curvature.numeric.core.compare import looks_scale_invariant
+from coupled_curvature.numeric.linalg.tolerance import looks_scale_invariant
 from coupled_curvature.numeric.core.routes import SpectralRoute, WHwRoute
 from coupled_curvature.numeric.core.derived import (
     derived_quantities, fitting_value, gradient_at_rounding, missing_note,
@@ -250,7 +250,7 @@ class Diagnosis(ByBlock[BlockDiagnosis]):
         values are ``pd.NA`` in nullable columns (``Float64``, ``Int64``, ``boolean``), so that a
         missing ``D⁺`` is not confused with a computed ``nan``.
 
-        Without pandas it raises :class:`~coupled_curvature.errors.MissingExtraError` (an
+        Without pandas it raises :class:`~coupled_curvature.base.errors.MissingExtraError` (an
         ``ImportError``) that says so; the lines marked SKIP need pandas (the tests run them).
 
         >>> issubclass(MissingExtraError, ImportError)
@@ -358,7 +358,7 @@ _NONFINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
 
 
 def _number(v: object) -> object:
-    """The inverse of :func:`~coupled_curvature.output.strict_json` on one number's place."""
+    """The inverse of :func:`~coupled_curvature.base.output.strict_json` on one number's place."""
     return _NONFINITE[v] if isinstance(v, str) and v in _NONFINITE else v
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.core.inputs import Batch
 from coupled_curvature.numeric.core.objective import Objective
 from coupled_curvature.numeric.core.options import RunOptions

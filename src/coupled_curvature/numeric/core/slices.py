@@ -20,7 +20,7 @@ is the parameter itself.
 >>> sliced_partition({"b": torch.Size([4])}, {"x": [("b", slice(2, 6))]})
 Traceback (most recent call last):
 ...
-coupled_curvature.errors.InvalidInputError: block 'x': index slice(2, 6, None) of 'b' (shape (4,)) runs past dimension 0 of size 4; pass bounds within 0..4
+coupled_curvature.base.errors.InvalidInputError: block 'x': index slice(2, 6, None) of 'b' (shape (4,)) runs past dimension 0 of size 4; pass bounds within 0..4
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.core.blocks import resolve_blocks
 from coupled_curvature.numeric.core.head_blocks import head_blocks
 
@@ -95,7 +95,7 @@ def sliced_partition(shapes: Mapping[str, torch.Size], blocks: str | Mapping[str
     >>> sliced_partition(s, {"a": [("w", 0)], "b": [("w", (slice(None), 1))]})
     Traceback (most recent call last):
     ...
-    coupled_curvature.errors.InvalidInputError: entry (0, 1) of 'w' is in two blocks ('a' and 'b'); pass blocks whose slices do not overlap
+    coupled_curvature.base.errors.InvalidInputError: entry (0, 1) of 'w' is in two blocks ('a' and 'b'); pass blocks whose slices do not overlap
     """
     kept = [n for n in shapes if n not in set(skipped)]
     if isinstance(blocks, str):

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from coupled_curvature.numeric.core.compare import agrees
+from coupled_curvature.numeric.linalg.tolerance import agrees
 from coupled_curvature.numeric.linalg.pinv import PinvForm, cutoff_sum, symmetric_spectrum
 
 __all__ = ["WHW_RTOL", "FactorSpectrum", "columns_gram", "factor_side", "factor_spectrum", "reproduces_wHw"]

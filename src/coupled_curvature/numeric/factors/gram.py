@@ -43,7 +43,7 @@ from coupled_curvature.numeric.factors.outputs import OutputFactors, output_fact
 from coupled_curvature.numeric.factors.patch_gram import patch_gram, patch_gram_cost, rows_cost
 from coupled_curvature.numeric.factors.rows import block_rows
 from coupled_curvature.numeric.linalg.scaled import Scaled
-from coupled_curvature.run_settings import DEFAULTS
+from coupled_curvature.base.run_settings import DEFAULTS
 
 #: the rows ``B`` held at once stay under this many bytes by default
 MEMORY_BUDGET: int = DEFAULTS["gram_memory"]  # type: ignore[assignment]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from coupled_curvature.numeric.core.compare import agrees
+from coupled_curvature.numeric.linalg.tolerance import agrees
 from coupled_curvature.numeric.core.flat import FlatLoss
 from coupled_curvature.numeric.core.objective import Objective
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from coupled_curvature.numeric.core.compare import EPS64
+from coupled_curvature.numeric.linalg.tolerance import EPS64
 from coupled_curvature.numeric.core.inputs import Batch, checked_loss
 from coupled_curvature.numeric.core.objective import Objective
 

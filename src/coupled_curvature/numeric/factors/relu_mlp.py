@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
+from coupled_curvature.base.errors import InvalidInputError, UnsupportedModelError
 from coupled_curvature.numeric.core.inputs import float64_copy, prepare_batches
 from coupled_curvature.numeric.core.objective import Objective
 from coupled_curvature.numeric.core.results import Diagnosis
@@ -172,7 +172,7 @@ def with_factor_dplus(d: Diagnosis, model: nn.Module, X: torch.Tensor, rtol: flo
     only when the route applies and its ``‖Bw‖²`` reproduces ``d``'s ``wᵀHw`` to ``1e-8`` relative;
     otherwise it keeps ``D⁺ = None`` and a note says why.
 
-    >>> from coupled_curvature.numeric.core.compare import agrees
+    >>> from coupled_curvature.numeric.linalg.tolerance import agrees
     >>> from coupled_curvature.numeric.core.diagnostics import diagnose
     >>> torch.manual_seed(0); net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 3)).double()
     <torch._C.Generator object at ...>

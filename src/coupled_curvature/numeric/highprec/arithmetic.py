@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import mpmath
 import numpy as np
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 
 __all__ = ["Dyadic", "dyadic_matmul", "from_floats", "from_mpfs", "int_matmul", "max_bits", "round_div",
            "round_shift", "round_to_bits", "shift_to", "to_mpf"]

@@ -25,7 +25,7 @@ import numpy as np
 import torch  # the examples below
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.core.options import check_pinv_rtol, run_options
 from coupled_curvature.numeric.core.results import BlockDiagnosis, Diagnosis, derived_quantities
 from coupled_curvature.numeric.highprec.arithmetic import Dyadic, dyadic_matmul, int_matmul, shift_to, to_mpf

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
+from coupled_curvature.base.errors import InvalidInputError, UnsupportedModelError
 from coupled_curvature.numeric.core.blocks import resolve_blocks
 from coupled_curvature.numeric.core.inputs import check_loss_fn, check_targets, prepare_batches
 from coupled_curvature.numeric.highprec.arithmetic import (

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import mpmath
 import numpy as np
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.highprec.arithmetic import (
     Dyadic,
     int_matmul,

@@ -43,7 +43,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.linalg.lanczos import Lanczos, ritz, tridiagonal_eig
 from coupled_curvature.numeric.linalg.scaled import Scaled, safe_norm
 

@@ -26,7 +26,7 @@ import torch
 from scipy.linalg import eigh_tridiagonal
 from torch import Tensor
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.linalg.scaled import safe_norm
 
 __all__ = ["Lanczos", "LanczosResult", "lanczos_top", "ritz", "tridiagonal_eig", "breakdown_level"]

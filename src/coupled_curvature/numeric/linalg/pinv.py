@@ -34,7 +34,7 @@ import torch
 from scipy.linalg.lapack import dstevd
 from torch import Tensor
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.linalg import lapack_binding as lapack_binding
 from coupled_curvature.numeric.linalg.lapack_binding import (
     FastRouteStatus,

@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterable, Mapping
 import torch
 from torch import Tensor, nn
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.core.calling import ModelCall
-from coupled_curvature.numeric.core.compare import agrees
+from coupled_curvature.numeric.linalg.tolerance import agrees
 from coupled_curvature.numeric.core.dict_batches import DEFAULT_TARGET, check_target
 from coupled_curvature.numeric.core.results import Diagnosis
 from coupled_curvature.numeric.core.diagnostics import diagnose
@@ -24,7 +24,7 @@ from coupled_curvature.numeric.core.hvp import CurvatureSums, block_curvature
 from coupled_curvature.numeric.factors.gauss_newton import GaussNewton, gauss_newton
 from coupled_curvature.numeric.factors.kronecker import LinearFactors, linear_factors
 from coupled_curvature.numeric.factors.layers import linear_module_of
-from coupled_curvature.run_settings import DEFAULTS
+from coupled_curvature.base.run_settings import DEFAULTS
 
 __all__ = ["MeasureContext", "measure_context", "refuse_unknown_options"]
 
@@ -120,7 +120,7 @@ class MeasureContext:
         return [n for n, s in zip(self.flat.names, self.flat.sizes) if s <= max_dense]
 
     def diagnosis(self, settings: Mapping[str, object]) -> Diagnosis:
-        """:func:`diagnose` once per run settings (:data:`~coupled_curvature.run_settings.SETTINGS`; ``output``,
+        """:func:`diagnose` once per run settings (:data:`~coupled_curvature.base.run_settings.SETTINGS`; ``output``,
         ``target`` and ``allow_train_mode`` are the context's). Without ``inverse`` a cached run whose settings
         differ only in what ``D⁺`` reads (cutoff, route, ``max_dense``, Krylov budget) serves: ``D`` needs no
         ``H⁺``."""
@@ -182,7 +182,7 @@ def refuse_unknown_options(name: str, options: dict) -> None:
     >>> refuse_unknown_options("trace", {"prbes": 3})
     Traceback (most recent call last):
     ...
-    coupled_curvature.errors.InvalidInputError: measure 'trace' got unknown option(s): prbes
+    coupled_curvature.base.errors.InvalidInputError: measure 'trace' got unknown option(s): prbes
     """
     if options:
         raise InvalidInputError(f"measure {name!r} got unknown option(s): {', '.join(sorted(options))}")

@@ -11,13 +11,13 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.numeric.core.compare import looks_scale_invariant
+from coupled_curvature.base.errors import InvalidInputError
+from coupled_curvature.numeric.linalg.tolerance import looks_scale_invariant
 from coupled_curvature.numeric.core.options import check_pinv_rtol
 from coupled_curvature.numeric.factors.gauss_newton import GaussNewton
 from coupled_curvature.numeric.linalg.pinv import pinv_quadratic_form
 from coupled_curvature.numeric.measures.context import measure_context, refuse_unknown_options
-from coupled_curvature.run_settings import DEFAULTS
+from coupled_curvature.base.run_settings import DEFAULTS
 
 __all__ = ["coupled", "coupled_product", "inverse_coupled", "newton_decrement", "radial_ratio"]
 

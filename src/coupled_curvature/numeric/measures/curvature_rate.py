@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.core.calling import ModelCall
 from coupled_curvature.numeric.core.dict_batches import DEFAULT_TARGET
 from coupled_curvature.numeric.core.inputs import float64_copy, prepare_batches

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils import parametrize
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.linalg.lanczos import lanczos_top
 from coupled_curvature.numeric.measures.context import MeasureContext, measure_context, refuse_unknown_options
 from coupled_curvature.numeric.symmetries.homogeneous import weight_layers

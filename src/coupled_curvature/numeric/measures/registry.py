@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.core.hvp import math_attention
 from coupled_curvature.numeric.measures.context import measure_context, refuse_unknown_options
 from coupled_curvature.numeric.measures.coupled import (
@@ -192,7 +192,7 @@ REGISTRY: dict[str, Measure] = {
 
 def select(names: str | Iterable[str]) -> list[str]:
     """Resolve ``"all"``, one name or a list of names into registry names, in registry order (a
-    comma-separated list is split by the command line, :func:`coupled_curvature.choices.split_list`).
+    comma-separated list is split by the command line, :func:`coupled_curvature.base.choices.split_list`).
 
     >>> select(["D", "trace"]), select("rho")
     (['trace', 'D'], ['rho'])

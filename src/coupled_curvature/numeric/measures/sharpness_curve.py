@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.core.inputs import check_count, check_flag, check_increasing, check_positive
 from coupled_curvature.numeric.core.flat import FlatLoss
 from coupled_curvature.numeric.measures.sharpness import adaptive_average, adaptive_worst, sam_sharpness

@@ -13,8 +13,8 @@ import os
 
 import torch
 
-from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.output import to_bytes, write_file
+from coupled_curvature.base.errors import InvalidInputError
+from coupled_curvature.base.output import to_bytes, write_file
 
 
 def config_key(config: dict) -> str:
@@ -65,7 +65,7 @@ class ModelCache:
         return entry
 
     def store(self, key: str, state: dict, meta: dict) -> None:
-        """Write the entry atomically (:func:`coupled_curvature.output.write_file`)."""
+        """Write the entry atomically (:func:`coupled_curvature.base.output.write_file`)."""
         path = self.path(key)
         if path is None:
             return

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 
 DATASETS = ("digits", "breast_cancer", "wine")
 

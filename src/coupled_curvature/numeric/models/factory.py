@@ -30,7 +30,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.models.datasets import Dataset
 
 __all__ = ["KINDS", "DEFAULT_HIDDEN", "parse_arch", "build_model", "build_for", "make_mlp", "randomize_batchnorm"]

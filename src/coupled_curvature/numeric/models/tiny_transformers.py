@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from coupled_curvature.errors import InvalidInputError, MissingExtraError
+from coupled_curvature.base.errors import InvalidInputError, MissingExtraError
 from coupled_curvature.numeric.models.training import fit
 
 __all__ = ["TINY_TRANSFORMERS", "TinyTransformer", "TokenClassifier", "tiny_transformer"]

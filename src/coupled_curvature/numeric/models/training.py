@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.models.datasets import Dataset
 from coupled_curvature.numeric.models.factory import make_mlp
 from coupled_curvature.numeric.core.progress import Progress

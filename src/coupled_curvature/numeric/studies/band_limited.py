@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 
 __all__ = ["BandLimitedRate", "band_limited_rate"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 
 
 def expected_calibration_error(probs: Tensor, labels: Tensor, *, bins: int = 10) -> float:

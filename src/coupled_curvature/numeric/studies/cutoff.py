@@ -19,13 +19,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.core.execution import execute
 from coupled_curvature.numeric.core.options import run_options
 from coupled_curvature.numeric.core.planning import plan
 from coupled_curvature.numeric.core.progress import AUTO_DELAY, Progress, progress_enabled
 from coupled_curvature.numeric.core.routes import SpectralRoute
-from coupled_curvature.run_settings import with_settings
+from coupled_curvature.base.run_settings import with_settings
 
 DEFAULT_RTOLS = tuple(float(10.0**e) for e in range(-14, -1))
 

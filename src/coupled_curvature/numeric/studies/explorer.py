@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.numeric.core.compare import EPS64, relative_change
+from coupled_curvature.base.errors import InvalidInputError
+from coupled_curvature.numeric.linalg.tolerance import EPS64, relative_change
 from coupled_curvature.numeric.measures import registry as M
 from coupled_curvature.numeric.studies.explorer_predictions import (  # noqa: F401  (re-exported)
     DG, I, MV, PREDICTIONS, SYMMETRIES, EpsLimit, judge,

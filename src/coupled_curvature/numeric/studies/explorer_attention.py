@@ -21,8 +21,8 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError
-from coupled_curvature.numeric.core.compare import EPS64
+from coupled_curvature.base.errors import InvalidInputError
+from coupled_curvature.numeric.linalg.tolerance import EPS64
 from coupled_curvature.numeric.core.diagnostics import diagnose
 from coupled_curvature.numeric.core.hvp import math_attention
 from coupled_curvature.numeric.measures import registry as M

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from coupled_curvature.numeric.core.compare import EPS64, relative_change
+from coupled_curvature.numeric.linalg.tolerance import EPS64, relative_change
 from coupled_curvature.numeric.core.results import Diagnosis
 from coupled_curvature.numeric.core.diagnostics import diagnose
 from coupled_curvature.numeric.symmetries.homogeneous import (

@@ -20,7 +20,7 @@ from fractions import Fraction
 
 from torch import nn
 
-from coupled_curvature.errors import CoupledCurvatureError
+from coupled_curvature.base.errors import CoupledCurvatureError
 from coupled_curvature.numeric.models.cache import ModelCache, config_key
 
 __all__ = ["CERTIFIED_FACTOR", "certified_fields"]

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field, replace
 import torch
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.models.cache import ModelCache, config_key
 from coupled_curvature.numeric.models.datasets import Dataset, load
 from coupled_curvature.numeric.core.threads import torch_threads

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from coupled_curvature.numeric.core.compare import EPS64, relative_change
+from coupled_curvature.numeric.linalg.tolerance import EPS64, relative_change
 from coupled_curvature.numeric.core.results import BlockDiagnosis, Diagnosis
 from coupled_curvature.numeric.core.diagnostics import diagnose
 from coupled_curvature.numeric.factors.relu_mlp import with_factor_dplus

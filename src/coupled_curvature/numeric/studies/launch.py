@@ -12,7 +12,7 @@ when CUDA is available); without it the run is a single process and gives the re
 >>> LaunchOptions(run={"pinv_rtol": 2})
 Traceback (most recent call last):
 ...
-coupled_curvature.errors.InvalidInputError: pinv_rtol must be a number in [0, 1), got 2; pass e.g. 1e-10
+coupled_curvature.base.errors.InvalidInputError: pinv_rtol must be a number in [0, 1), got 2; pass e.g. 1e-10
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.core.results import Diagnosis
 from coupled_curvature.numeric.core.diagnostics import diagnose
 from coupled_curvature.numeric.core.options import run_options
@@ -40,7 +40,7 @@ __all__ = ["LaunchOptions", "LaunchResult", "run_launch"]
 @dataclass(frozen=True)
 class LaunchOptions:
     """What ``ccurv diagnose`` takes (its ``--help`` explains each); ``run`` holds the run settings it sets (the
-    others keep their defaults, :data:`~coupled_curvature.run_settings.SETTINGS`), checked here, before any
+    others keep their defaults, :data:`~coupled_curvature.base.run_settings.SETTINGS`), checked here, before any
     training."""
 
     dataset: str = "digits"

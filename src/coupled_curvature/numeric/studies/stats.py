@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 
 __all__ = ["MeanInterval", "TauInterval", "cluster_bootstrap_tau", "cluster_draws", "kendall_tau", "loglog_slope", "mean_interval"]
 

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, replace
 import torch
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.core.diagnostics import diagnose
 from coupled_curvature.numeric.core.inputs import check_count
 from coupled_curvature.numeric.core.threads import torch_threads

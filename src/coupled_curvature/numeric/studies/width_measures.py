@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.core.results import Diagnosis
 from coupled_curvature.numeric.core.diagnostics import diagnose
 from coupled_curvature.numeric.core.flat import FlatLoss

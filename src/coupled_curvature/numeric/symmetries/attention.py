@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
+from coupled_curvature.base.errors import InvalidInputError, UnsupportedModelError
 from coupled_curvature.numeric.core.inputs import check_positive, float64_copy, forward_checked, prepare_inputs
 from coupled_curvature.numeric.symmetries.attention_kinds import (AttentionLayout, Projection, attention_layout,
                                                                   input_rows, output_columns)

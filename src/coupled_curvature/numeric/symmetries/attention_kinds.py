@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from torch import Tensor, nn
 from torch.nn.utils import parametrize
 
-from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
+from coupled_curvature.base.errors import InvalidInputError, UnsupportedModelError
 
 __all__ = ["AttentionLayout", "Projection", "attention_layout", "attention_modules", "input_rows", "output_columns"]
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
+from coupled_curvature.base.errors import InvalidInputError, UnsupportedModelError
 from coupled_curvature.numeric.symmetries.attention_kinds import (
     AttentionLayout,
     Projection,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from torch import fx, nn
 from torch.nn.utils import parametrize
 
-from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
+from coupled_curvature.base.errors import InvalidInputError, UnsupportedModelError
 from coupled_curvature.numeric.symmetries.passthrough import (BATCHNORM, CONV, KINDS, Kind, Layout, Refused, is_shape,
                                                               layout_after)
 
@@ -67,7 +67,7 @@ def channel_path(model: nn.Module, src: str, dst: str, kind: Kind) -> ChannelPat
     >>> channel_path(Net(), "conv", "fc", "neuron")
     Traceback (most recent call last):
     ...
-    coupled_curvature.errors.InvalidInputError: a per-unit rescaling between 'conv' and 'fc' ...
+    coupled_curvature.base.errors.InvalidInputError: a per-unit rescaling between 'conv' and 'fc' ...
     """
     if kind not in KINDS:
         raise InvalidInputError(f"kind={kind!r}: pass one of {', '.join(KINDS)}")

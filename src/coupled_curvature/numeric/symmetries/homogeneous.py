@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from coupled_curvature.errors import InvalidInputError, TrainModeError, UnsupportedModelError
+from coupled_curvature.base.errors import InvalidInputError, TrainModeError, UnsupportedModelError
 from coupled_curvature.numeric.core.inputs import check_flag, float64_copy, forward_checked, prepare_inputs
 from coupled_curvature.numeric.symmetries.graph import ChannelPath, Kind, channel_path
 

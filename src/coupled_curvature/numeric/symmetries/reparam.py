@@ -16,7 +16,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils import parametrize
 
-from coupled_curvature.errors import InvalidInputError, UnsupportedModelError
+from coupled_curvature.base.errors import InvalidInputError, UnsupportedModelError
 from coupled_curvature.numeric.symmetries.homogeneous import function_gap, leaf_modules, weight_layers
 
 

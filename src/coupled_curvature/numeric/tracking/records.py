@@ -23,7 +23,7 @@ previous one starts a resumed segment, and supersedes the earlier records at tha
 >>> parse_lines([encode(head), '{"step": 0}\\n'], "demo")
 Traceback (most recent call last):
 ...
-coupled_curvature.errors.InvalidInputError: demo, line 2: a record needs the fields ... (missing: D/0.weight, error, loss, seconds, wall_time; unknown: none); ...
+coupled_curvature.base.errors.InvalidInputError: demo, line 2: a record needs the fields ... (missing: D/0.weight, error, loss, seconds, wall_time; unknown: none); ...
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 
 __all__ = ["SCHEMA", "FILENAME", "MEASURES", "BASE_FIELDS", "header", "encode", "record_keys", "parse_lines",
            "RunLog", "read_log", "read_run", "effective"]
@@ -197,7 +197,7 @@ def read_log(log_dir: str | os.PathLike[str]) -> RunLog:
     >>> read_log(tempfile.mkdtemp())
     Traceback (most recent call last):
     ...
-    coupled_curvature.errors.InvalidInputError: '...' holds no curvature.jsonl; pass the log_dir a CurvatureTracker wrote
+    coupled_curvature.base.errors.InvalidInputError: '...' holds no curvature.jsonl; pass the log_dir a CurvatureTracker wrote
     """
     folder = os.fspath(log_dir)
     path = os.path.join(folder, FILENAME)
@@ -226,7 +226,7 @@ def read_run(log_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dict
     >>> read_run(tempfile.mkdtemp())
     Traceback (most recent call last):
     ...
-    coupled_curvature.errors.InvalidInputError: '...' holds no curvature.jsonl; pass the log_dir a CurvatureTracker wrote
+    coupled_curvature.base.errors.InvalidInputError: '...' holds no curvature.jsonl; pass the log_dir a CurvatureTracker wrote
     """
     log = read_log(log_dir)
     return log.head, log.records

@@ -29,7 +29,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from coupled_curvature.errors import InvalidInputError, MissingExtraError
+from coupled_curvature.base.errors import InvalidInputError, MissingExtraError
 from coupled_curvature.numeric.tracking.records import FILENAME, effective, encode, parse_lines
 
 __all__ = ["Sink", "JsonlSink", "TensorBoardSink", "CallableSink", "check_log_dir", "tensorboard_available"]
@@ -51,7 +51,7 @@ def check_log_dir(log_dir: object) -> str:
     >>> check_log_dir(__file__)
     Traceback (most recent call last):
     ...
-    coupled_curvature.errors.InvalidInputError: log_dir '...' is a file, not a folder; choose another log_dir
+    coupled_curvature.base.errors.InvalidInputError: log_dir '...' is a file, not a folder; choose another log_dir
     """
     if not isinstance(log_dir, (str, os.PathLike)) or not os.fspath(log_dir).strip():
         raise InvalidInputError(f"log_dir must be a folder name (str or path), got {log_dir!r}")
@@ -151,7 +151,7 @@ class TensorBoardSink:
     number of a record under its own key, at the record's ``step`` and ``wall_time``.
 
     Needs ``tensorboard``: ``pip install tensorboard``; without it the constructor raises
-    :class:`~coupled_curvature.errors.MissingExtraError`.
+    :class:`~coupled_curvature.base.errors.MissingExtraError`.
     """
 
     def __init__(self, log_dir: str | os.PathLike[str]) -> None:

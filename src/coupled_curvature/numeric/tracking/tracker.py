@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from coupled_curvature.errors import InvalidInputError, MissingExtraError
+from coupled_curvature.base.errors import InvalidInputError, MissingExtraError
 from coupled_curvature.numeric.core.inputs import float64_copy
 from coupled_curvature.numeric.tracking.isolation import eval_mode, hooks_detached, isolated_rng, random_states
 from coupled_curvature.numeric.tracking.records import MEASURES, effective, header, record_keys
@@ -98,7 +98,7 @@ class CurvatureTracker:
     >>> CurvatureTracker(net, torch.nn.CrossEntropyLoss(), (X, y), every=0)
     Traceback (most recent call last):
     ...
-    coupled_curvature.errors.InvalidInputError: every must be an int ≥ 1 (compute every that many steps), got 0
+    coupled_curvature.base.errors.InvalidInputError: every must be an int ≥ 1 (compute every that many steps), got 0
     """
 
     def __init__(self, model: nn.Module, loss_fn: Callable, probe: object, *, every: int = 100,
@@ -275,7 +275,7 @@ class CurvatureTracker:
         nullable (``Float64``; ``error`` a ``string``), so a missing value is ``pd.NA``, never ``nan``.
 
         Needs pandas, an optional extra (``pip install 'coupled-curvature[pandas]'``); without it,
-        :class:`~coupled_curvature.errors.MissingExtraError`. The SKIP lines need pandas.
+        :class:`~coupled_curvature.base.errors.MissingExtraError`. The SKIP lines need pandas.
 
         >>> issubclass(MissingExtraError, ImportError)
         True

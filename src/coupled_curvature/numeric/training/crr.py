@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from coupled_curvature.errors import InvalidInputError, TrainModeError, UnsupportedModelError
+from coupled_curvature.base.errors import InvalidInputError, TrainModeError, UnsupportedModelError
 from coupled_curvature.numeric.core.inputs import check_increasing
 from coupled_curvature.numeric.measures.curvature_rate import (directional_derivatives, piecewise_affine_in_input,
                                                               unit_directions)
@@ -74,7 +74,7 @@ def check_trainable(model: object, what: str) -> None:
     ...     check_trainable(nn.Linear(2, 1), "crr_penalty")
     Traceback (most recent call last):
     ...
-    coupled_curvature.errors.InvalidInputError: crr_penalty needs gradients, but it runs with gradients disabled ...
+    coupled_curvature.base.errors.InvalidInputError: crr_penalty needs gradients, but it runs with gradients disabled ...
     """
     if not isinstance(model, nn.Module):
         raise InvalidInputError(f"model must be a torch.nn.Module, got {type(model).__name__}")

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from coupled_curvature.errors import InvalidInputError, MissingExtraError
+from coupled_curvature.base.errors import InvalidInputError, MissingExtraError
 from coupled_curvature.numeric.core.inputs import check_positive
 from coupled_curvature.numeric.training.crr import check_orders, check_scale, check_trainable, crr_details
 

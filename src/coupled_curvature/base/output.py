@@ -26,7 +26,7 @@ Every path a user names (``check --json``, ``report --out``, ``explore --out/--j
 >>> check_folder(base, "demo")
 Traceback (most recent call last):
 ...
-coupled_curvature.errors.InvalidInputError: --out ... is a non-empty folder that is not a ccurv report or other output of ccurv demo; refusing to replace it (choose a new or empty folder)
+coupled_curvature.base.errors.InvalidInputError: --out ... is a non-empty folder that is not a ccurv report or other output of ccurv demo; refusing to replace it (choose a new or empty folder)
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from coupled_curvature.errors import InvalidInputError, NotSerializableError
+from coupled_curvature.base.errors import InvalidInputError, NotSerializableError
 
 __all__ = ["MARKER", "check_folder", "check_file", "generator_tag", "write_folder", "write_file", "write_json", "to_bytes",
            "strict_json", "json_text"]
@@ -128,11 +128,11 @@ def check_file(path: str, option: str = "--json", *, reads: Sequence[str] = (), 
     >>> check_file(str(log), "--out", reads=[str(log)])
     Traceback (most recent call last):
     ...
-    coupled_curvature.errors.InvalidInputError: --out '...run.jsonl' is a file this command reads; writing there would destroy it (choose another --out)
+    coupled_curvature.base.errors.InvalidInputError: --out '...run.jsonl' is a file this command reads; writing there would destroy it (choose another --out)
     >>> check_file(str(log), "--out", owner="ccurv track")
     Traceback (most recent call last):
     ...
-    coupled_curvature.errors.InvalidInputError: --out '...run.jsonl' exists and is not an output of ccurv track; refusing to replace it (choose another --out, or pass --force to replace it)
+    coupled_curvature.base.errors.InvalidInputError: --out '...run.jsonl' exists and is not an output of ccurv track; refusing to replace it (choose another --out, or pass --force to replace it)
     """
     if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
         raise InvalidInputError(f"{option} needs a file name, got {path!r}")

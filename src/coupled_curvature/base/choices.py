@@ -11,7 +11,7 @@ and the computing layers take plain sequences.
 >>> parse_choices("pdf", ("md", "html"), what="format", example="--format md")
 Traceback (most recent call last):
 ...
-coupled_curvature.errors.InvalidInputError: unknown format(s) pdf; valid: md, html (e.g. --format md)
+coupled_curvature.base.errors.InvalidInputError: unknown format(s) pdf; valid: md, html (e.g. --format md)
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from coupled_curvature.errors import InvalidInputError
+from coupled_curvature.base.errors import InvalidInputError
 
 __all__ = ["split_list", "parse_choices", "parse_list"]
 
@@ -50,7 +50,7 @@ def parse_list(text: str, what: str, kind: Callable[[str], Any] = int) -> tuple[
     >>> parse_list("8,x", "--widths")
     Traceback (most recent call last):
     ...
-    coupled_curvature.errors.InvalidInputError: --widths: expected a comma-separated list, got '8,x'
+    coupled_curvature.base.errors.InvalidInputError: --widths: expected a comma-separated list, got '8,x'
     """
     try:
         return tuple(kind(t) for t in split_list(text))
