@@ -251,8 +251,9 @@ def strict_json(x: object) -> object:
         return [strict_json(v) for v in x]
     if x is None or isinstance(x, (bool, str)):
         return x
-    if not isinstance(x, numbers.Number) and callable(getattr(x, "item", None)):
-        x = x.item()  # a numpy or torch scalar: its Python value (bool, int or float)
+    item = getattr(x, "item", None)
+    if not isinstance(x, numbers.Number) and callable(item):
+        x = item()  # a numpy or torch scalar: its Python value (bool, int or float)
         if isinstance(x, bool):
             return x
     if isinstance(x, numbers.Integral):

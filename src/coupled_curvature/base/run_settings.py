@@ -108,7 +108,8 @@ def add_flags(parser: argparse.ArgumentParser, *, skip: tuple[str, ...] = ()) ->
         elif s.kind == "choice":
             parser.add_argument(s.flag, dest=s.name, default=s.default, choices=s.choices, help=text)
         else:
-            convert: Callable[[str], object] = {"float": float, "int": int, "mib": _mib, "text": str}[s.kind]
+            converters: dict[str, Callable[[str], object]] = {"float": float, "int": int, "mib": _mib, "text": str}
+            convert = converters[s.kind]
             parser.add_argument(s.flag, dest=s.name, type=convert, default=s.default, help=text,
                                 metavar="MIB" if s.kind == "mib" else s.name.upper())
 

@@ -76,7 +76,7 @@ try:
 
     _TRANSFORMERS = True
 except ImportError:  # the class still exists (and documents itself); making one says what to install
-    _Callback = object  # type: ignore[misc,assignment]
+    _Callback = object  # type: ignore[misc,assignment,unused-ignore]
     _TRANSFORMERS = False
 
 __all__ = ["CurvatureCallback", "PREFIX"]
@@ -85,7 +85,7 @@ __all__ = ["CurvatureCallback", "PREFIX"]
 PREFIX = "curvature/"
 
 
-class CurvatureCallback(_Callback):  # type: ignore[misc,valid-type]
+class CurvatureCallback(_Callback):
     """Log ``D = (wᵀHw/wᵀw)/‖g‖²`` per block on the fixed ``probe`` every ``every`` optimizer steps.
 
     ``CurvatureCallback(loss_fn, probe, *, every=100, log_dir=None, inverse=False, blocks="tensor",

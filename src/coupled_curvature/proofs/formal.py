@@ -340,8 +340,8 @@ def _run_checks(d: Path, groups: dict[str, list[str]], tmp: Path) -> dict[str, t
                               _parse_assumptions((tmp / f"a{k}.out").read_text()))
             break
         err = p.stdout + p.stderr
-        m = re.search(r"line (\d+), characters", err)
-        bad = line_of.get(int(m.group(1))) if m else None
+        where = re.search(r"line (\d+), characters", err)
+        bad = line_of.get(int(where.group(1))) if where else None
         if bad is None or "was not found" not in err:
             raise CoqBuildError(f"checking the pinned statements failed:\n{err[-3000:]}")
         results[bad] = (None, ())

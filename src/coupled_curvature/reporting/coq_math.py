@@ -278,12 +278,12 @@ class _Printer:
                 return superscript(self.wrap(a) if a[0] != "num" else e(a), exp)
             if op in ("*m", "*:"):
                 return join(e(a), Piece("", r"\,", ""), e(b))
-            sym = {"*": "·", "*+": "·", "/": "/", "+": "+", "-": "−", "\\o": "∘", "/\\": "∧", "\\/": "∨", "<->": "⇔",
+            symbol = {"*": "·", "*+": "·", "/": "/", "+": "+", "-": "−", "\\o": "∘", "/\\": "∧", "\\/": "∨", "<->": "⇔",
                    "->": "⇒"}[op]
             if op in ("*", "*+", "/", "-"):  # n.+1 binds tighter than these in Coq: (h+1)·(i+1), not h+1·i+1
                 a_, b_ = (self.wrap(x) if _strip(x)[:2] == ("post", ".+1") else e(x) for x in (a, b))
-                return join(a_, operator(sym), b_)
-            return join(e(a), operator(sym), e(b))
+                return join(a_, operator(symbol), b_)
+            return join(e(a), operator(symbol), e(b))
         if k == "and":
             parts = [self.conjunct(node[1][0])]
             for x in node[1][1:]:

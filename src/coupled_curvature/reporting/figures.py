@@ -173,7 +173,7 @@ def cutoff_figure(*results: dict) -> Figure:
             if not pts:
                 continue
             x, y = zip(*pts)
-            style = {"ls": "--", "lw": 1.2} if krylov else {"ls": "-", "lw": 2.6, "alpha": 0.45}
+            style: dict[str, Any] = {"ls": "--", "lw": 1.2} if krylov else {"ls": "-", "lw": 2.6, "alpha": 0.45}
             ax.plot(x, [abs(v) for v in y], color=colours[block], label=f"{block} ({'Krylov' if krylov else 'dense'})",
                     **style)
             neg = [(a, abs(b)) for a, b in pts if b < 0]

@@ -196,7 +196,7 @@ def invariance_figure(rows: list[dict], tol_D: float = 1e-8, tol_Dplus: float = 
                    if r.get(key) is not None and (r.get("status") == "degenerate (T10)") == deg]
             if not pts:
                 continue
-            style = ({"marker": "D", "facecolors": "none", "edgecolors": colour, "s": 46, "linewidths": 1.3}
+            style: dict[str, Any] = ({"marker": "D", "facecolors": "none", "edgecolors": colour, "s": 46, "linewidths": 1.3}
                      if deg else {"marker": marker, "color": colour, "s": 30})
             ax.scatter([p[0] for p in pts], [p[1] for p in pts], zorder=3, **style)
         handles.append(Line2D([], [], linestyle="", marker=marker, color=colour, label=label))

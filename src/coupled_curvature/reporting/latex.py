@@ -158,7 +158,9 @@ def _proof(p: Proof) -> list[str]:
     step's evidence label (a step without a formula: the label at the end of its line)."""
     L = [r"\begin{proof}"]
     for st in p.steps:
-        body, end = re.fullmatch(r"(.*?)([.,;:]?)", st.reason, re.S).groups()  # a citation goes before the stop
+        stop = re.fullmatch(r"(.*?)([.,;:]?)", st.reason, re.S)  # a citation goes before the stop
+        assert stop is not None, "the pattern matches every string"
+        body, end = stop.groups()
         reason = _mixed(body) + ("~\\cite{" + ",".join(k for k, _ in st.cites) + "}" if st.cites else "") + end
         if st.formula is None:
             L.append(reason + r"\hfill\mbox{" + _evidence(st) + r"}\par")
@@ -180,9 +182,10 @@ def _block(b: Block, appendix: list[Listing]) -> list[str]:
     if isinstance(b, Statement):
         return [rf"\begin{{catalogue}}{{{tex_text(b.label)}}}{{{_mixed(b.title)}}}", inline_tex(b.parts),
                 r"\end{catalogue}"]
-    if isinstance(b, Details) and b.blocks and all(isinstance(x, Listing) and x.name for x in b.blocks):
-        appendix += b.blocks  # raw listings: in the appendix, a one-line reference here
-        return [r"{\small Coq: " + ", ".join(rf"\texttt{{{_breakable(x.name)}}}" for x in b.blocks)
+    listings = [x for x in b.blocks if isinstance(x, Listing)] if isinstance(b, Details) else []
+    if isinstance(b, Details) and b.blocks and len(listings) == len(b.blocks) and all(x.name for x in listings):
+        appendix += listings  # raw listings: in the appendix, a one-line reference here
+        return [r"{\small Coq: " + ", ".join(rf"\texttt{{{_breakable(x.name)}}}" for x in listings)
                 + r", printed as coqc prints it in Appendix~\ref{sec:coq-listings}.\par}"]
     if isinstance(b, Paragraph):
         if all(isinstance(p, Math) or (isinstance(p, Text) and not p.text.strip()) for p in b.parts):

@@ -299,7 +299,7 @@ def _derived(theorem: str, steps: Sequence[Any], statements: list[str]) -> list[
     """A theorem without written steps: one proof step per distinct formal claim (else per step), up to six."""
     picked = [i for i, s in enumerate(steps) if str(s.label) == "formal"] or list(range(len(steps)))
     seen: set[str] = set()
-    out = []
+    out: list[ProofStep] = []
     for i in picked:
         if statements[i] in seen or len(out) == 6:
             continue

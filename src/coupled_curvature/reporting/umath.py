@@ -225,8 +225,8 @@ def _tokens(s: str) -> list[tuple[str, str]]:
         elif c in "_^":
             arg, i = _group(s, i + 1)
             out.append(("sub" if c == "_" else "sup", arg))
-        elif c.isascii() and c.isalpha() and _SNAKE.match(s, i):  # a code name, q_proj_weight: not two subscripts
-            j = _SNAKE.match(s, i).end()
+        elif c.isascii() and c.isalpha() and (snake := _SNAKE.match(s, i)):  # a code name, q_proj_weight: not two subscripts
+            j = snake.end()
             out.append(("name", s[i:j]))
             i = j
         elif c.isascii() and c.isalpha():
@@ -271,7 +271,7 @@ def _tokens(s: str) -> list[tuple[str, str]]:
 
 def math_latex(s: str) -> str:
     """One Unicode math run as LaTeX math (no ``$``)."""
-    out = []
+    out: list[str] = []
     toks = _tokens(s)
     for n, (kind, v) in enumerate(toks):
         if kind == "space":  # LaTeX spaces operators itself; keep a gap only between two operands

@@ -33,6 +33,7 @@ import sympy as sp
 from coupled_curvature.symbolic.attention import inverse_by_adjugate, symbol_matrix
 from coupled_curvature.symbolic.checker import check_witness
 from coupled_curvature.symbolic.derivation import Derivation, Step, exact_equal
+from coupled_curvature.symbolic.methods import MethodKind, StepMethod
 from coupled_curvature.symbolic.unevaluated import frac, matmul, prod
 from coupled_curvature.symbolic.witness import coupled_D, is_conformal, transform, witness
 
@@ -82,10 +83,11 @@ def unit_balance_scale(norm_in: sp.Expr, norm_out: sp.Expr) -> sp.Expr:
 def _witness_step(d: Derivation, desc: str, M: sp.MatrixBase) -> None:
     """A certificate step: ``witness(M)`` exists, the independent checker accepts it, ``D'/D`` as computed."""
     W = witness(M)
+    assert W is not None, "M is not conformal here, so it has a witness"
     d.witnesses.append(W)
     ratio = frac(coupled_D(*transform(W.A, W.w, W.g, W.H)), coupled_D(W.w, W.g, W.H))
     d.add(Step(f"{desc}: not conformal, witness w = {list(W.w)}, g = {list(W.g)}, H = {W.H.tolist()}: "
-               f"D'/D = {W.factor} (checker)", ratio, W.factor, "certificate",
+               f"D'/D = {W.factor} (checker)", ratio, W.factor, StepMethod.of(MethodKind.CERTIFICATE),
                (not is_conformal(M)) and check_witness(W.to_data()) and exact_equal(ratio, W.factor)))
 
 

@@ -27,6 +27,7 @@ from sympy.matrices.expressions.matexpr import MatrixElement
 from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.symbolic.checker import check_certificate, check_witness
 from coupled_curvature.symbolic.derivation import Derivation, Step, exact_equal
+from coupled_curvature.symbolic.methods import MethodKind, StepMethod
 from coupled_curvature.symbolic.rules import word_rule
 from coupled_curvature.symbolic.unevaluated import TexSymbol, frac, matmul, prod
 from coupled_curvature.symbolic.witness import coupled_D, transform, witness
@@ -127,11 +128,11 @@ def derive_T4() -> Derivation:
             comb, tgt = _combination(S, t)
             d.exact(f"n={k}: {t['name']} = Σ c_h·h (cofactors of the certificate)", comb, tgt)
         d.add(Step(f"n={k}: independent checker accepts the certificate (M = M_00 I)", f"certificate({k})", True,
-                   "certificate", check_certificate(cert)))
+                   StepMethod.of(MethodKind.CERTIFICATE), check_certificate(cert)))
         G = sp.groebner(list(S["hyps"].values()), *S["unknowns"], order="grevlex")
         M = S["M"]
         for t in [M[i, j] for i in range(k) for j in range(i + 1, k)] + [M[i, i] - M[0, 0] for i in range(1, k)]:
-            d.add(Step(f"n={k}: {t} lies in the ideal of the coefficient equations", t, 0, "groebner", bool(G.contains(t)),
+            d.add(Step(f"n={k}: {t} lies in the ideal of the coefficient equations", t, 0, StepMethod.of(MethodKind.GROEBNER), bool(G.contains(t)),
                        f"Gröbner basis: {[sp.sstr(e) for e in G.exprs]}"))
     # (iii) => (i): A = cQ, Q orthogonal, symbolic n
     orth = word_rule("orthogonality", "QᵀQ = I, Q⁻ᵀ = Q", [((Q.T, Q), ()), ((Q.T.I,), (Q,)), ((Q.I.T,), (Q,)), ((Q.I,), (Q.T,))])
@@ -158,14 +159,15 @@ def derive_T4() -> Derivation:
             factor, sp.Pow(kappa, -2, evaluate=False))
     for Am in (sp.diag(1, 2), sp.Matrix([[1, 1], [0, 1]]), sp.Matrix([[2, 1, 0], [0, 1, 0], [0, 0, 1]])):
         W = witness(Am)
+        assert W is not None, "Am is not conformal here, so it has a witness"
         d.witnesses.append(W)
         ratio = frac(coupled_D(*transform(W.A, W.w, W.g, W.H)), coupled_D(W.w, W.g, W.H))
         d.add(Step(f"witness for A = {Am.tolist()}, w = {list(W.w)}, g = {list(W.g)}, H = {W.H.tolist()}: "
-                   f"D'/D = {W.factor} (the independent checker re-verifies)", ratio, W.factor, "certificate",
+                   f"D'/D = {W.factor} (the independent checker re-verifies)", ratio, W.factor, StepMethod.of(MethodKind.CERTIFICATE),
                    check_witness(W.to_data()) and exact_equal(ratio, W.factor)))
     Qr = sp.Matrix([[sp.Rational(3, 5), -sp.Rational(4, 5)], [sp.Rational(4, 5), sp.Rational(3, 5)]])
     A2 = sp.ImmutableMatrix(2 * Qr)
     AtA = matmul(sp.Transpose(A2), A2)
     d.add(Step("conformal A = 2·[[3/5,-4/5],[4/5,3/5]]: AᵀA = 4I, so A has no non-invariance witness (witness(A) finds none)", AtA, 4 * sp.eye(2),
-               "exact", exact_equal(AtA, 4 * sp.eye(2)) and witness(A2) is None))
+               StepMethod.of(MethodKind.EXACT), exact_equal(AtA, 4 * sp.eye(2)) and witness(A2) is None))
     return d.finish()

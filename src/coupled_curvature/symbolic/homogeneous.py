@@ -146,11 +146,11 @@ def derive_T3() -> Derivation:
                 at_point(sp.Matrix(net.pre[l - 1]), sub), c * sp.Matrix(net.pre[l - 1]))
         d.exact(f"{tag}: output unchanged", at_point(sp.Matrix(net.outputs), sub), sp.Matrix(net.outputs))
         L = net.L
-        for name, blk in net.blocks.items():
+        for name, params in net.blocks.items():
             lay = int(name[1:])
             al = c if lay == l else (1 / c if (lay == l + 1 and name[0] == "W") else sp.Integer(1))
-            gb, Hb = block_grad_hess(L, blk)
-            wv = sp.Matrix(blk)
+            gb, Hb = block_grad_hess(L, params)
+            wv = sp.Matrix(params)
             gg, q, p = (gb.T * gb)[0], (wv.T * Hb * wv)[0], (wv.T * gb)[0]
             d.exact(f"{tag} block {name}: ‖g'‖² = {sp.sstr(al**-2)}·‖g‖²", at_point(gg, sub), al**-2 * gg)
             d.exact(f"{tag} block {name}: w'ᵀH'w' = wᵀHw", at_point(q, sub), q)

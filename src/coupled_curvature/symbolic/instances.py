@@ -60,8 +60,10 @@ def mlp(widths: list[int], act: str = "relu", pattern: list[list[int]] | None = 
         if l == m:
             h = z
         elif act == "relu":
+            assert pattern is not None, "a ReLU net needs its activation pattern"
             h = [pattern[l - 1][i] * e for i, e in enumerate(z)]
         elif act == "relu2":
+            assert pattern is not None, "a ReLU² net needs its activation pattern"
             h = [sp.expand(pattern[l - 1][i] * e**2) for i, e in enumerate(z)]
         elif act == "sigma":
             h = [sig(e) for e in z]

@@ -15,6 +15,7 @@ from typing import Any, Callable
 import sympy as sp
 
 from coupled_curvature.symbolic.derivation import Derivation, Step
+from coupled_curvature.symbolic.methods import MethodKind, StepMethod
 from coupled_curvature.symbolic.functions import smooth_function
 from coupled_curvature.symbolic.evaluation import at
 from coupled_curvature.symbolic.unevaluated import frac
@@ -109,7 +110,7 @@ def derive_T6() -> Derivation:
                                            for c, m in zip(A[kk], monos)) for kk in range(2)))
     G = sp.groebner(eqs, *unknowns, order="grevlex")
     d.add(Step("n=2 cubic φ: every quadratic and cubic coefficient lies in the ideal of these equations (φ affine)",
-               sp.Matrix(high).T, sp.zeros(1, len(high)), "groebner", all(G.contains(c) for c in high),
+               sp.Matrix(high).T, sp.zeros(1, len(high)), StepMethod.of(MethodKind.GROEBNER), all(G.contains(c) for c in high),
                f"Gröbner basis: {[sp.sstr(e) for e in G.exprs]}"))
     # affine φ = Bw' + a: invariance for all symmetric H and all g
     b = sp.Matrix(2, 2, lambda i, j: sp.Symbol(f"B{i + 1}{j + 1}"))
@@ -126,7 +127,7 @@ def derive_T6() -> Derivation:
     G2 = sp.groebner(eqs2, *b, *a, t, order="grevlex")
     targets = [a[0], a[1], b[0, 0] ** 2 + b[1, 0] ** 2 - b[0, 1] ** 2 - b[1, 1] ** 2, b[0, 0] * b[0, 1] + b[1, 0] * b[1, 1]]
     for tg in targets:
-        d.add(Step(f"affine φ = Bw' + a, D' = D for all (g, H, w'): {sp.sstr(tg)} lies in the ideal", tg, 0, "groebner",
+        d.add(Step(f"affine φ = Bw' + a, D' = D for all (g, H, w'): {sp.sstr(tg)} lies in the ideal", tg, 0, StepMethod.of(MethodKind.GROEBNER),
                    bool(G2.contains(tg)), f"Gröbner basis: {[sp.sstr(e) for e in G2.exprs]}"))
     p, q = sp.symbols("p q")
     for B in (sp.Matrix([[p, -q], [q, p]]), sp.Matrix([[p, q], [q, -p]])):
@@ -142,7 +143,7 @@ def derive_T6() -> Derivation:
     cs = sp.symbols("s0:4")
     pol = sum(cs[i] * x**i for i in range(4))
     G1 = sp.groebner(_coeffs(pol.diff(x, 2), [x]), *cs, order="grevlex")
-    d.add(Step("n=1 cubic φ: φ'' ≡ 0 forces s2 = s3 = 0 (affine)", sp.Matrix([cs[2], cs[3]]).T, sp.zeros(1, 2), "groebner",
+    d.add(Step("n=1 cubic φ: φ'' ≡ 0 forces s2 = s3 = 0 (affine)", sp.Matrix([cs[2], cs[3]]).T, sp.zeros(1, 2), StepMethod.of(MethodKind.GROEBNER),
                bool(G1.contains(cs[2]) and G1.contains(cs[3]))))
     aff = s_ * x + c0
     d1, d2 = sp.Derivative(aff, x), sp.Derivative(aff, (x, 2))  # φ', φ'' of the affine map, unevaluated

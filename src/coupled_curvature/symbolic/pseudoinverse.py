@@ -19,6 +19,7 @@ import sympy as sp
 from coupled_curvature.symbolic.checker import check_certificate, check_pinv_witness
 from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.symbolic.derivation import Derivation, Step, exact_equal
+from coupled_curvature.symbolic.methods import MethodKind, StepMethod
 from coupled_curvature.symbolic.exact import exact_matrix, exact_vector
 from coupled_curvature.symbolic.group import certificate
 from coupled_curvature.symbolic.rules import positivity, word_rule
@@ -134,7 +135,7 @@ def derive_T7() -> Derivation:
     d.exact("H = uuᵀ, g = u: D⁺'/D⁺ = (uᵀu·wᵀw)/(‖A⁻ᵀu‖²‖Aw‖²), i.e. T4 (ii)", frac(Dp_after, Dp_before),
             uu_s * ww / (uAu * wAw))
     for k in (2, 3):
-        d.add(Step(f"T4 (ii) => AᵀA = c²I (certificate n={k})", f"certificate({k})", True, "certificate",
+        d.add(Step(f"T4 (ii) => AᵀA = c²I (certificate n={k})", f"certificate({k})", True, StepMethod.of(MethodKind.CERTIFICATE),
                    check_certificate(certificate(k))))
     # shear witness
     W = shear_pinv_witness()
@@ -150,6 +151,6 @@ def derive_T7() -> Derivation:
             Form(matmul(sp.Transpose(Aw), matmul(sp.Transpose(Ai), Hm, Ai), Aw)), Form(matmul(wv.T, Hm, wv)))
     ratio = frac(Form(matmul(sp.Transpose(Aw), Hp2m, Aw)), Form(matmul(wv.T, Hpm, wv)))
     d.add(Step("shear: wᵀH⁺w changes, (Aw)ᵀH'⁺(Aw) / wᵀH⁺w = 1/4 != 1 with the witness's H⁺, H'⁺ (Penrose-checked "
-               "above; the checker re-verifies)", ratio, sp.Rational(1, 4), "certificate",
+               "above; the checker re-verifies)", ratio, sp.Rational(1, 4), StepMethod.of(MethodKind.CERTIFICATE),
                check_pinv_witness(W) and exact_equal(ratio, sp.Rational(1, 4))))
     return d.finish()

@@ -17,6 +17,7 @@ import sympy as sp
 
 from coupled_curvature.symbolic.checker import check_witness
 from coupled_curvature.symbolic.derivation import Derivation, Step, exact_equal
+from coupled_curvature.symbolic.methods import MethodKind, StepMethod
 from coupled_curvature.symbolic.exact import exact_number
 from coupled_curvature.symbolic.unevaluated import frac, matmul
 from coupled_curvature.symbolic.witness import coupled_D, is_conformal, transform, witness
@@ -76,14 +77,15 @@ def derive_T5() -> Derivation:
     ]
     for desc, A in cases:
         Wn = witness(A)
+        assert Wn is not None, "A is not conformal here, so it has a witness"
         d.witnesses.append(Wn)
         ratio = frac(coupled_D(*transform(Wn.A, Wn.w, Wn.g, Wn.H)), coupled_D(Wn.w, Wn.g, Wn.H))
         d.add(Step(f"{desc}: not conformal, witness w = {list(Wn.w)}, g = {list(Wn.g)}: D'/D = {Wn.factor} (checker)",
-                   ratio, Wn.factor, "certificate",
+                   ratio, Wn.factor, StepMethod.of(MethodKind.CERTIFICATE),
                    (not is_conformal(A)) and check_witness(Wn.to_data()) and exact_equal(ratio, Wn.factor)))
     Au = sp.ImmutableMatrix(kron_action([2, 2], [2, 2, 2]))
     AtA = matmul(sp.Transpose(Au), Au)
     d.add(Step("uniform a = b = 2, k = 1 on W_l: the action K = diag(b)^-1 ⊗ diag(a) has KᵀK = I (conformal), "
-               "so K has no non-invariance witness (witness(K) finds none)", AtA, sp.eye(6), "exact",
+               "so K has no non-invariance witness (witness(K) finds none)", AtA, sp.eye(6), StepMethod.of(MethodKind.EXACT),
                exact_equal(AtA, sp.eye(6)) and witness(Au) is None and is_conformal(Au)))
     return d.finish()

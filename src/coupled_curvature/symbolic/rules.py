@@ -78,8 +78,9 @@ def _positive_factor(arg: Any, positive: set) -> Any:
         per_term.append(d)
     s = sp.Integer(1)
     for b in set(per_term[0]):
-        exps = [d.get(b) for d in per_term]
-        if any(x is None for x in exps):
+        found = [d.get(b) for d in per_term]
+        exps = [x for x in found if x is not None]
+        if len(exps) < len(found):
             continue
         if all(x == exps[0] for x in exps):
             s *= b ** exps[0]

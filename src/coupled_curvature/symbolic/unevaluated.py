@@ -160,7 +160,7 @@ def quadratic_scalar(e: Any) -> Any:
     scalars = mm.free_symbols - mats - set().union(*(m.free_symbols - {m} for m in mats))
     if scalars:  # a scalar left inside the word would be hidden in the symbol's name
         raise ValueError(f"quadratic_scalar: {sp.sstr(mm)} is not a product of matrix symbols (contains {scalars})")
-    args = mm.args if isinstance(mm, MatMul) else (mm,)
+    args: tuple[Any, ...] = mm.args if isinstance(mm, MatMul) else (mm,)
     gram = len(args) == 2 and isinstance(args[0], sp.Transpose) and args[0].arg == args[1]
     name, shown = f"[{sp.sstr(mm)}]", Form(mm)
     sym = TexSymbol(name, shown, positive=True) if gram else TexSymbol(name, shown, real=True)

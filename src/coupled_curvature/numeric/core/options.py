@@ -175,7 +175,7 @@ def run_options(**settings: Any) -> RunOptions:
             values[name] = _by_kind(_SETTING[name])(value)
     if "device" in given:
         values["device"] = _device(given["device"])
-    call = ModelCall(given.get("output", DEFAULTS["output"]))  # type: ignore[arg-type]
+    call = ModelCall(given.get("output", DEFAULTS["output"]))
     return RunOptions(**values, method_given="method" in given, call=call)  # type: ignore[arg-type]
 
 
