@@ -209,7 +209,7 @@ def _accumulate(model: nn.Module, fw: ShiftedForward, live: Mapping[str, tuple[s
     gamma = torch.randn(n, r, generator=gen, dtype=torch.float64).to(A.device)
     check = (gamma.unsqueeze(2) * A).sum(dim=1, keepdim=True)
     v = {b: torch.zeros(n, r + 1, dtype=torch.float64, device=A.device) for b in live}  # column r: the check
-    stacked = {p: torch.stack([tangents[b].reshape(n, -1) for b in bs], dim=2) for p, bs in by_path.items()}
+    stacked = {p: torch.stack([tangents[b].reshape(n, -1) for b in bs]) for p, bs in by_path.items()}  # (t, n, m)
     del tangents
     abs_row, leaves, members, mags = magnitude
     at_output: dict[str, Tensor] = {}
@@ -221,17 +221,19 @@ def _accumulate(model: nn.Module, fw: ShiftedForward, live: Mapping[str, tuple[s
             if cots[p] is not None:
                 stop = min(rows.stop, r + 1)  # the last row is |r|, not a row of A
                 if stop > rows.start:
-                    got = torch.einsum("rnm,nmt->tnr", cots[p][:stop - rows.start].reshape(stop - rows.start, n, -1),
-                                       stacked[p])
+                    c = cots[p][:stop - rows.start].reshape(stop - rows.start, n, -1)
+                    got = ((c * stacked[p]).sum(-1, keepdim=True) if len(c) == 1  # one row: no einsum set-up
+                           else torch.einsum("rnm,tnm->tnr", c, stacked[p]))
                     for b, vb in zip(bs, got):
                         v[b][:, rows.start:stop] = vb
-    for b, (p, _) in live.items():  # |r| back through the module alone, to the block's own tensors
+    for p, bs in by_path.items():  # |r| back through the module alone (one pass for all its blocks)
         if p in at_output:
-            back = torch.autograd.grad(fw.outputs[p], [leaves[n] for n in members[b]], at_output[p].reshape(
+            names = [m for b in bs for m in members[b]]
+            back = torch.autograd.grad(fw.outputs[p], [leaves[m] for m in names], at_output[p].reshape(
                 fw.outputs[p].shape), retain_graph=True, allow_unused=True)
-            for n, g in zip(members[b], back):
+            for m, g in zip(names, back):
                 if g is not None:
-                    mags[n] += g.detach().abs()
+                    mags[m] += g.detach().abs()
     for b in live:
         got, rows_b = v[b][:, r], v[b][:, :r]
         want = (gamma * rows_b).sum(dim=1)
