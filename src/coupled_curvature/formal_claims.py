@@ -86,6 +86,10 @@ FORMAL_SCOPE: dict[str, str] = {
            "with the row blocks of W_O alike give the same output; with T4 and T7, D and D⁺ of one row of W_Q (moved by "
            "Aᵀ) or of W_K (moved by A⁻¹) exact for all (w, g, H) iff A is conformal; not the whole d×h block (I ⊗ Aᵀ), "
            "the fused tensors or the norm layers",
+    "T14": "for one head, every width: two balanced Q/K pairs (W_QᵀW_Q = W_KᵀW_K, W_Q of full column rank) of one "
+           "orbit differ by an orthogonal A (balanced_unique), so D of every query row (moved by Aᵀ) and key row (moved "
+           "by A⁻¹) at the balanced point is the same for all (w, g, H); not the SVD construction of the balanced pair, "
+           "the V/O pair or the ReLU unit balancing (those are exact SymPy steps)",
 }
 
 
@@ -257,6 +261,12 @@ FORMAL_STEPS: dict[str, dict[str, tuple[str, ...]]] = {
             ("T13_attention.T13_query_row_D_iff",),
         "key row under A = c·[[3/5, -4/5], [4/5, 3/5]] (c > 0): D' = D for symbolic w, g, symmetric H":
             ("T13_attention.T13_key_row_D_iff",),
+    },
+    "T14": {
+        "and moves a query row by Rᵀ, conformally: D' = D for symbolic w, g, symmetric H (T4)":
+            ("T14_gauge_fixing.gauge_fixed_D_invariant",),
+        "so the row at the balanced point moves by (A·A_bal)ᵀ = I: the gauge-fixed D'/D = 1 (symbolic w, g, H)":
+            ("T14_gauge_fixing.gauge_fixed_D_invariant",),
     },
 }
 

@@ -71,6 +71,8 @@ FORMAL_INSTANCES: dict[str, tuple[str, ...]] = {
        for n in ("T13_logits", "T13_values", "conformal_inv_iff", "T13_query_row_D_iff", "T13_key_row_D_iff",
                  "T13_query_row_Dplus_iff", "T13_key_row_Dplus_iff")},
     "T13_attention.T13_heads_perm": ("T13_attention.T13_heads_perm_instance",),
+    "T14_gauge_fixing.gauge_fixed_D_invariant": ("T14_gauge_fixing.T14_instance",),
+    "T14_gauge_fixing.balanced_unique": ("T14_gauge_fixing.T14_instance",),
     **{f"T08_monotonicity.{n}": ("T08_monotonicity.T8_nonvacuous",)
        for n in ("T8_D_scale", "T8_Dplus_scale", "T8_D_mono", "T8_Dplus_mono")},
     **{f"T03_network_perm.{n}": ("T03_network_perm.T3_network_perm_instance",)
