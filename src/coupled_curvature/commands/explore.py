@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from coupled_curvature.base.choices import split_list
@@ -275,7 +276,7 @@ def explore(args: argparse.Namespace):
     n = min(args.samples, len(data.X_train))
     Xs, ys = data.X_train[:n], data.y_train[:n]
     loss_fn = torch.nn.CrossEntropyLoss()
-    targets = {}
+    targets: dict[str, tuple[torch.nn.Module, Callable, object, bool]] = {}
     if kind != "mlp-bn":
         say(f"training {args.arch} on {args.dataset} ({args.epochs} epochs, seed {args.seed})")
         model = build_for(kind, hidden, data, seed=args.seed)

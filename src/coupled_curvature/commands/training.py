@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from typing import Any
 
 from coupled_curvature.commands._common import count, say
 
@@ -84,7 +85,7 @@ def run_training_command(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     rows = T.run_training(cfg, cache=ModelCache(args.cache), progress=say, remeasure=args.remeasure,
                           jobs=jobs)
-    data = {"config": asdict(cfg), "jobs": jobs, "rows": rows,
+    data: dict[str, Any] = {"config": asdict(cfg), "jobs": jobs, "rows": rows,
             "table": arm_table(rows, n_boot=cfg.n_boot, seed=cfg.boot_seed), "curves": lambda_curves(rows),
             "verdicts": [asdict(v) for v in verdicts(rows, cfg.crr_scales, cfg.headline_scale, n_boot=cfg.n_boot,
                                                      seed=cfg.boot_seed)],

@@ -42,6 +42,7 @@ def _sweep(lab: Lab, key: str, layer: int, exponents) -> dict[str, Any]:
         c = 2.0**k
         b = diagnose(layer_rescale(trained.model, layer, c), lab.loss, ds.train)[block]
         for name, v in (("c", c), ("D", b.coupled), ("Dplus", b.inverse_coupled), ("RQ", b.rayleigh), ("g_sq", b.g_sq)):
+            assert v is not None, f"{name} is undefined on {key}'s block {block}"
             out[name].append(float(v))
     return out
 

@@ -102,7 +102,9 @@ def gauge_rows(seed: int, *, tol: float, move: float, mlp: tuple[nn.Module, tupl
         model, data = mlp
         with torch.no_grad():
             scale = float(model(data[0]).abs().max())
-        units = model[0].weight.shape[0]
+        first = model[0] if isinstance(model, nn.Sequential) else None
+        assert isinstance(first, nn.Linear), "the MLP is an nn.Sequential whose layer 0 (rescaled) is nn.Linear"
+        units = first.weight.shape[0]
         rng = np.random.default_rng(seed + 11)
         moved = neuron_rescale(model, 0, (2.0 ** rng.uniform(-2.0, 2.0, size=units)).tolist())
         rows += _compare("relu-mlp", "non-uniform neuron rescaling of layer 0", model, moved, loss, data, scale,

@@ -93,6 +93,7 @@ def prepare(model: nn.Module, loss_fn: Callable, data: object, *, prec: int,
                                 f"{tuple(out.shape[1:])}; the traced graph is not what runs, so nothing is certified: use a "
                                 "model whose forward is a plain graph of supported modules")
     check_targets(loss_fn, tuple(out.shape), y, 0)
+    assert isinstance(loss_fn, nn.Module), "check_loss accepted nn.CrossEntropyLoss or nn.MSELoss only"
     terms = loss_terms(loss_fn, y, out.shape[1], sizes)
     names = [n for n, p in model64.named_parameters() if p.requires_grad]
     return Prepared(model64, ops, X, y, resolve_blocks(names, blocks), terms)

@@ -126,8 +126,8 @@ def fraction_of(x: arb) -> Fraction:
     >>> fraction_of(arb(0.375))
     Fraction(3, 8)
     """
-    m, e = x.man_exp()
-    m, e = int(m), int(e)
+    man, exp = x.man_exp()
+    m, e = int(man), int(exp)
     return Fraction(m * 2**e) if e >= 0 else Fraction(m, 2**-e)
 
 

@@ -94,6 +94,7 @@ def _refine(H: arb_mat, w: arb_mat, vecs: np.ndarray, lam: np.ndarray, shifts: l
             U = (U + arb_mat(step.tolist())).mid()
     finally:
         ctx.prec = prec
+    assert best is not None, "the loop runs at least one step and keeps its first result"
     worst, U, err = best
     if not worst < goal * 2**40:  # far from the goal: the float64 corrections did not converge
         return None

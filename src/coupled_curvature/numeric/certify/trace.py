@@ -87,7 +87,7 @@ def trace(model: nn.Module) -> list[Op]:
 
 def _kind(gm: torch.fx.GraphModule, node: torch.fx.Node) -> tuple[str, nn.Module | None]:
     if node.op == "call_module":
-        m = gm.get_submodule(node.target)
+        m = gm.get_submodule(str(node.target))  # a call_module node's target is the module's name
         if isinstance(m, _PASS):
             if isinstance(m, nn.Dropout) and m.training and m.p > 0:
                 raise UnsupportedModelError(f"module {node.target!r} (Dropout) is in train mode; call model.eval()")

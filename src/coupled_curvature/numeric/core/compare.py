@@ -11,7 +11,7 @@ module when it runs: the results module imports from here.)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, SupportsFloat
 
 import torch  # noqa: F401  (the doctest below uses it)
 
@@ -130,5 +130,5 @@ def compare(before: Diagnosis, after: Diagnosis) -> Comparison:
     return Comparison(tuple(changes))
 
 
-def _float(x: object) -> float | None:
+def _float(x: SupportsFloat | None) -> float | None:
     return None if x is None else float(x)

@@ -249,7 +249,7 @@ def _block_record(c: BlockCurvature, o: RunOptions) -> BlockDiagnosis:
                 "or use method='dense' if the block fits)"
             )
     missing = c.spectral_reason if o.inverse and c.spectral is SpectralRoute.NONE else None
-    if gradient_at_rounding(g_sq, c.g_rounding) and w_sq != 0.0:
+    if c.g_rounding is not None and gradient_at_rounding(g_sq, c.g_rounding) and w_sq != 0.0:
         notes.append(rounding_note(g_sq, c.g_rounding))
         rayleigh = derived_quantities(w_sq, g_sq, c.wHw, None, notes)[0]
         coupled = inverse_coupled = None

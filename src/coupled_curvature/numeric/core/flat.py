@@ -66,7 +66,9 @@ class FlatLoss:
 
     def loss(self, theta: Tensor) -> Tensor:
         p = self.params(theta)
-        return sum(self.objective.batch_loss(i, p) for i in range(len(self.batches)))
+        total = sum(self.objective.batch_loss(i, p) for i in range(len(self.batches)))
+        assert isinstance(total, Tensor), "an objective has at least one batch"
+        return total
 
     def value(self, theta: Tensor | None = None) -> float:
         with torch.no_grad():

@@ -72,7 +72,7 @@ def head_blocks(model: nn.Module) -> HeadBlocks:
     covered = {m[0] if isinstance(m, tuple) else m for ms in heads.values() for m in ms}
     order = {n: i for i, n in enumerate(params)}
     first = {b: min(order[m[0] if isinstance(m, tuple) else m] for m in ms) for b, ms in heads.items()}
-    entries = [(order[n], 1, n, [n]) for n in params if n not in covered]
+    entries: list[tuple[int, int, str, list[Member]]] = [(order[n], 1, n, [n]) for n in params if n not in covered]
     entries += [(first[b], 0, b, ms) for b, ms in heads.items()]
     entries.sort(key=lambda e: (e[0], e[1]))
     return HeadBlocks({b: ms for _, _, b, ms in entries}, tuple(layouts.values()), notes)

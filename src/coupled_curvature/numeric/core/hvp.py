@@ -273,6 +273,7 @@ def block_curvature(
             g = torch.cat([grads[m].detach().reshape(-1) for m in members])
             Hw = torch.cat([t.reshape(-1) for t in block_vjp(grads, leaves, members, w, False)])
             entry = acc.setdefault(block, CurvatureSums(torch.zeros_like(g), torch.zeros_like(Hw), None))
+            assert entry.Hw is not None, "the sums made here hold H_bb w"
             entry.grad += g
             entry.Hw += Hw
             if block not in dense_blocks:
@@ -329,16 +330,16 @@ def block_krylov(
         w = torch.cat([objective.values[m].reshape(-1) for m in members])
         runs[block] = LanczosRun(w, rtol=rtol, max_iter=max_iter, tol=tol, Hw=curv[block].Hw)
     while True:
-        active = [b for b, r in runs.items() if r.vector is not None]
+        active = {b: r.vector for b, r in runs.items() if r.vector is not None}  # block -> its next vector
         if not active:
             break
         sums = {b: torch.zeros(runs[b].n, dtype=torch.float64, device=objective.values[partition[b][0]].device)
                 for b in active}
         for leaves, grads in graphs if graphs is not None else objective.graphs():
-            for b in active:
+            for b, vector in active.items():
                 members = partition[b]
                 sizes = [leaves[m].numel() for m in members]
-                cot = [p.reshape(leaves[m].shape) for p, m in zip(torch.split(runs[b].vector, sizes), members)]
+                cot = [p.reshape(leaves[m].shape) for p, m in zip(torch.split(vector, sizes), members)]
                 sums[b] += torch.cat([t.reshape(-1) for t in block_vjp(grads, leaves, members, cot, False)])
         for b in active:
             runs[b].feed(sums[b] if reduce is None else reduce(sums[b]))

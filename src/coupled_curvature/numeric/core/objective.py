@@ -74,12 +74,12 @@ class Objective:
         for i in range(len(self.batches)):
             leaves = {n: v.clone().requires_grad_(True) for n, v in self.values.items()}
             loss = self.batch_loss(i, leaves)
-            grads = torch.autograd.grad(
+            raw = torch.autograd.grad(
                 loss, list(leaves.values()), create_graph=True, allow_unused=True
             )
             grads = {
                 n: torch.zeros_like(v) if g is None else g
-                for (n, v), g in zip(leaves.items(), grads)
+                for (n, v), g in zip(leaves.items(), raw)
             }
             total += float(loss.detach())
             yield leaves, grads

@@ -86,7 +86,7 @@ def head_block_requests(objective: Objective, partition: Mapping[str, Sequence[s
     expected = sliced_partition(shapes, heads.blocks)
     leaf_of = {p.leaf: p for ps in expected.pieces.values() for p in ps}
     wanted: dict[tuple, tuple[AttentionLayout, str, int]] = {}
-    for name, members in expected.partition.items():
+    for name, sliced in expected.partition.items():
         kind, _, rest = name.rpartition(".")[2].partition("[")
         if not rest.endswith("]") or kind not in ("q", "k", "v", "o"):
             continue
@@ -94,13 +94,13 @@ def head_block_requests(objective: Objective, partition: Mapping[str, Sequence[s
         for lay in modular.values():
             p = getattr(lay, kind)
             if _param(p, p.weight).removesuffix(".weight") == prefix:
-                wanted[_key(_entries(members, leaf_of, shapes))] = (lay, kind, int(rest[:-1]))
+                wanted[_key(_entries(sliced, leaf_of, shapes))] = (lay, kind, int(rest[:-1]))
     mine = {p.leaf: p for ps in objective.pieces.values() for p in ps}
     out = {}
     for block, members in partition.items():
         entries = _entries(members, mine, shapes)
         found = wanted.get(_key(entries)) if entries is not None else None
-        if found is not None:
+        if found is not None and entries is not None:
             out[block] = HeadBlock(*found, tuple(entries))
     return out
 

@@ -62,6 +62,7 @@ def patch_gram(parts: Sequence[LayerRows], attrs: Sequence[str], weight: Tensor,
         WU = torch.einsum("ck,nkp->ncp", weight, U).repeat_interleave(r, dim=0)  # (m, C, pos)
         u += (P * WU).sum(dim=(1, 2))
     if "bias" in attrs:
+        assert bias is not None, "a block with a bias is given the bias's values"
         S = P.sum(dim=2)  # (m, C)
         G += S @ S.T
         u += S @ bias

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import overload
 
 import mpmath
 import numpy as np
@@ -119,7 +120,15 @@ def round_shift(M: np.ndarray, sh: int) -> np.ndarray:
     return (M + (1 << (sh - 1))) >> sh if sh > 0 else M
 
 
-def round_div(M: np.ndarray, d: int) -> np.ndarray:
+@overload
+def round_div(M: int, d: int) -> int: ...
+
+
+@overload
+def round_div(M: np.ndarray, d: int) -> np.ndarray: ...
+
+
+def round_div(M: np.ndarray | int, d: int) -> np.ndarray | int:
     """``round(M / d) = ⌊(2M + d) / 2d⌋`` elementwise for a positive int ``d``.
 
     >>> round_div(np.array([7, -7, 5], dtype=object), 2).tolist()

@@ -132,10 +132,10 @@ def _body(kind: str, width: int, heads: int, layers: int, vocab: int, tokens: in
     if kind == "bert-tiny":
         from transformers import BertConfig, BertModel
 
-        cfg = BertConfig(vocab_size=vocab, hidden_size=width, num_hidden_layers=layers, num_attention_heads=heads,
+        bert = BertConfig(vocab_size=vocab, hidden_size=width, num_hidden_layers=layers, num_attention_heads=heads,
                          intermediate_size=2 * width, max_position_embeddings=tokens, hidden_dropout_prob=0.0,
                          attention_probs_dropout_prob=0.0, initializer_range=0.3)
-        return BertModel(cfg, add_pooling_layer=False), "first", f"body.encoder.layer.{layers - 1}.attention"
+        return BertModel(bert, add_pooling_layer=False), "first", f"body.encoder.layer.{layers - 1}.attention"
     if kind == "encoder-layer":
         stack = [nn.TransformerEncoderLayer(width, heads, 2 * width, dropout=0.0, batch_first=True)
                  for _ in range(layers)]

@@ -74,7 +74,10 @@ def _extra(name: str, model: nn.Module, loss_fn: Callable, data, cache: dict, ma
     quantity, _, kind = name.partition("[")
     d = _diagnosis(model, loss_fn, data, cache, blocks="head" if kind == "head]" else "tensor",
                    gauge="balanced" if kind == "gauge]" else None, max_dense=max_dense)
-    blocks, degenerate, conditioning, notes = {}, [], {}, []
+    blocks: dict[str, float | None] = {}
+    conditioning: dict[str, float] = {}
+    degenerate: list[str] = []
+    notes: list[str] = []
     for b in d:
         if quantity == "D" and b.scale_invariant:
             blocks[b.name] = None

@@ -75,7 +75,7 @@ def certified_fields(model: nn.Module, X, y, model_key: str, cache: ModelCache, 
             widths = [b.coupled_change_relative for b in changes if b.coupled_change_relative is not None]
             rq = inv[f"{first}.weight"].rayleigh_change if f"{first}.weight" in inv.names() else None
             missing = [b.name for b in inv if b.coupled_change is None]
-            fields = {**base, "cert_D_zero": bool(changes) and all(0 in b.coupled_change for b in changes),
+            fields = {**base, "cert_D_zero": bool(changes) and all(b.coupled_change is not None and 0 in b.coupled_change for b in changes),
                       "cert_D_width": max(widths) if widths else None,
                       "cert_RQ_moves": None if rq is None else bool(rq.excludes_zero()),
                       "cert_note": f"no D ball for {', '.join(missing)} (see certify's reasons)" if missing else None}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -18,7 +19,7 @@ from coupled_curvature.base.errors import InvalidInputError
 __all__ = ["MeanInterval", "TauInterval", "cluster_bootstrap_tau", "cluster_draws", "kendall_tau", "loglog_slope", "mean_interval"]
 
 
-def _vector(v: Sequence[float], what: str) -> np.ndarray:
+def _vector(v: Sequence[float] | np.ndarray, what: str) -> np.ndarray:
     try:
         a = np.asarray(v, dtype=np.float64)
     except (TypeError, ValueError):
@@ -30,7 +31,7 @@ def _vector(v: Sequence[float], what: str) -> np.ndarray:
     return a
 
 
-def _pair(x: Sequence[float], y: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+def _pair(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     a, b = _vector(x, "x"), _vector(y, "y")
     if a.shape != b.shape:
         raise InvalidInputError(f"x and y must have the same length, got {a.size} and {b.size}")
@@ -54,7 +55,7 @@ def _tau_from_signs(sx: np.ndarray, sy: np.ndarray) -> float | None:
     return s / math.sqrt(denom)
 
 
-def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float | None:
+def kendall_tau(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> float | None:
     """Kendall's ``τ_b = (n_c − n_d)/√((n₀ − n₁)(n₀ − n₂))`` (ties handled as in scipy's default).
 
     Returns ``None`` when undefined (fewer than two points, or ``x`` or ``y`` constant), never NaN.
@@ -97,7 +98,7 @@ def cluster_draws(n_clusters: int, n_boot: int, seed: int) -> np.ndarray:
 def cluster_bootstrap_tau(
     x: Sequence[float],
     y: Sequence[float],
-    clusters: Sequence[object],
+    clusters: Sequence[Any],  # any hashable labels: sorted where comparable, else by repr
     *,
     n_boot: int = 2000,
     level: float = 0.95,

@@ -123,9 +123,9 @@ def check_config(cfg: TrainingConfig) -> TrainingConfig:
     for c in cfg.conditions:
         if c.dataset not in ("moons", "digits") or not 0.0 <= c.flip < 0.5 or (c.dataset == "digits" and c.flip):
             raise InvalidInputError(f"a condition is ('moons', flip in [0, 0.5)) or ('digits', 0), got {c!r}")
-    for v, what in ((cfg.lr, "lr"), (cfg.sam_rho, "sam_rho"), (cfg.asam_rho, "asam_rho")):
-        if not (math.isfinite(v) and v > 0):
-            raise InvalidInputError(f"{what} must be a finite number > 0, got {v!r}")
+    for rate, what in ((cfg.lr, "lr"), (cfg.sam_rho, "sam_rho"), (cfg.asam_rho, "asam_rho")):
+        if not (math.isfinite(rate) and rate > 0):
+            raise InvalidInputError(f"{what} must be a finite number > 0, got {rate!r}")
     if any(not (math.isfinite(s) and s > 0) for s in cfg.crr_scales):
         raise InvalidInputError(f"crr_scales must be finite and > 0 (scale 0 is the baseline arm), got {cfg.crr_scales}")
     lo, hi = cfg.band

@@ -145,7 +145,7 @@ def _below(m: MeanInterval) -> bool:
 
 
 def _inside(m: MeanInterval, margin: float) -> bool:
-    return m.low is not None and -margin <= m.low and m.high <= margin
+    return m.low is not None and m.high is not None and -margin <= m.low and m.high <= margin
 
 
 def _crr_label(scale: float) -> str:
@@ -161,7 +161,7 @@ def _claim_crr_lambda(cond: str, g, scales: Sequence[float], headline: float, n_
         de = _paired(arm, base, "test_error", n_boot, seed)
         if _below(dl) and _inside(de, ERROR_MARGIN):
             held.append(s)
-        elif _below(dl) and de.low is not None and de.low <= 0.0 <= de.high:
+        elif _below(dl) and de.low is not None and de.high is not None and de.low <= 0.0 <= de.high:
             open_.append(s)  # λ lower; the error neither shown unchanged (too wide) nor shown to move
         parts.append(f"scale {s:g}: Δλ {_ci(dl)}, Δerror {_ci(de)}")
     verdict = ("reproduced" if headline in held else "partly reproduced" if held else

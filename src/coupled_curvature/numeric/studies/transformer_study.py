@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from coupled_curvature.numeric.models.tiny_transformers import TINY_TRANSFORMERS, tiny_transformer
 from coupled_curvature.numeric.studies.explorer_attention import attention_matrix
@@ -36,7 +37,7 @@ def transformer_study(kinds: Sequence[str] = tuple(TINY_TRANSFORMERS), *, seed: 
     [True, True, True, True, True]
     """
     say = progress or (lambda s: None)
-    models = []
+    models: list[dict[str, Any]] = []
     for kind in kinds:
         if TINY_TRANSFORMERS[kind] and importlib.util.find_spec("transformers") is None:
             models.append({"kind": kind, "skipped": "transformers is not installed (pip install 'coupled-curvature[hf]')"})

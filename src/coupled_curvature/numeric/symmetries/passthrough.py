@@ -210,7 +210,7 @@ def _reshape(node: fx.Node, desc: str, kind: Kind, layout: Layout, *, method: bo
         keeps = (_arg(node, 1, "start_dim", 0), _arg(node, 2, "end_dim", -1)) == (1, -1)
     elif name in ("view", "reshape"):
         shape = rest[0] if len(rest) == 1 and isinstance(rest[0], (tuple, list)) else rest
-        keeps = len(shape) == 2 and _is_batch(shape[0]) and shape[1] == -1
+        keeps = bool(len(shape) == 2 and _is_batch(shape[0]) and shape[1] == -1)
     else:
         keeps = False
     if not keeps:

@@ -63,6 +63,7 @@ def random_states() -> tuple[bytes, bytes, object]:
     False
     """
     np_state = np.random.get_state()
+    assert isinstance(np_state, tuple), "the legacy state (get_state's default) is a tuple"
     return bytes(torch.random.get_rng_state().numpy()), np_state[1].tobytes() + repr(np_state[2:]).encode(), \
         random.getstate()
 
