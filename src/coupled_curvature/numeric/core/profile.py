@@ -223,20 +223,23 @@ def spectral_profile(
                                     "or raise max_dense")
         refused = run.gram_refused.get(c.name)
         notes = [*c.notes, *([f"the Gram route does not apply: {refused}"] if refused else [])]
-        head = dict(name=c.name, params=tuple(c.members), size=c.size, g_sq=float(c.grad @ c.grad),
+        head: dict[str, Any] = dict(name=c.name, params=tuple(c.members), size=c.size, g_sq=float(c.grad @ c.grad),
                     w_sq=float(c.w @ c.w))
         if head["w_sq"] == 0.0:
             records.append(BlockProfile(**head, rel_eigs=np.zeros(0), weights=np.zeros(0), radius=0.0,
                                         route=str(c.spectral), exact=c.spectral is not SpectralRoute.KRYLOV,
                                         notes=(*notes, "w = 0: the profile is undefined")))
         elif c.spectral is SpectralRoute.GRAM:
+            assert c.gram is not None, "the Gram route leaves its form"
             records.append(_gram_profile(head, c.gram, notes))
         elif c.spectral is SpectralRoute.DENSE:
+            assert c.spectrum is not None, "the dense route leaves its spectrum"
             lam, coeff = c.spectrum.evals, c.spectrum.weights
             x, p_, rho = _atoms(lam, coeff / head["w_sq"], lam.size)
             records.append(BlockProfile(**head, rel_eigs=x, weights=p_, radius=rho, route="dense", exact=True,
                                         notes=tuple(notes)))
         else:
+            assert c.krylov is not None, "the Krylov route leaves its form"
             records.append(_krylov_profile(head, c.krylov, notes))
     meta = {"method": o.method, "blocks": o.blocks if isinstance(o.blocks, str) else "custom",
             "max_dense": o.max_dense, "pinv_rtol": o.pinv_rtol, "n_samples": run.n_samples, "n_batches": len(p.batches),

@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from coupled_curvature.base.errors import MissingExtraError, InvalidInputError
 from coupled_curvature.base.output import json_text
@@ -182,7 +182,7 @@ class Diagnosis(ByBlock[BlockDiagnosis]):
         return json_text(self.to_dict(), indent)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, object]) -> Diagnosis:
+    def from_dict(cls, data: Mapping[str, Any]) -> Diagnosis:
         """The :class:`Diagnosis` that :meth:`to_dict` (or the parsed :meth:`to_json`) describes.
 
         The strings ``"inf"``, ``"-inf"``, ``"nan"`` in a number's place become floats again.
@@ -364,7 +364,7 @@ def _number(v: object) -> object:
 
 def _block_from_row(row: Mapping[str, object]) -> BlockDiagnosis:
     """Only the number fields are decoded: a note or a name that reads "nan" stays a string."""
-    values = {k: _number(v) if k in _FLOAT_FIELDS else v for k, v in row.items()}
+    values: dict[str, Any] = {k: _number(v) if k in _FLOAT_FIELDS else v for k, v in row.items()}
     values["params"] = tuple(values["params"])
     if "method" in values:
         values["method"] = SpectralRoute(values["method"])
