@@ -87,7 +87,7 @@ FORMAL_SCOPE: dict[str, str] = {
            "Aᵀ) or of W_K (moved by A⁻¹) exact for all (w, g, H) iff A is conformal; not the whole d×h block (I ⊗ Aᵀ), "
            "the fused tensors or the norm layers",
     "T14": "for one head, every width: two balanced Q/K pairs (W_QᵀW_Q = W_KᵀW_K, W_Q of full column rank) of one "
-           "orbit differ by an orthogonal A (balanced_unique), so D of every query row (moved by Aᵀ) and key row (moved "
+           "orbit differ by an orthogonal A, so D of every query row (moved by Aᵀ) and key row (moved "
            "by A⁻¹) at the balanced point is the same for all (w, g, H); not the SVD construction of the balanced pair, "
            "the V/O pair or the ReLU unit balancing (those are exact SymPy steps)",
 }

@@ -166,11 +166,11 @@ _ALL = (
         "Let G act on parameters by function-preserving linear maps, and let θ → θ* pick in each orbit a "
         "representative unique up to a map that is conformal on every block. Then D(θ*) and D⁺(θ*) are invariant "
         "under all of G. For a Q/K pair (W_Q, W_K of one head, d × h) the balanced representative W_Q* = UΣ^{1/2}, "
-        "W_K* = VΣ^{1/2} from the SVD W_QW_Kᵀ = UΣVᵀ has W_Q*ᵀW_Q* = Σ = W_K*ᵀW_K* and W_Q*W_K*ᵀ = W_QW_Kᵀ; it "
-        "depends on the orbit only, and two balanced pairs of one orbit differ by an orthogonal A (W_Q of full "
-        "column rank), which acts conformally on every row block; the same holds for V/O. For ReLU neuron "
-        "rescaling, each unit scaled by c = √(‖out‖/‖in‖) has equal incoming and outgoing norms √(‖in‖·‖out‖), "
-        "whatever positive rescaling came before. So the gauge-fixed D is unchanged under a non-conformal A, "
+        "W_K* = VΣ^{1/2} from the SVD W_Q·W_Kᵀ = UΣVᵀ has (W_Q*)ᵀ(W_Q*) = Σ = (W_K*)ᵀ(W_K*) and "
+        "(W_Q*)(W_K*)ᵀ = W_Q·W_Kᵀ; it depends on the orbit only, and two balanced pairs of one orbit differ by an "
+        "orthogonal A (W_Q of full column rank), which acts conformally on every row block; the same holds for "
+        "V/O. For ReLU neuron rescaling, each unit scaled by c = √(‖out‖/‖in‖) has equal incoming and outgoing "
+        "norms √(‖in‖·‖out‖), whatever positive rescaling came before. So the gauge-fixed D is unchanged under a non-conformal A, "
         "under which the raw D moves (T4). This does not contradict T4–T7: those concern D as a function of "
         "(w, g, H) at one point; T14 evaluates it at a chosen point of the orbit.",
         ("gauge", "derive_T14"),

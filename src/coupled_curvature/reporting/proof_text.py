@@ -236,8 +236,8 @@ PROOFS: dict[str, tuple[Said, ...]] = {
         _S("Columns of the Cayley map of a skew matrix are orthonormal, so W_Q* = UΣ^{1/2} and W_K* = VΣ^{1/2} have "
            "equal Gram matrices and the SVD product:", r"^Cayley|^balanced:|^product:", "(W_Q*)ᵀ(W_Q*) = Σ"),
         _S("The factors A and A⁻¹ cancel in the product, which is therefore the orbit's own,", r"^orbit:",
-           "(W_Q·A)(W_K·A⁻ᵀ)ᵀ = W_QW_Kᵀ"),
-        _S("and the least-squares balancing map of W_Q = W_Q*A is A⁻¹: every point of the orbit is brought back "
+           "(W_Q·A)(W_K·A⁻ᵀ)ᵀ = W_Q·W_Kᵀ"),
+        _S("and the least-squares balancing map of W_Q = (W_Q*)A is A⁻¹: every point of the orbit is brought back "
            "to the same balanced pair.", r"^Gram of W_Q|^balancing map|^and W_K·A_bal", "(AᵀΣA)⁻¹AᵀΣ = A⁻¹"),
         _S("What freedom is left is orthogonal, conformal on every row block (T4), while A = 2I leaves the "
            "balance;", r"^R = cayley|^residual freedom|^and moves a query row|^control:", "D' = D"),

@@ -141,7 +141,7 @@ def _pair(d: Derivation) -> None:
     A = symbol_matrix("a", 2, 2)
     Ai = inverse_by_adjugate(A)
     P, K = symbol_matrix("q", 3, 2), symbol_matrix("k", 3, 2)
-    d.exact("orbit: (W_Q·A)(W_K·A⁻ᵀ)ᵀ = W_QW_Kᵀ for any head maps and symbolic A, so (W_Q*)(W_K*)ᵀ is the "
+    d.exact("orbit: (W_Q·A)(W_K·A⁻ᵀ)ᵀ = W_Q·W_Kᵀ for any head maps and symbolic A, so (W_Q*)(W_K*)ᵀ is the "
             "orbit's product", matmul(sp.ImmutableMatrix(P * A), sp.ImmutableMatrix(K * Ai.T).T), sp.ImmutableMatrix(P * K.T))
     ZA = sp.ImmutableMatrix(Z * Ai.T)
     # with UᵀU = I (first step), XᵀX = AᵀΣA and the balancing map is (AᵀΣA)⁻¹AᵀΣ; evaluated entrywise
