@@ -165,6 +165,7 @@ def randomize_batchnorm(model: nn.Module, seed: int = 0) -> nn.Module:
     g = torch.Generator().manual_seed(seed)
     for m in model.modules():
         if isinstance(m, nn.modules.batchnorm._BatchNorm):
+            assert m.running_mean is not None and m.running_var is not None, "a BatchNorm with running statistics"
             with torch.no_grad():
                 m.running_mean.copy_(0.3 * torch.randn(m.running_mean.shape, generator=g))
                 m.running_var.copy_(0.5 + torch.rand(m.running_var.shape, generator=g))
