@@ -27,7 +27,7 @@ from flint import arb_mat
 
 from coupled_curvature.numeric.certify.arrays import Rows, arr, as_array, as_mat
 from coupled_curvature.numeric.certify.hessian import sample_jacobian, factor_cotangents
-from coupled_curvature.numeric.certify.layers import Linear
+from coupled_curvature.numeric.certify.layers import BatchNorm, Conv, Linear
 from coupled_curvature.numeric.certify.loss import ArbLoss
 from coupled_curvature.numeric.certify.network import Network
 
@@ -51,6 +51,7 @@ def gram(net: Network, loss: ArbLoss, start: int, members: list[str],
         return arb_mat(m, m), arb_mat(m, 1)
     if isinstance(layer, Linear):
         return _linear_gram(arr(cot), loss, net, layer, members)
+    assert isinstance(layer, (Conv, BatchNorm)), "op start holds the block's parameters: Linear, Conv or BatchNorm"
     B = as_mat(np.concatenate([sample_jacobian(layer, arr(cot), p, net.N) for p in members], axis=1))
     w = as_mat(np.concatenate([as_array(net.params[p]).reshape(-1) for p in members]).reshape(-1, 1))
     return (B * B.transpose()) * loss.scale, B * w

@@ -71,7 +71,7 @@ def block_hessian(model: nn.Module, loss_fn: Callable, data: object, block: str,
 
     if not isinstance(block, str):
         raise InvalidInputError(f"block must be a block name (str), got {type(block).__name__}")
-    p = plan(model, loss_fn, data, run_options(inverse=False, **options))  # type: ignore[arg-type]
+    p = plan(model, loss_fn, data, run_options(inverse=False, **options))
     if block not in p.partition:
         raise InvalidInputError(f"no block {block!r}; blocks are: {', '.join(p.partition)}")
     members = p.partition[block]

@@ -95,7 +95,7 @@ class BlockDiagnosis:
     g_rounding: float | None = None
     curvature: str = "hessian"
 
-    def with_dplus(self, wHpinvw: float | Scaled, rank: int | None, min_kept_rel_eig: float | None,
+    def with_dplus(self, wHpinvw: float | Scaled | None, rank: int | None, min_kept_rel_eig: float | None,
                    note: str) -> BlockDiagnosis:
         """This block with ``wᵀH⁺w`` supplied by another route (``note`` says which, a
         :class:`~coupled_curvature.numeric.linalg.scaled.Scaled` where it need not fit float64); ``D⁺`` is

@@ -128,7 +128,7 @@ def channel_path(model: nn.Module, src: str, dst: str, kind: Kind) -> ChannelPat
             order.append(user)
             queue.append(user)
     dst_input = dst_node.args[0] if dst_node.args else None
-    if dst_input not in layouts:
+    if not isinstance(dst_input, fx.Node) or dst_input not in layouts:  # the layouts' keys are nodes
         raise InvalidInputError(f"{dst!r} does not read the output of {src!r}: pass src, then a layer "
                                 "that consumes it")
     spread = None if kind == "layer" else _spread(dst, dst_mod, layouts[dst_input], units)
