@@ -17,8 +17,14 @@ Per tensor block:
 Each method runs in its own subprocess (peak RSS per method; ru_maxrss), after a warm-up on a tiny net, and is
 timed as the median of k runs. Targets: D >= 10x faster than curvlinops on 14x95; D⁺ >= 5x faster at equal
 accuracy on 3x64 (judged on MINRES's time to the accuracy; a block it never reaches counts its whole run, so the
-ratio is then a lower bound). Timings depend on machine load: the load average is printed. On a machine loaded
-beyond its cores, use --threads 1: OpenMP threads that wait for each other make 2 threads ~10x slower there.
+ratio is then a lower bound). Timings depend on load (the load average is printed; on a machine loaded beyond
+its cores use --threads 1, as waiting OpenMP threads make 2 threads ~10x slower); CPU time is printed too, the
+steadier measure there. Last measured 2026-12-05 (torch 2.14.1, curvlinops 3.0.1, --threads 1, 2 shared CPUs,
+load 1.3-3.0, medians of 7), D on 14x95, 1,797 samples, two runs: ours 0.46 / 0.42 s, curvlinops 3.53 / 4.47 s =
+7.7x / 10.7x wall, 6.2x / 7.3x CPU time (0.45 / 0.42 s vs 2.78 / 3.07 s); before the cotangent rows went one pass
+each on the CPU 4.6x wall, 4.8x CPU; --samples 256: 7.2x wall, 6.3x CPU. So 10x holds by wall time only where load
+slows curvlinops more; by CPU time it is missed by 1.4-1.6x: D costs ~7 float64 gradients, its 11 row passes
+alone 3.8, curvlinops' 30 Hessian-vector products ~40 (breakdown in docs/benchmarks.md).
 
 Run:  python bench/bench_peers.py [--quick] [--samples N] [--threads 2] [--maxiter 1000] [--with-126k-inverse]
 Needs the `bench` extra:  pip install '.[bench]'
@@ -195,12 +201,14 @@ def worker(args) -> None:
     model.eval()
     ref = json.loads(Path(args.ref).read_text()) if args.ref else None
     base = _rss_mib()
-    times, values = [], None
+    times, cpu, values = [], [], None
     for _ in range(args.repeats):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         values = fn(model, X, y, ref, opts)
         times.append(time.perf_counter() - t0)
-    result = {"seconds": statistics.median(times), "all_seconds": times, "rss_base_mib": base,
+        cpu.append(time.process_time() - c0)
+    result = {"seconds": statistics.median(times), "all_seconds": times, "cpu_seconds": statistics.median(cpu),
+              "all_cpu_seconds": cpu, "rss_base_mib": base,
               "rss_peak_mib": _rss_mib(), "blocks": values}
     tmp = Path(args.out).with_suffix(".part")
     tmp.write_text(json.dumps(result))
@@ -249,6 +257,8 @@ def _report_D(net: str, r: dict) -> tuple[float, float]:
     print(f"  max relative difference of wᵀHw: {worst:.1e}  (target <= 1e-10: {'PASS' if worst <= 1e-10 else 'MISS'})")
     print(f"  time D: ours {_fmt_t(ours['seconds'])}, curvlinops {_fmt_t(cl['seconds'])}  ->  "
           f"curvlinops/ours = {ratio:.1f}x   (median of {len(ours['all_seconds'])})")
+    print(f"  CPU time D (steadier under load): ours {_fmt_t(ours['cpu_seconds'])}, curvlinops "
+          f"{_fmt_t(cl['cpu_seconds'])}  ->  {cl['cpu_seconds'] / ours['cpu_seconds']:.1f}x")
     _report_rss("D", ours, cl)
     return ratio, worst
 
