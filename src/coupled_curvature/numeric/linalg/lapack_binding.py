@@ -25,6 +25,10 @@ import re
 import warnings
 from dataclasses import dataclass
 from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from _ctypes import CFuncPtr  # ctypes._CFuncPtr at run time; typeshed names it only here
 
 #: argument kinds per routine: 'c' char*, 'i' integer*, 'd' double*
 SPECS: dict[str, tuple[str, str]] = {
@@ -58,7 +62,7 @@ class FastRouteStatus:
     int_type: str | None
 
 
-ROUTINES: dict[str, ctypes._CFuncPtr] | None = None
+ROUTINES: dict[str, CFuncPtr] | None = None
 STATUS = FastRouteStatus(False, "not bound yet", (), None)
 _warned = False
 
@@ -163,7 +167,7 @@ def _check_signature(fn: str, text: str, sig: str) -> str:
     return int_types.pop()
 
 
-def _probe_int_width(dcopy: ctypes._CFuncPtr) -> None:
+def _probe_int_width(dcopy: CFuncPtr) -> None:
     """Refuse a library that reads 64-bit integers. ``n`` is stored as the int32 pair ``(1, −1)``: a
     32-bit read sees 1 and copies one value; a 64-bit read sees a negative count and copies none."""
     n, inc = (ctypes.c_int32 * 2)(1, -1), (ctypes.c_int32 * 2)(1, 0)
@@ -186,7 +190,7 @@ def bind() -> FastRouteStatus:
     return STATUS
 
 
-def _bind_all() -> tuple[dict[str, ctypes._CFuncPtr], str]:
+def _bind_all() -> tuple[dict[str, CFuncPtr], str]:
     import scipy.linalg.cython_blas as cblas
     import scipy.linalg.cython_lapack as clapack
 
@@ -194,7 +198,8 @@ def _bind_all() -> tuple[dict[str, ctypes._CFuncPtr], str]:
     get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
     kinds = {"c": ctypes.c_char_p, "i": ctypes.c_void_p, "d": ctypes.c_void_p}
     mods = {"blas": cblas, "lapack": clapack}
-    bound, int_types = {}, set()
+    bound: dict[str, CFuncPtr] = {}
+    int_types: set[str] = set()
     for fn, (lib, sig) in SPECS.items():
         text = _capsule_signature(mods[lib], fn)
         int_types.add(_check_signature(fn, text, sig))
