@@ -14,7 +14,7 @@ separate passes there (3.1× on a float64 ResNet-18 with 32 samples and 10 rows)
 of :data:`ROW_PASS_SAMPLES` samples or more takes one pass per row instead: each pass is then
 already one large product per layer, and the vectorised pass only adds memory traffic (one thread,
 14x95 ReLU MLP, 1,797 samples, 11 rows: 21–22 ms a row one by one, 27 ms a row batched two at a
-time, 31 ms batched eleven at a time; 256 samples: equal; 32 samples: batched 1.6× faster). An
+time, 31 ms batched eleven at a time; 256 samples: equal; 32 samples: batched 1.4–1.8× faster). An
 operation that autograd cannot batch falls back to one pass per row.
 """
 
