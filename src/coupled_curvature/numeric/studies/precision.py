@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, SupportsFloat
 
 from coupled_curvature.base.errors import InvalidInputError
 
@@ -37,7 +37,7 @@ def precision_bound(dps: int) -> float:
     return 10.0 ** -(dps - DIGITS_MARGIN)
 
 
-def within_precision(error: object, dps: int) -> bool:
+def within_precision(error: SupportsFloat, dps: int) -> bool:
     """``error ≤ 10^-(dps − 4)`` (``error`` a float or an mpmath number).
 
     >>> within_precision(1e-21, 24), within_precision(1e-3, 20)
@@ -50,15 +50,19 @@ def precision_net(seed: int = 0, *, heavy: bool = False) -> tuple[nn.Sequential,
     """``(net, X, y, label)``: a ReLU MLP 13-6-5-3 trained 30 epochs on wine, with its first 24
     training samples; ``heavy``: 64-6-6-10 on digits with 200 samples (the net of
     ``bench/bench_highprec.py``)."""
+    from torch import nn
+
     from coupled_curvature.numeric.models.datasets import load
     from coupled_curvature.numeric.models.training import train_mlp
 
     if heavy:
         data = load("digits", seed=seed)
         net = train_mlp(data, (6, 6), seed=seed, epochs=30).model
+        assert isinstance(net, nn.Sequential), "train_mlp builds an nn.Sequential"
         return net, data.X_train[:200], data.y_train[:200], "digits, ReLU MLP 64-6-6-10 (502 parameters), 200 samples"
     data = load("wine", seed=seed)
     net = train_mlp(data, (6, 5), seed=seed, epochs=30).model
+    assert isinstance(net, nn.Sequential), "train_mlp builds an nn.Sequential"
     return net, data.X_train[:24], data.y_train[:24], "wine, ReLU MLP 13-6-5-3 (137 parameters), 24 samples"
 
 
@@ -145,7 +149,10 @@ def _sweep(seed: int, heavy: bool) -> PrecisionData:
         b = highprec.diagnose(moved, loss, (X, y), dps=dps)
         with mpmath.workdps(dps):
             vals = (err["D"], err["Dplus"], _max_change(a, b, "coupled"), _max_change(a, b, "inverse_coupled"))
-            rows.append(PrecisionRow(dps, *(mpmath.nstr(v, 3) for v in vals), tuple(float(v) for v in vals)))
+            dD, dDplus, control_D, control_Dplus = vals
+            rows.append(PrecisionRow(dps, mpmath.nstr(dD, 3), mpmath.nstr(dDplus, 3), mpmath.nstr(control_D, 3),
+                                     mpmath.nstr(control_Dplus, 3),
+                                     (float(dD), float(dDplus), float(control_D), float(control_Dplus))))
     return PrecisionData(label, C, _SCALES, tuple(rows))
 
 
