@@ -26,7 +26,7 @@ from coupled_curvature.symbolic.methods import MethodKind, StepMethod
 from coupled_curvature.symbolic.unevaluated import frac, matmul
 from coupled_curvature.symbolic.witness import coupled_D, is_conformal, transform, witness
 
-__all__ = ["derive_T13", "symbol_matrix", "inverse_by_adjugate"]
+__all__ = ["derive_T13", "symbol_matrix", "inverse_by_adjugate", "witness_step"]
 
 
 def symbol_matrix(name: str, rows: int, cols: int) -> sp.ImmutableMatrix:
@@ -49,7 +49,7 @@ def inverse_by_adjugate(A: sp.MatrixBase) -> sp.ImmutableMatrix:
     return sp.ImmutableMatrix(A.adjugate() / A.det())
 
 
-def _witness_step(d: Derivation, desc: str, M: sp.MatrixBase) -> None:
+def witness_step(d: Derivation, desc: str, M: sp.MatrixBase) -> None:
     """A certificate step: ``witness(M)`` exists, the independent checker accepts it, ``D'/D`` as computed."""
     W = witness(M)
     assert W is not None, "M is not conformal here, so it has a witness"
@@ -100,8 +100,8 @@ def derive_T13() -> Derivation:
     d.exact("key row action: (row r of W_K·A⁻ᵀ)ᵀ = A⁻¹·(row r of W_K)ᵀ, i.e. w -> A⁻¹w",
             sp.Transpose(matmul(WK, sp.Transpose(Ai))[r, :]), matmul(Ai, sp.Transpose(WK[r, :])))
     S = sp.ImmutableMatrix([[2, 1], [0, 1]])
-    _witness_step(d, "query row under the shear A = [[2, 1], [0, 1]], action Aᵀ", S.T)
-    _witness_step(d, "key row under the shear A = [[2, 1], [0, 1]], action A⁻¹", S.inv())
+    witness_step(d, "query row under the shear A = [[2, 1], [0, 1]], action Aᵀ", S.T)
+    witness_step(d, "key row under the shear A = [[2, 1], [0, 1]], action A⁻¹", S.inv())
     c = sp.Symbol("c", positive=True)
     R = sp.ImmutableMatrix([[sp.Rational(3, 5), -sp.Rational(4, 5)], [sp.Rational(4, 5), sp.Rational(3, 5)]])
     w, g = symbol_matrix("w", 2, 1), symbol_matrix("g", 2, 1)
@@ -113,7 +113,7 @@ def derive_T13() -> Derivation:
                 coupled_D(*transform(M, w, g, H)), D)
     A2 = 2 * R
     fused = sp.ImmutableMatrix(sp.diag(A2.T, A2.inv(), sp.eye(2)))
-    _witness_step(d, "fused Q|K|V slice of one input feature under the per-head A = 2·[[3/5, -4/5], [4/5, 3/5]]: "
+    witness_step(d, "fused Q|K|V slice of one input feature under the per-head A = 2·[[3/5, -4/5], [4/5, 3/5]]: "
                      "diag(Aᵀ, A⁻¹, I)", fused)
     return d.finish()
 

@@ -30,12 +30,10 @@ from __future__ import annotations
 
 import sympy as sp
 
-from coupled_curvature.symbolic.attention import inverse_by_adjugate, symbol_matrix
-from coupled_curvature.symbolic.checker import check_witness
-from coupled_curvature.symbolic.derivation import Derivation, Step, exact_equal
-from coupled_curvature.symbolic.methods import MethodKind, StepMethod
+from coupled_curvature.symbolic.attention import inverse_by_adjugate, symbol_matrix, witness_step
+from coupled_curvature.symbolic.derivation import Derivation
 from coupled_curvature.symbolic.unevaluated import frac, matmul, prod
-from coupled_curvature.symbolic.witness import coupled_D, is_conformal, transform, witness
+from coupled_curvature.symbolic.witness import coupled_D, transform
 
 __all__ = ["derive_T14", "cayley", "balancing_map", "unit_balance_scale"]
 
@@ -78,17 +76,6 @@ def unit_balance_scale(norm_in: sp.Expr, norm_out: sp.Expr) -> sp.Expr:
     2
     """
     return sp.sqrt(norm_out / norm_in)
-
-
-def _witness_step(d: Derivation, desc: str, M: sp.MatrixBase) -> None:
-    """A certificate step: ``witness(M)`` exists, the independent checker accepts it, ``D'/D`` as computed."""
-    W = witness(M)
-    assert W is not None, "M is not conformal here, so it has a witness"
-    d.witnesses.append(W)
-    ratio = frac(coupled_D(*transform(W.A, W.w, W.g, W.H)), coupled_D(W.w, W.g, W.H))
-    d.add(Step(f"{desc}: not conformal, witness w = {list(W.w)}, g = {list(W.g)}, H = {W.H.tolist()}: "
-               f"D'/D = {W.factor} (checker)", ratio, W.factor, StepMethod.of(MethodKind.CERTIFICATE),
-               (not is_conformal(M)) and check_witness(W.to_data()) and exact_equal(ratio, W.factor)))
 
 
 def _row_data() -> tuple[sp.ImmutableMatrix, sp.ImmutableMatrix, sp.ImmutableMatrix]:
@@ -170,14 +157,14 @@ def _witness_pair(d: Derivation) -> None:
     U = cayley(sp.Matrix([[0, sp.Rational(1, 2), 0], [-sp.Rational(1, 2), 0, 1], [0, -1, 0]]))[:, :2]
     X = sp.ImmutableMatrix(U * sp.diag(2, 1))
     shear = sp.ImmutableMatrix([[2, 1], [0, 1]])
-    _witness_step(d, "raw: a query row of (W_Q*)·A under the shear A = [[2, 1], [0, 1]] moves by Aᵀ", shear.T)
+    witness_step(d, "raw: a query row of (W_Q*)·A under the shear A = [[2, 1], [0, 1]] moves by Aᵀ", shear.T)
     bal = balancing_map(sp.ImmutableMatrix(X * shear), X)
     d.exact("gauge-fixed: the balancing map of (W_Q*)·A undoes A, A·A_bal = I (rational W_Q* = U·diag(2, 1))",
             matmul(shear, bal), sp.eye(2))
     w, g, H = _row_data()
     d.exact("so the row at the balanced point moves by (A·A_bal)ᵀ = I: the gauge-fixed D'/D = 1 (symbolic w, g, H)",
             frac(coupled_D(*transform(sp.ImmutableMatrix(shear * bal).T, w, g, H)), coupled_D(w, g, H)), 1)
-    _witness_step(d, "raw: the unit scaling diag(2, 1) of a layer's incoming rows moves D of a 2-weight row block",
+    witness_step(d, "raw: the unit scaling diag(2, 1) of a layer's incoming rows moves D of a 2-weight row block",
                   sp.ImmutableMatrix(sp.diag(2, 1)))
 
 
