@@ -21,6 +21,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torch.autograd.graph import Node
 
 __all__ = ["affine_outputs", "leaf_uses"]
 
@@ -53,7 +57,7 @@ def _kind(node: object) -> str:
     return m.group(1) if m else type(node).__name__
 
 
-def affine_outputs(root: object, marks: Mapping[str, object]) -> dict[str, str | None]:
+def affine_outputs(root: Node | None, marks: Mapping[str, Node | None]) -> dict[str, str | None]:
     """Per path of ``marks`` (path -> the autograd node where that module's output enters the rest of
     the graph): ``None`` when the graph from it to ``root`` (the outputs' ``grad_fn``) is affine in
     it, else the reason.
@@ -78,7 +82,7 @@ def affine_outputs(root: object, marks: Mapping[str, object]) -> dict[str, str |
             if mask >> i & 1:
                 bad.setdefault(1 << i, reason)
 
-    stack: list[tuple[object, bool]] = [(root, False)] if root is not None else []
+    stack: list[tuple[Node, bool]] = [(root, False)] if root is not None else []
     while stack:  # iterative post-order: children before parents
         node, done = stack.pop()
         key = id(node)
@@ -99,10 +103,12 @@ def affine_outputs(root: object, marks: Mapping[str, object]) -> dict[str, str |
     return {p: bad.get(1 << i) for i, p in enumerate(order)}
 
 
-def _judge(node: object, kids: list[int], mask: int, refuse: Callable[[int, str], None]) -> None:
+def _judge(node: Node, kids: list[int], mask: int, refuse: Callable[[int, str], None]) -> None:
     kind = _kind(node)
     if kind in _LINEAR or kind in _PIECEWISE:
         return
+    pair: tuple[int, ...]
+    forbidden: tuple[int, ...]
     if kind == "NativeBatchNorm" and not getattr(node, "_saved_training", True):
         pair, forbidden = (0, 1), ()
     elif kind in _PRODUCTS:
@@ -120,7 +126,7 @@ def _judge(node: object, kids: list[int], mask: int, refuse: Callable[[int, str]
             refuse(kids[i], f"a {kind} operation divides by a quantity that depends on it")
 
 
-def leaf_uses(root: object) -> dict[int, int]:
+def leaf_uses(root: Node | None) -> dict[int, int]:
     """``{id(leaf tensor): number of graph edges into its AccumulateGrad node}`` over the graph of
     ``root``: a parameter used by more than one operation has a count above 1.
 

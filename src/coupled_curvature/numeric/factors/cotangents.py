@@ -23,11 +23,15 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
 from coupled_curvature.numeric.core.objective import Objective
+
+if TYPE_CHECKING:
+    from torch.autograd.graph import Node
 
 __all__ = ["ROW_BYTES", "ROW_PASS_SAMPLES", "ShiftedForward", "cotangent_rows", "shifted_forward"]
 
@@ -45,10 +49,10 @@ class ShiftedForward:
     the rest of the graph); ``outputs``: that first output itself, with its graph (a cotangent at the
     module's output goes back to the module's own parameters from it)."""
 
-    out: object
+    out: Tensor | None  # None until the forward pass has run
     calls: dict[str, list[tuple[Tensor | None, Tensor]]]
     shifts: dict[str, Tensor] = field(default_factory=dict)
-    marks: dict[str, object] = field(default_factory=dict)
+    marks: dict[str, Node | None] = field(default_factory=dict)
     outputs: dict[str, Tensor] = field(default_factory=dict)
 
     def once(self) -> list[str]:
@@ -125,6 +129,7 @@ def cotangent_rows(fw: ShiftedForward, paths: Sequence[str], cot: Tensor, *, ret
     [(slice(0, 3, None), (3, 4, 3))]
     """
     out = fw.out
+    assert out is not None, "shifted_forward ran the forward pass"
     shifts = [fw.shifts[p] for p in paths]
     rows = cot.shape[1]
     per_row = max(1, sum(s.numel() * s.element_size() for s in shifts))
