@@ -199,6 +199,7 @@ def _split(block: object, m: object) -> tuple[str, Index | None]:
     if not _is_member(m):
         raise InvalidInputError(f"block {block!r} has member {m!r}; a member is a parameter name or (parameter name, "
                                 "index) with an index of slices and ints, e.g. ('0.weight', (slice(0, 8), slice(None)))")
+    assert isinstance(m, tuple), "a member that is not a name is a (name, index) pair"
     name, index = m
     index = index if isinstance(index, tuple) else (index,)
     for i in index:
