@@ -16,17 +16,22 @@ import math
 import numbers
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from flint import arb, arb_mat
-from torch import nn
+from torch import Tensor, nn
 
 from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.certify.exact import exact_params
+from coupled_curvature.numeric.symmetries.graph import ChannelPath
 from coupled_curvature.numeric.symmetries.homogeneous import layer_pair, symmetry_target, permute_neurons
+
+if TYPE_CHECKING:
+    from coupled_curvature.numeric.symmetries.passthrough import Kind
 
 __all__ = ["ExactSymmetry", "apply_exact", "parse_symmetry"]
 
-_KINDS = {"layer_rescale": "layer", "neuron_rescale": "neuron", "permute_neurons": "permute"}
+_KINDS: dict[str, Kind] = {"layer_rescale": "layer", "neuron_rescale": "neuron", "permute_neurons": "permute"}
 
 
 @dataclass(frozen=True)
@@ -82,8 +87,10 @@ def apply_exact(model64: nn.Module, params: dict[str, arb_mat], sym: ExactSymmet
                 ) -> tuple[nn.Module, dict[str, arb_mat]]:
     """The transformed model (only a permutation changes it) and its parameters as arb matrices."""
     if sym.perm is not None:
+        assert isinstance(sym.layer, (int, tuple)), "a permutation keeps the layer it was given (checked)"
         moved = permute_neurons(model64, sym.layer, list(sym.perm))
         return moved, exact_params(moved)
+    assert isinstance(sym.layer, (int, ChannelPath)) and sym.scales is not None, "a rescaling holds where and scales"
     pair = layer_pair(model64, sym.layer)
     a = [arb(s.numerator) / s.denominator for s in sym.scales]
     src, dst = _module_name(model64, pair.this), _module_name(model64, pair.nxt)
@@ -100,7 +107,9 @@ def apply_exact(model64: nn.Module, params: dict[str, arb_mat], sym: ExactSymmet
             out[key] = arb_mat(p.nrows(), k, [v * a[i // k] for i, v in enumerate(p.entries())])
     W = out[f"{dst}.weight"]
     rows, cols = W.nrows(), W.ncols()
-    inputs = pair.nxt.weight.shape[1]
+    weight = pair.nxt.weight
+    assert isinstance(weight, Tensor), "the next layer of a pair has a weight"
+    inputs = weight.shape[1]
     inner = cols // inputs  # kernel positions per input channel
     if pair.spread is None:
         inv = [1 / a[0]] * inputs
