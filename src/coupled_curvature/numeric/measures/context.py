@@ -9,6 +9,7 @@ the loss receives, which entry of a mapping batch holds the targets: :func:`diag
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -90,9 +91,11 @@ class MeasureContext:
             if not (all(agrees(gn.products[:, j], exact[j], rtol=1e-9) for j in range(2)) and agrees(gn.grad, g, rtol=1e-9)):
                 rejected[n] = ("Σ J_nᵀΛ_nJ_n differs from exact Hessian-vector products: the network is not "
                                "piecewise linear above the layer, or samples interact")
-            elif factor and gn.B is None:
+            elif factor and (gn.B is None or gn.s is None):  # B and s are stacked together
                 rejected[n] = "no per-sample factor Λ_n = C_nᵀC_n with e_n ∈ range(Λ_n)"
-            elif factor and not (agrees(gn.B.T @ (gn.B @ probes[n][:, 0]), exact[0], rtol=1e-9) and agrees(gn.B.T @ gn.s, g, rtol=1e-9)):
+            elif factor and not (gn.B is not None and gn.s is not None  # (as the branch above checked)
+                                 and agrees(gn.B.T @ (gn.B @ probes[n][:, 0]), exact[0], rtol=1e-9)
+                                 and agrees(gn.B.T @ gn.s, g, rtol=1e-9)):
                 rejected[n] = "BᵀB w ≠ H w or Bᵀs ≠ g"
             else:
                 accepted[n] = gn
@@ -119,7 +122,7 @@ class MeasureContext:
     def small_blocks(self, max_dense: int) -> list[str]:
         return [n for n, s in zip(self.flat.names, self.flat.sizes) if s <= max_dense]
 
-    def diagnosis(self, settings: Mapping[str, object]) -> Diagnosis:
+    def diagnosis(self, settings: Mapping[str, Any]) -> Diagnosis:
         """:func:`diagnose` once per run settings (:data:`~coupled_curvature.base.run_settings.SETTINGS`; ``output``,
         ``target`` and ``allow_train_mode`` are the context's). Without ``inverse`` a cached run whose settings
         differ only in what ``D⁺`` reads (cutoff, route, ``max_dense``, Krylov budget) serves: ``D`` needs no
