@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -173,5 +174,6 @@ def euler_residual(model: nn.Module, data: tuple, diagnosis: Diagnosis, loss_fn:
     res = 0.0
     for b in diagnosis:
         if b.name.endswith("weight"):
-            res = max(res, relative_change(P, b.w_dot_g), relative_change(Q, b.wHw))
+            changes = (relative_change(P, b.w_dot_g), relative_change(Q, b.wHw))
+            res = max(res, *(math.inf if c is None else c for c in changes))  # undefined: no agreement shown
     return res

@@ -110,7 +110,7 @@ def dplus_records(d: Diagnosis, forms: Mapping[str, FactorForm] | None) -> list[
         if forms is not None:
             f = forms.get(b.name)
             ok = f is not None and b.w_sq > 0.0 and reproduces_wHw(f.wHw, b.wHw)
-            dplus = None if f is None or b.w_sq == 0.0 else f.value / b.w_sq * b.g_sq
+            dplus = None if f is None or f.value is None or b.w_sq == 0.0 else f.value / b.w_sq * b.g_sq
             alt = None if f is None or f.value_alt is None or b.w_sq == 0.0 else f.value_alt / b.w_sq * b.g_sq
             rec.update(Dplus=dplus, Dplus_alt=alt, Dplus_rank_alt=None if f is None else f.rank_alt,
                        Dplus_route=None if f is None else f.route,
