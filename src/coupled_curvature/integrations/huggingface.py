@@ -1,11 +1,8 @@
 """``CurvatureCallback``: the coupled diagnostic ``D`` per block, logged during a Hugging Face ``Trainer`` run.
 
-The callback is glue around :class:`~coupled_curvature.numeric.tracking.tracker.CurvatureTracker`:
-the tracker computes, checks and writes the records; the callback decides when (after every
-``every``-th optimizer step, counted by ``state.global_step``) and where they go. For block ``b``
-with value ``w``, gradient ``g`` and Hessian block ``H`` of the loss on the fixed probe batch::
-
-    D = (wᵀHw / wᵀw) / ‖g‖²
+The callback is glue around :class:`~coupled_curvature.numeric.tracking.tracker.CurvatureTracker`
+(:mod:`~coupled_curvature.integrations.schedule` says what it computes): it decides when (after every
+``every``-th optimizer step, counted by ``state.global_step``) and where the records go.
 
 * **when**: at the start of training (step 0, the initial model; the resumed step after a restart
   from a checkpoint, when it is a multiple of ``every``), after each optimizer step whose
@@ -67,9 +64,8 @@ from typing import Any
 
 from torch import nn
 
-from coupled_curvature.base.errors import InvalidInputError, MissingExtraError
-from coupled_curvature.integrations.schedule import TrackerSchedule, logged_values
-from coupled_curvature.numeric.tracking.tracker import CurvatureTracker, check_options
+from coupled_curvature.base.errors import InvalidInputError
+from coupled_curvature.integrations.schedule import PREFIX, ScheduledCallback, TrackerSchedule, logged_values
 
 try:
     from transformers import TrainerCallback as _Callback
@@ -81,11 +77,8 @@ except ImportError:  # the class still exists (and documents itself); making one
 
 __all__ = ["CurvatureCallback", "PREFIX"]
 
-#: what the keys of a record are prefixed with in ``trainer.state.log_history`` and the integrations
-PREFIX = "curvature/"
 
-
-class CurvatureCallback(_Callback):
+class CurvatureCallback(ScheduledCallback, _Callback):
     """Log ``D = (wᵀHw/wᵀw)/‖g‖²`` per block on the fixed ``probe`` every ``every`` optimizer steps.
 
     ``CurvatureCallback(loss_fn, probe, *, every=100, log_dir=None, inverse=False, blocks="tensor",
@@ -103,13 +96,9 @@ class CurvatureCallback(_Callback):
                  measures: Sequence[str] = ("D",), strict: bool = False,
                  transform: Callable[[nn.Module], nn.Module] | None = None, trainer: Any = None,
                  output: str | int | Callable | None = None, target: str | Callable = "labels") -> None:
-        check_options(every=every, inverse=inverse, strict=strict, measures=measures, transform=transform)
-        self._schedule = TrackerSchedule(loss_fn, probe, every=every, log_dir=log_dir, inverse=inverse, blocks=blocks,
-                                         measures=measures, strict=strict, transform=transform, output=output,
-                                         target=target)
-        if not _TRANSFORMERS:
-            MissingExtraError.require("transformers", "CurvatureCallback", "hf",
-                                      "in a hand-written loop, CurvatureTracker(...).step(step) does the same")
+        self.hold(TrackerSchedule(loss_fn, probe, every=every, log_dir=log_dir, inverse=inverse, blocks=blocks,
+                                  measures=measures, strict=strict, transform=transform, output=output, target=target),
+                  installed=_TRANSFORMERS, package="transformers", extra="hf")
         if trainer is not None:
             from transformers import Trainer
 
@@ -117,20 +106,8 @@ class CurvatureCallback(_Callback):
                 raise InvalidInputError(f"trainer must be a transformers.Trainer (or None), "
                                         f"got {type(trainer).__name__}")
         super().__init__()
-        self.loss_fn, self.probe, self.every, self.strict = loss_fn, probe, every, strict
-        self.log_dir = self._schedule.log_dir
         self.trainer = trainer
         self._state: Any = None
-
-    @property
-    def tracker(self) -> CurvatureTracker | None:
-        """The tracker (``None`` before training)."""
-        return self._schedule.tracker
-
-    @property
-    def history(self) -> list[dict[str, Any]]:
-        """The records so far (an earlier run's first, when ``log_dir`` held one)."""
-        return self._schedule.history
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: nn.Module | None = None,
                        **kwargs: Any) -> None:

@@ -1,11 +1,8 @@
 """``CurvatureCallback``: the coupled diagnostic ``D`` per block, logged during a Lightning run.
 
-The callback is glue around :class:`~coupled_curvature.numeric.tracking.tracker.CurvatureTracker`:
-the tracker computes, checks and writes the records; the callback decides when (after every
-``every``-th optimizer step, counted by ``trainer.global_step``) and where they go. For block ``b``
-with value ``w``, gradient ``g`` and Hessian block ``H`` of the loss on the fixed probe batch::
-
-    D = (wᵀHw / wᵀw) / ‖g‖²
+The callback is glue around :class:`~coupled_curvature.numeric.tracking.tracker.CurvatureTracker`
+(:mod:`~coupled_curvature.integrations.schedule` says what it computes): it decides when (after every
+``every``-th optimizer step, counted by ``trainer.global_step``) and where the records go.
 
 * **when**: at the start of training (step 0, the initial model), after each optimizer step whose
   ``global_step`` is a multiple of ``every``, and at the end of training (the final model, when
@@ -33,10 +30,10 @@ Options are checked when the callback is made, the model and probe when training
 the first step):
 
 >>> import torch
->>> CurvatureCallback(torch.nn.CrossEntropyLoss(), (torch.randn(4, 2), torch.tensor([0, 1, 0, 1])), every=0)
+>>> CurvatureCallback(torch.nn.CrossEntropyLoss(), (torch.randn(4, 2), torch.tensor([0, 1])), measures=("Q",))
 Traceback (most recent call last):
 ...
-coupled_curvature.base.errors.InvalidInputError: every must be an int ≥ 1 (compute every that many steps), got 0
+coupled_curvature.base.errors.InvalidInputError: unknown measure(s) ['Q']; choose among D, Dplus, RQ, sqnorm_grad
 """
 
 from __future__ import annotations
@@ -46,9 +43,7 @@ from typing import Any
 
 from torch import nn
 
-from coupled_curvature.base.errors import MissingExtraError
-from coupled_curvature.integrations.schedule import TrackerSchedule, logged_values
-from coupled_curvature.numeric.tracking.tracker import CurvatureTracker
+from coupled_curvature.integrations.schedule import PREFIX, ScheduledCallback, TrackerSchedule, logged_values
 
 try:
     from lightning.pytorch.callbacks import Callback as _Callback
@@ -60,11 +55,8 @@ except ImportError:  # the class still exists (and documents itself); making one
 
 __all__ = ["CurvatureCallback", "PREFIX"]
 
-#: what the keys of a record are prefixed with in the trainer's loggers
-PREFIX = "curvature/"
 
-
-class CurvatureCallback(_Callback):
+class CurvatureCallback(ScheduledCallback, _Callback):
     """Log ``D = (wᵀHw/wᵀw)/‖g‖²`` per block on the fixed ``probe`` every ``every`` optimizer steps.
 
     ``CurvatureCallback(loss_fn, probe, *, every=100, log_dir=None, inverse=False, blocks="tensor",
@@ -80,26 +72,11 @@ class CurvatureCallback(_Callback):
                  measures: Sequence[str] = ("D",), strict: bool = False,
                  transform: Callable[[nn.Module], nn.Module] | None = None,
                  output: str | int | Callable | None = None, target: str | Callable = "labels") -> None:
-        self._schedule = TrackerSchedule(loss_fn, probe, every=every, log_dir=log_dir, inverse=inverse, blocks=blocks,
-                                         measures=measures, strict=strict, transform=transform, output=output,
-                                         target=target)
-        if not _LIGHTNING:
-            MissingExtraError.require("lightning", "CurvatureCallback", "lightning",
-                                      "in a hand-written loop, CurvatureTracker(...).step(step) does the same")
+        self.hold(TrackerSchedule(loss_fn, probe, every=every, log_dir=log_dir, inverse=inverse, blocks=blocks,
+                                  measures=measures, strict=strict, transform=transform, output=output, target=target),
+                  installed=_LIGHTNING, package="lightning", extra="lightning")
         super().__init__()
-        self.loss_fn, self.probe, self.every, self.strict = loss_fn, probe, every, strict
-        self.log_dir = self._schedule.log_dir
         self._trainer: Any = None
-
-    @property
-    def tracker(self) -> CurvatureTracker | None:
-        """The tracker (``None`` before fitting)."""
-        return self._schedule.tracker
-
-    @property
-    def history(self) -> list[dict[str, Any]]:
-        """The records so far (an earlier run's first, when ``log_dir`` held one)."""
-        return self._schedule.history
 
     def setup(self, trainer: Any, pl_module: nn.Module, stage: str) -> None:
         """Build the tracker when fitting starts; a probe the model cannot take fails here."""

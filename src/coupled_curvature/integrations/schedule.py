@@ -1,7 +1,16 @@
 """What the framework callbacks share: a :class:`TrackerSchedule` checks the tracker's options when the
 callback is made, builds the :class:`~coupled_curvature.numeric.tracking.tracker.CurvatureTracker` when
 training starts, and records at each multiple of ``every`` and at a forced (final) step, never twice at
-one step; :func:`logged_values` turns a record into the flat metrics a framework's loggers take.
+one step; :class:`ScheduledCallback` is the part of a callback that is the same in every framework (the
+schedule it holds, its options, its tracker and records); :func:`logged_values` turns a record into the
+flat metrics a framework's loggers take.
+
+A callback (``integrations.huggingface``, ``integrations.lightning``) is glue around the tracker: the
+tracker computes, checks and writes the records; the callback decides when (after every ``every``-th
+optimizer step) and where they go. For block ``b`` with value ``w``, gradient ``g`` and Hessian block
+``H`` of the loss on the fixed probe batch::
+
+    D = (wᵀHw / wᵀw) / ‖g‖²
 
 >>> import torch
 >>> net = torch.nn.Sequential(torch.nn.Linear(3, 2)).double()
@@ -27,12 +36,16 @@ from typing import Any
 
 from torch import nn
 
+from coupled_curvature.base.errors import MissingExtraError
 from coupled_curvature.numeric.core.calling import ModelCall
 from coupled_curvature.numeric.core.dict_batches import DEFAULT_TARGET, check_target
 from coupled_curvature.numeric.tracking.sinks import check_log_dir
 from coupled_curvature.numeric.tracking.tracker import CurvatureTracker, check_options
 
-__all__ = ["TrackerSchedule", "logged_values"]
+__all__ = ["PREFIX", "ScheduledCallback", "TrackerSchedule", "logged_values"]
+
+#: what the keys of a record are prefixed with in a framework's log (its loggers, ``log_history``)
+PREFIX = "curvature/"
 
 
 class TrackerSchedule:
@@ -87,6 +100,36 @@ class TrackerSchedule:
         self._open = False
         if self.tracker is not None:
             self.tracker.close()
+
+
+class ScheduledCallback:
+    """The part of a framework's ``CurvatureCallback`` that is not the framework's: :meth:`hold` takes the
+    :class:`TrackerSchedule` (its options checked first, so a bad option is said before a missing extra) and
+    keeps ``loss_fn``, ``probe``, ``every``, ``strict`` and ``log_dir`` as given; ``tracker`` and ``history``
+    read through the schedule."""
+
+    _schedule: TrackerSchedule
+
+    def hold(self, schedule: TrackerSchedule, *, installed: bool, package: str, extra: str) -> None:
+        """Hold ``schedule``; raise :class:`~coupled_curvature.base.errors.MissingExtraError` naming ``extra``
+        when ``package`` (the framework) is not ``installed``."""
+        self._schedule = schedule
+        if not installed:
+            MissingExtraError.require(package, "CurvatureCallback", extra,
+                                      "in a hand-written loop, CurvatureTracker(...).step(step) does the same")
+        self.loss_fn, self.probe = schedule.loss_fn, schedule.probe
+        self.every, self.strict = schedule.every, schedule.strict
+        self.log_dir = schedule.log_dir
+
+    @property
+    def tracker(self) -> CurvatureTracker | None:
+        """The tracker (``None`` before training starts)."""
+        return self._schedule.tracker
+
+    @property
+    def history(self) -> list[dict[str, Any]]:
+        """The records so far (an earlier run's first, when ``log_dir`` held one)."""
+        return self._schedule.history
 
 
 def logged_values(record: Mapping[str, Any], prefix: str) -> dict[str, float]:
