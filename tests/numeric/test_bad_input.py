@@ -138,3 +138,14 @@ def test_bad_model_and_loss():
     with pytest.raises(InvalidInputError, match="scalar tensor"):
         diagnose(mlp([3, 4, 2]), lambda o, t: o, (X, y))
     assert issubclass(InvalidInputError, CoupledCurvatureError) and issubclass(InvalidInputError, ValueError)
+
+
+def test_a_mapping_input_nested_in_a_mapping_is_refused():
+    """Regression (found by mypy): prepare_inputs recursed into a mapping's entries, so a nested mapping came
+    back as a nested dict (not Inputs) and crashed later (n_samples reads ``.shape`` off it); an entry must
+    be a tensor or array, and a mapping entry is refused naming it."""
+    from coupled_curvature.numeric.core.inputs import prepare_inputs
+
+    with pytest.raises(InvalidInputError, match=r"X \(entry 'a'\) must be a torch.Tensor or numpy array, got dict"):
+        prepare_inputs({"a": {"b": torch.ones(2, 1)}}, "X")
+    assert prepare_inputs({"a": torch.ones(2, 1)}, "X")["a"].dtype == torch.float64

@@ -6,6 +6,7 @@ import copy
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any, TypeGuard
 
 import torch
 from torch import Tensor, nn
@@ -122,7 +123,9 @@ def check_increasing(values: object, name: str, *, integer: bool = False) -> tup
     """
     kind = "positive ints" if integer else "finite numbers > 0"
     try:
-        seq = tuple(values)  # type: ignore[arg-type]
+        if not isinstance(values, Iterable):
+            raise TypeError
+        seq = tuple(values)  # iterating can raise TypeError too (a 0-d tensor)
     except TypeError:
         raise InvalidInputError(f"{name} must be a sequence of {kind}, got {values!r}") from None
     ok = (lambda v: isinstance(v, int) and v >= 1) if integer else \
@@ -150,12 +153,17 @@ def prepare_inputs(X: object, what: str) -> Inputs:
     Integer inputs are kept (an ``nn.Embedding`` takes them); a model that cannot take them
     fails in :func:`forward_checked` with an error that says to pass float inputs.
     """
-    if isinstance(X, Mapping):
-        return {k: prepare_inputs(v, f"{what} (entry {k!r})") for k, v in X.items()}
-    X = _values(X, what)
-    if X.is_floating_point() and not bool(torch.isfinite(X).all()):
+    if isinstance(X, Mapping):  # one level: an entry is a tensor (a nested mapping is refused as not an array)
+        return {k: _finite_values(v, f"{what} (entry {k!r})") for k, v in X.items()}
+    return _finite_values(X, what)
+
+
+def _finite_values(x: object, what: str) -> Tensor:
+    """:func:`_values`, refusing NaN/inf in float inputs."""
+    x = _values(x, what)
+    if x.is_floating_point() and not bool(torch.isfinite(x).all()):
         raise InvalidInputError(f"{what} hold non-finite values (NaN or inf); remove or fix them")
-    return X
+    return x
 
 
 def _values(x: object, what: str) -> Tensor:
@@ -192,7 +200,8 @@ def _prepare_item(item: object, index: int, target: str | Callable) -> tuple[Inp
     return _prepare_pair(item[0], item[1], index)
 
 
-def is_pair(data: object) -> bool:
+def is_pair(data: object) -> TypeGuard[tuple[Any, ...] | list[Any]]:
+    """Whether ``data`` is an ``(X, y)`` pair: a tuple or list of two array-likes (with a ``shape``)."""
     return (
         isinstance(data, (tuple, list))
         and len(data) == 2

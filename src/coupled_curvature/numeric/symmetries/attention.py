@@ -168,6 +168,7 @@ def norm_rescale(model: nn.Module, linear: str, c: float, X: Tensor | None = Non
                 "smaller eps, use c closer to 1, or pass a larger tol if that change is acceptable")
     new = copy.deepcopy(model)
     lin_new = new.get_submodule(linear)
+    assert isinstance(lin_new, nn.Linear)  # a deep copy: the same module tree as model's, checked above
     with torch.no_grad():
         for t in (lin_new.weight, lin_new.bias):
             if t is not None:
@@ -178,7 +179,7 @@ def norm_rescale(model: nn.Module, linear: str, c: float, X: Tensor | None = Non
     return new
 
 
-def _linear_before_norm(model: nn.Module, linear: object) -> tuple[nn.Linear, str, nn.Module]:
+def _linear_before_norm(model: nn.Module, linear: object) -> tuple[nn.Linear, str, nn.LayerNorm | nn.RMSNorm]:
     if not isinstance(model, nn.Module):
         raise InvalidInputError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     if not isinstance(linear, str) or not linear:
@@ -206,7 +207,7 @@ def _linear_before_norm(model: nn.Module, linear: object) -> tuple[nn.Linear, st
     after = children[[k for k, _ in children].index(key) + 1:]
     for k, m in after:
         name = f"{parent_name}.{k}" if parent_name else k
-        if type(m) in (nn.LayerNorm, nn.RMSNorm):
+        if type(m) is nn.LayerNorm or type(m) is nn.RMSNorm:
             return lin, name, m
         if type(m) not in _PASS_THROUGH:
             raise UnsupportedModelError(
@@ -221,6 +222,7 @@ def _norm_change(model: nn.Module, norm_name: str, X: object, eps: float, c: flo
     X = prepare_inputs(X, "X")
     run = float64_copy(model)
     norm = run.get_submodule(norm_name)
+    assert isinstance(norm, (nn.LayerNorm, nn.RMSNorm))  # a copy of the model: the norm _linear_before_norm found
     seen: list[Tensor] = []
     handle = norm.register_forward_pre_hook(lambda _m, args: seen.append(args[0].detach()))
     with torch.no_grad():
