@@ -203,7 +203,4 @@ def _external_record(rec: BlockDiagnosis, p: Plan, op: object) -> BlockDiagnosis
     out = replace(out, cutoff=kf.cutoff, method=SpectralRoute.KRYLOV, krylov_iterations=kf.iterations,
                   krylov_converged=kf.converged, krylov_error=kf.error_estimate, ritz_extremes=kf.ritz_extremes,
                   method_reason=f"the supplied operator is above max_dense = {o.max_dense}: Lanczos quadrature")
-    if not kf.converged:
-        out = replace(out, notes=(*out.notes, f"Krylov D⁺ did not converge in {kf.iterations} products: the value "
-                                  f"is an estimate with relative error up to about {kf.error_estimate:.1e}"))
-    return out
+    return out if kf.converged else out.unconverged(kf.iterations, kf.error_estimate)

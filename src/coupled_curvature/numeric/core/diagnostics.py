@@ -69,9 +69,9 @@ def diagnose(
     ``max_dense``, else Krylov). With the Gram route ``wᵀH⁺_τw = Σ_{λ_i(G)>τ}(q_iᵀu)²/λ_i(G)²``
     for ``u = Bw``, ``G = BBᵀ`` and ``H_bb = BᵀB``; the rows of ``B`` held at once stay under
     ``gram_memory`` bytes; a block where it does not apply says why in a note, and
-    ``BlockDiagnosis.method`` records every block's route. A Krylov block that does not converge keeps its estimate in
-    ``inverse_coupled`` with a note giving the error estimate; ``krylov_converged``
-    says which. ``process_group`` (a ``torch.distributed`` group; each rank holds its
+    ``BlockDiagnosis.method`` records every block's route. A Krylov block that does not converge gets ``D⁺ = None`` with the
+    reason in ``dplus_missing`` (steps and error estimate); its estimate is kept apart in ``krylov_estimate``,
+    and ``krylov_converged`` is ``False``. ``process_group`` (a ``torch.distributed`` group; each rank holds its
     own shard of ``data``) weights mean-reduction batches by the sample count of all
     ranks and sums gradients, Hessian-vector products (every Lanczos product too),
     dense blocks, the loss and the sample count over ranks, so every rank returns the
@@ -242,12 +242,6 @@ def _block_record(c: BlockCurvature, o: RunOptions) -> BlockDiagnosis:
                          "Krylov may keep Ritz values that are rounding noise; use pinv_rtol ≥ that")
         if form.converged and form.rank == 0 and w_sq != 0.0:
             notes.append("H_bb = 0 on the Krylov space of w under the cutoff: wᵀH⁺w = 0")
-        if not form.converged:
-            notes.append(
-                f"Krylov D⁺ did not converge in {form.iterations} Hessian-vector products: the value is an "
-                f"estimate with relative error up to about {form.error_estimate:.1e} (raise krylov_max_iter, "
-                "or use method='dense' if the block fits)"
-            )
     missing = c.spectral_reason if o.inverse and c.spectral is SpectralRoute.NONE else None
     if c.g_rounding is not None and gradient_at_rounding(g_sq, c.g_rounding) and w_sq != 0.0:
         notes.append(rounding_note(g_sq, c.g_rounding))
@@ -267,6 +261,9 @@ def _block_record(c: BlockCurvature, o: RunOptions) -> BlockDiagnosis:
     )
     if missing is not None:
         notes.append(missing_note(missing))
+    elif c.krylov is not None and not c.krylov.converged:
+        record = replace(record, notes=tuple(notes)).unconverged(c.krylov.iterations, c.krylov.error_estimate)
+        notes = list(record.notes)
     if record.scale_invariant and not record.g_at_rounding:
         notes.append("wᵀg ≈ 0: the block may be scale-invariant (T10); D is then uninformative")
     return replace(record, notes=tuple(notes))

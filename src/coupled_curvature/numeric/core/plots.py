@@ -23,7 +23,8 @@ def diagnosis_figure(diagnosis: Any) -> Figure:
 
     ``diagnosis`` is a :class:`~coupled_curvature.numeric.core.results.Diagnosis`. A negative
     value (an indefinite block) is drawn at its absolute value, hatched; a missing or zero one
-    has no bar and an ``n/a`` mark at the foot; an unconverged Krylov ``D⁺`` has a dashed edge.
+    has no bar and an ``n/a`` mark at the foot; an unconverged Krylov ``D⁺`` (``None``) is drawn from its
+    ``krylov_estimate`` with a dashed edge.
     D is in nat⁻¹ and D⁺ in nat (the loss in nats, parameters pure numbers).
 
     >>> from coupled_curvature.numeric.core.results import BlockDiagnosis, Diagnosis
@@ -42,12 +43,12 @@ def diagnosis_figure(diagnosis: Any) -> Figure:
     for k, (field, label, colour) in enumerate([("coupled", "|D| [1/nat]", "C0"),
                                                 ("inverse_coupled", "|D⁺| [nat]", "C1")]):
         for i, b in enumerate(blocks):
-            v = getattr(b, field)
+            loose = field == "inverse_coupled" and b.krylov_estimate is not None
+            v = b.krylov_estimate if loose else getattr(b, field)
             x = i + (k - 0.5) * width
             if v is None or float(v) == 0.0:
                 missing.append(x)
                 continue
-            loose = field == "inverse_coupled" and b.krylov_converged is False
             ax.bar(x, abs(float(v)), width, color=colour, hatch="//" if float(v) < 0 else None,
                    edgecolor="black" if float(v) < 0 or loose else colour, linestyle="--" if loose else "-", zorder=2)
         drawn.append(Patch(facecolor=colour, label=label))
@@ -59,7 +60,7 @@ def diagnosis_figure(diagnosis: Any) -> Figure:
                   ha="right" if len(blocks) > 4 else "center", fontsize=8)
     ax.set_xlabel("parameter block")
     ax.set_ylabel("|D| [1/nat], |D⁺| [nat]")
-    title = "D and D⁺ per block (hatched: negative, shown at |value|; dashed edge: Krylov not converged; n/a: missing)"
+    title = "D and D⁺ per block (hatched: negative, shown at |value|; dashed edge: unconverged Krylov estimate; n/a: missing)"
     ax.set_title("\n".join(textwrap.wrap(title, 70)), fontsize=9)
     ax.grid(True, axis="y", which="major", alpha=0.3, zorder=0)
     ax.legend(handles=drawn, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)

@@ -48,8 +48,9 @@ class BlockDiagnosis:
     ``method`` says how ``wᵀH⁺w`` was computed, a :class:`~.routes.SpectralRoute` (``"gram"``, ``"dense"``,
     ``"krylov"``, or ``"none"`` when it was not: ``method_reason`` says why, in words); Krylov blocks
     carry the Lanczos step count, convergence flag, relative error estimate and Ritz
-    extremes ``(min θ, max θ)``; an unconverged estimate stays in ``inverse_coupled``
-    and a note says so. ``noise_kept`` counts the kept eigenvalues at rounding level,
+    extremes ``(min θ, max θ)``; where Lanczos did not converge, ``D⁺`` (and ``wᵀH⁺w``) is ``None``,
+    ``dplus_missing`` gives the step count and error estimate, and the estimate itself is kept apart in
+    ``krylov_estimate`` (never in ``inverse_coupled``). ``noise_kept`` counts the kept eigenvalues at rounding level,
     ``|λ| ≤ n·ε·max|λ|`` (``pinv_rtol`` below ``n·ε``): when it is above 0, ``D⁺`` is
     dominated by rounding noise and a note says so. ``dplus_missing`` says why ``D⁺`` is
     ``None`` although it was asked for (the block is above ``max_dense``, say); ``None`` otherwise.
@@ -94,6 +95,7 @@ class BlockDiagnosis:
     wHw_reason: str = ""
     g_rounding: float | None = None
     curvature: str = "hessian"
+    krylov_estimate: float | None = None
 
     def with_dplus(self, wHpinvw: float | Scaled | None, rank: int | None, min_kept_rel_eig: float | None,
                    note: str) -> BlockDiagnosis:
@@ -108,6 +110,25 @@ class BlockDiagnosis:
         value = fitting_value(wHpinvw, "wᵀH⁺w", notes)
         return replace(self, wHpinvw=value, inverse_coupled=dplus, rank=rank, min_kept_rel_eig=min_kept_rel_eig,
                        notes=(*notes, note), dplus_missing=None)
+
+    def unconverged(self, iterations: int, error: float | None) -> BlockDiagnosis:
+        """This block after a Lanczos run that did not converge: ``D⁺`` and ``wᵀH⁺w`` become ``None``, the
+        estimate moves to ``krylov_estimate``, and ``dplus_missing`` says why (steps, error estimate, what to do).
+
+        >>> b = BlockDiagnosis("w", ("w",), 2, 4.0, 1.0, 0.5, 8.0, 2.0, 2.0, 1.0, 0.25, 2, 0.0, method="krylov")
+        >>> u = b.unconverged(64, 3.0)
+        >>> u.inverse_coupled, u.wHpinvw, u.krylov_estimate, u.krylov_converged
+        (None, None, 0.25, False)
+        >>> u.dplus_missing
+        'Lanczos did not converge in 64 Hessian-vector products (estimated relative error 3.0e+00; the estimate D⁺ ≈ 2.5e-01 is in krylov_estimate): raise krylov_max_iter, or use method="dense" if the block fits max_dense'
+        """
+        err = "unknown" if error is None else f"{error:.1e}"
+        est = "" if self.inverse_coupled is None else f"; the estimate D⁺ ≈ {self.inverse_coupled:.1e} is in krylov_estimate"
+        reason = (f"Lanczos did not converge in {iterations} Hessian-vector products (estimated relative error "
+                  f"{err}{est}): raise krylov_max_iter, or use method=\"dense\" if the block fits max_dense")
+        return replace(self, krylov_estimate=self.inverse_coupled, inverse_coupled=None, wHpinvw=None,
+                       krylov_converged=False, krylov_iterations=iterations, krylov_error=error, dplus_missing=reason,
+                       notes=(*self.notes, missing_note(reason)))
 
     def without_dplus(self, reason: str) -> BlockDiagnosis:
         """This block recording why ``D⁺`` is absent (unless it has one)."""
@@ -304,37 +325,20 @@ class Diagnosis(ByBlock[BlockDiagnosis]):
         ``g_sq``, ``wHw`` (fields of those names), ``RQ``, ``D``, ``D⁺`` (the fields ``rayleigh``,
         ``coupled``, ``inverse_coupled``) and ``rank``; ``-`` where undefined.
 
-        A Krylov ``D⁺`` that did not converge ends in ``~`` (a legend line says so), then come
-        the notes.
+        A Krylov block that did not converge has ``-`` for ``D⁺``; its note gives the estimate and why it is
+        not reported. Then come the notes.
 
-        >>> b = BlockDiagnosis("w", ("w",), 2, 4.0, 1.0, 0.5, 8.0, 2.0, 2.0, 1.0, 0.25, 2, 0.0,
-        ...                    method="krylov", krylov_converged=False)
+        >>> b = BlockDiagnosis("w", ("w",), 2, 4.0, 1.0, 0.5, 8.0, 2.0, 2.0, 1.0, 0.25, 2, 0.0)
         >>> print(Diagnosis([b], {}).table())
-        block  size          g_sq           wHw            RQ             D             D⁺  rank
-        w         2  1.000000e+00  8.000000e+00  2.000000e+00  2.000000e+00  2.500000e-01~     2
-        ~: Krylov estimate that did not converge (krylov_converged=False; see the notes)
+        block  size          g_sq           wHw            RQ             D            D⁺  rank
+        w         2  1.000000e+00  8.000000e+00  2.000000e+00  2.000000e+00  2.500000e-01     2
         """
         head = ["block", "size", "g_sq", "wHw", "RQ", "D", "D⁺", "rank"]
-        rows = [head]
-        unconverged = False
-        for b in self:
-            dplus = _fmt(b.inverse_coupled)
-            if b.krylov_converged is False and b.inverse_coupled is not None:
-                dplus, unconverged = dplus + _UNCONVERGED, True
-            rows.append(
-                [b.name, str(b.size), _fmt(b.g_sq), _fmt(b.wHw), _fmt(b.rayleigh),
-                 _fmt(b.coupled), dplus, "-" if b.rank is None else str(b.rank)]
-            )
+        rows = [head] + [[b.name, str(b.size), _fmt(b.g_sq), _fmt(b.wHw), _fmt(b.rayleigh), _fmt(b.coupled),
+                          _fmt(b.inverse_coupled), "-" if b.rank is None else str(b.rank)] for b in self]
         widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
         lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
                  for r in rows]
-        if unconverged:  # keep the digits aligned: the other D⁺ cells get a blank where "~" would be
-            for r in rows[1:]:
-                r[6] += "" if r[6].endswith(_UNCONVERGED) else " "
-            widths[6] = max(len(r[6]) for r in rows)
-            lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
-                     for r in rows]
-            lines.append(f"{_UNCONVERGED}: Krylov estimate that did not converge (krylov_converged=False; see the notes)")
         notes = [f"  model: {n}" for n in self.notes] + [f"  {b.name}: {n}" for b in self for n in b.notes]
         return "\n".join(lines + (["notes:"] + notes if notes else []))
 
@@ -346,11 +350,11 @@ def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.6e}"
 
 
-_UNCONVERGED = "~"
 #: fields added after the JSON form was first written, with the value they read as when absent
-_ADDED_FIELDS = {"g_rounding": None}
+_ADDED_FIELDS = {"g_rounding": None, "krylov_estimate": None}
 _FLOAT_FIELDS = frozenset({"w_sq", "g_sq", "w_dot_g", "wHw", "rayleigh", "coupled", "wHpinvw", "inverse_coupled",
-                           "cutoff", "min_kept_rel_eig", "krylov_error", "radial_ratio", "g_rounding"})
+                           "cutoff", "min_kept_rel_eig", "krylov_error", "radial_ratio", "g_rounding",
+                           "krylov_estimate"})
 _COLUMN_KIND = {"size": "Int64", "rank": "Int64", "krylov_iterations": "Int64", "noise_kept": "Int64",
                 "krylov_converged": "boolean", "scale_invariant": "boolean", "g_at_rounding": "boolean", "method": "string",
                 "dplus_missing": "string"}

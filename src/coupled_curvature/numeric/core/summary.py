@@ -34,8 +34,8 @@ class Summary:
     """Aggregates of one diagnosis; ``aggregation`` says how they were taken (module docstring).
 
     ``dplus_missing``: blocks without ``D⁺`` (not asked for, above ``max_dense``, ``w = 0``);
-    ``dplus_unconverged``: Krylov blocks whose ``D⁺`` estimate did not converge (they are in
-    the ``D⁺`` aggregates); ``scale_invariant``: T10-degenerate blocks; ``d_undefined``: blocks
+    ``dplus_unconverged``: Krylov blocks whose ``D⁺`` estimate did not converge (their ``D⁺`` is
+    ``None``, so they are also in ``dplus_missing`` and not in the ``D⁺`` aggregates); ``scale_invariant``: T10-degenerate blocks; ``d_undefined``: blocks
     with ``D`` undefined (``w = 0`` or ``g = 0``).
     """
 
