@@ -24,6 +24,40 @@ The premises (one call per projection on ``(N, T, ·)`` tensors reproduced by ``
 independent, ``Z`` reaching ``L`` only through ``A`` and ``A`` only through ``O``) are what the caller checks:
 :func:`~coupled_curvature.numeric.core.hvp.block_curvature` compares ``H_bb w`` and ``H_bb r`` (``r`` random)
 with exact Hessian-vector products and falls back to them when either differs.
+
+An example: a two-head attention module whose projections are submodules; :func:`head_block_requests` finds its
+per-head blocks and :func:`head_block_hessians` gives one equal to the exact Hessian of the block:
+
+>>> import torch
+>>> from torch import nn
+>>> from coupled_curvature.numeric.core.inputs import prepare_batches
+>>> from coupled_curvature.numeric.core.objective import Objective
+>>> from coupled_curvature.numeric.core.slices import model_partition
+>>> class Heads(nn.Module):
+...     def __init__(self):
+...         super().__init__()
+...         self.q, self.k, self.v, self.o, self.num_heads = (*(nn.Linear(4, 4) for _ in range(4)), 2)
+...     def forward(self, x):
+...         q, k, v = (m(x).unflatten(-1, (2, 2)).transpose(1, 2) for m in (self.q, self.k, self.v))
+...         a = torch.softmax(q @ k.transpose(-1, -2), -1) @ v
+...         return self.o(a.transpose(1, 2).flatten(-2))
+>>> torch.manual_seed(0) and None
+>>> net = Heads().double()
+>>> sp = model_partition(net, "head")
+>>> X = torch.randn(2, 3, 4, dtype=torch.float64)
+>>> ob = Objective(net, nn.MSELoss(), prepare_batches((X, X), nn.MSELoss()), pieces=sp.pieces)
+>>> r = head_block_requests(ob, sp.partition)
+>>> sorted(r)[:3], r["k.k[1]"].kind, r["k.k[1]"].head, sum(flat.numel() for _, flat in r["k.k[1]"].entries)
+(['k.k[0]', 'k.k[1]', 'o.o[0]'], 'k', 1, 10)
+>>> H = head_block_hessians(ob, 0, r)["q.q[1]"]
+>>> leaves = {n: v.clone().requires_grad_(True) for n, v in ob.values.items()}
+>>> members = sp.partition["q.q[1]"]
+>>> g = torch.autograd.grad(ob.batch_loss(0, leaves), [leaves[m] for m in members], create_graph=True)
+>>> exact = torch.stack([torch.cat([c.reshape(-1) for c in torch.autograd.grad(
+...     torch.cat([x.reshape(-1) for x in g])[i], [leaves[m] for m in members], retain_graph=True)])
+...     for i in range(H.shape[0])])
+>>> tuple(H.shape), bool(torch.allclose(H, exact, rtol=1e-10, atol=1e-12))
+((10, 10), True)
 """
 
 from __future__ import annotations
@@ -60,23 +94,8 @@ class HeadBlock:
 def head_block_requests(objective: Objective, partition: Mapping[str, Sequence[str]]) -> dict[str, HeadBlock]:
     """The blocks of ``partition`` (members as :class:`~.objective.Objective` names them) that hold exactly one
     head's Q, K, V or O entries of a recognised attention module whose projections are submodules (not
-    ``nn.MultiheadAttention``, whose projections run inside one function); others are left out.
-
-    >>> from coupled_curvature.numeric.core.inputs import prepare_batches
-    >>> from coupled_curvature.numeric.core.slices import model_partition
-    >>> class Heads(nn.Module):
-    ...     def __init__(self):
-    ...         super().__init__()
-    ...         self.q, self.k, self.v, self.o, self.num_heads = (*(nn.Linear(4, 4) for _ in range(4)), 2)
-    ...     def forward(self, x):
-    ...         return self.o(self.v(x))
-    >>> net = Heads().double()
-    >>> sp = model_partition(net, "head")
-    >>> X = torch.randn(2, 3, 4, dtype=torch.float64)
-    >>> ob = Objective(net, nn.MSELoss(), prepare_batches((X, X), nn.MSELoss()), pieces=sp.pieces)
-    >>> r = head_block_requests(ob, sp.partition)
-    >>> sorted(r)[:3], r["k.k[1]"].kind, r["k.k[1]"].head, sum(flat.numel() for _, flat in r["k.k[1]"].entries)
-    (['k.k[0]', 'k.k[1]', 'o.o[0]'], 'k', 1, 10)
+    ``nn.MultiheadAttention``, whose projections run inside one function); others are left out. The
+    module docstring's example finds the blocks of a two-head attention module.
     """
     heads = head_blocks(objective.model)
     modular = {lay.name: lay for lay in heads.layouts if _modular(objective.model, lay)}
@@ -110,31 +129,7 @@ def head_block_hessians(objective: Objective, batch: int, requests: Mapping[str,
     projection-output route (module docstring); blocks whose attention module does not fit its premises that
     can be seen in one forward pass (a projection called twice, inputs not ``(N, T, d)``, an output ``xM + b``
     does not reproduce) are left out, and so are those whose ``G`` would exceed 1 GiB. Run it under :func:`~coupled_curvature.numeric.core.hvp.math_attention`.
-
-    >>> from coupled_curvature.numeric.core.inputs import prepare_batches
-    >>> from coupled_curvature.numeric.core.slices import model_partition
-    >>> class Heads(nn.Module):
-    ...     def __init__(self):
-    ...         super().__init__()
-    ...         self.q, self.k, self.v, self.o, self.num_heads = (*(nn.Linear(4, 4) for _ in range(4)), 2)
-    ...     def forward(self, x):
-    ...         q, k, v = (m(x).unflatten(-1, (2, 2)).transpose(1, 2) for m in (self.q, self.k, self.v))
-    ...         a = torch.softmax(q @ k.transpose(-1, -2), -1) @ v
-    ...         return self.o(a.transpose(1, 2).flatten(-2))
-    >>> torch.manual_seed(0) and None
-    >>> net = Heads().double()
-    >>> sp = model_partition(net, "head")
-    >>> X = torch.randn(2, 3, 4, dtype=torch.float64)
-    >>> ob = Objective(net, nn.MSELoss(), prepare_batches((X, X), nn.MSELoss()), pieces=sp.pieces)
-    >>> H = head_block_hessians(ob, 0, head_block_requests(ob, sp.partition))["q.q[1]"]
-    >>> leaves = {n: v.clone().requires_grad_(True) for n, v in ob.values.items()}
-    >>> members = sp.partition["q.q[1]"]
-    >>> g = torch.autograd.grad(ob.batch_loss(0, leaves), [leaves[m] for m in members], create_graph=True)
-    >>> exact = torch.stack([torch.cat([c.reshape(-1) for c in torch.autograd.grad(
-    ...     torch.cat([x.reshape(-1) for x in g])[i], [leaves[m] for m in members], retain_graph=True)])
-    ...     for i in range(H.shape[0])])
-    >>> tuple(H.shape), bool(torch.allclose(H, exact, rtol=1e-10, atol=1e-12))
-    ((10, 10), True)
+    The module docstring's example checks one block against the exact Hessian.
     """
     layouts = {r.layout.name: r.layout for r in requests.values()}
     model = objective.model
