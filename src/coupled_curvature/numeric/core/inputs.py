@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
@@ -14,10 +14,11 @@ from torch import Tensor, nn
 from coupled_curvature.base.errors import InvalidInputError, TrainModeError, UnsupportedModelError
 from coupled_curvature.numeric.core.calling import Inputs, forward_checked, n_samples
 from coupled_curvature.numeric.core.dict_batches import DEFAULT_TARGET, check_target, dict_batch_parts
+from coupled_curvature.numeric.layer_capabilities import layer_capabilities
 
 __all__ = ["Batch", "REDUCTIONS", "check_count", "check_flag", "check_increasing", "check_loss_fn", "check_positive",
-           "check_targets", "checked_loss", "float64_copy", "forward_checked", "is_pair", "loss_reduction",
-           "prepare_batches", "prepare_inputs"]
+           "check_targets", "checked_loss", "concatenated_inputs", "float64_copy", "forward_checked", "is_pair",
+           "loss_reduction", "prepare_batches", "prepare_inputs"]
 
 REDUCTIONS = ("mean", "sum")
 #: losses that take class-index targets (integers in 0..C-1, ``ignore_index`` allowed)
@@ -57,9 +58,7 @@ def float64_copy(model: nn.Module, *, allow_train_mode: bool = False) -> nn.Modu
         )
     if not allow_train_mode:
         for name, module in model.named_modules():
-            if module.training and isinstance(
-                module, (nn.modules.batchnorm._BatchNorm, nn.modules.dropout._DropoutNd)
-            ):
+            if module.training and layer_capabilities(module).mode_dependent:
                 raise TrainModeError(
                     f"module {name or type(module).__name__!r} ({type(module).__name__}) is in "
                     "train mode, so the loss depends on the mode and on the batch split. Call "
@@ -279,6 +278,22 @@ def prepare_batches(data: object, loss_fn: Callable, reduction: str | None = Non
     n_total = sum(n_samples(X) for X, _ in pairs)
     mean = loss_reduction(loss_fn, reduction) == "mean"
     return [Batch(X, y, n_samples(X) / n_total if mean else 1.0) for X, y in pairs]
+
+
+def concatenated_inputs(batches: Sequence[Batch], caller: str) -> Tensor:
+    """The tensor inputs of all ``batches`` along the sample dimension. Mapping inputs are refused naming
+    ``caller`` (one that passed ``tensors_only=`` to :func:`prepare_batches` never has them).
+
+    >>> concatenated_inputs(prepare_batches([(torch.ones(2, 1), torch.ones(2))] * 2, nn.MSELoss()), "f").shape
+    torch.Size([4, 1])
+    """
+    inputs = []
+    for b in batches:
+        if isinstance(b.X, Mapping):
+            raise InvalidInputError(f"{caller} takes tensor batches only, not mapping batches; pass data as (X, y) "
+                                    "or a list of (X, y) pairs")
+        inputs.append(b.X)
+    return torch.cat(inputs)
 
 
 def checked_loss(value: object, batch_index: int) -> Tensor:

@@ -11,7 +11,7 @@ from torch import Tensor, nn
 from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.core.calling import ModelCall
 from coupled_curvature.numeric.core.dict_batches import DEFAULT_TARGET
-from coupled_curvature.numeric.core.inputs import float64_copy, prepare_batches
+from coupled_curvature.numeric.core.inputs import concatenated_inputs, float64_copy, prepare_batches
 from coupled_curvature.numeric.core.flat import per_sample_loss_fn
 from coupled_curvature.numeric.factors.affinity import affine_outputs
 
@@ -133,7 +133,7 @@ def curvature_rate(
         raise InvalidInputError("λ moves the inputs along x + t·u, so it needs float tensor inputs; these are "
                                 f"{'a mapping batch' if isinstance(batches[0].X, Mapping) else batches[0].X.dtype} "
                                 "(token ids cannot move): pass (X, y) with float X, or leave λ out")
-    X = torch.cat([b.X for b in batches])
+    X = concatenated_inputs(batches, "curvature_rate")
     y = torch.cat([b.y for b in batches])
     if near_boundary:
         with torch.no_grad():

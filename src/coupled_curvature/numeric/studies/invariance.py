@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from coupled_curvature.numeric.linalg.tolerance import EPS64, relative_change
 from coupled_curvature.numeric.core.results import Diagnosis
@@ -94,8 +94,9 @@ def random_symmetry_chain(
         steps.append(f"layer_rescale(layer={layer}, c={c:.6g})")
     if permute:
         for layer in range(n_hidden):
-            units = weight_layers(model)[layer].weight.shape[0]
-            model = permute_neurons(model, layer, rng.permutation(units))
+            weight = weight_layers(model)[layer].weight
+            assert isinstance(weight, Tensor)  # a Linear's or Conv's weight
+            model = permute_neurons(model, layer, rng.permutation(weight.shape[0]).tolist())
             steps.append(f"permute_neurons(layer={layer})")
     return model, steps
 

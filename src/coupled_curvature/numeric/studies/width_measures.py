@@ -9,7 +9,7 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -69,7 +69,7 @@ def antithetic_adaptive_average(model: nn.Module, loss_fn: Callable, data: objec
                             rho=rho, samples=samples, seed=seed)
 
 
-def _diagnose_kwargs(cfg: WidthConfig) -> dict:
+def _diagnose_kwargs(cfg: WidthConfig) -> dict[str, Any]:
     """``method=`` (and the Krylov limits) for :func:`diagnose` when it accepts them."""
     params = inspect.signature(diagnose).parameters
     if "method" not in params:
@@ -77,7 +77,7 @@ def _diagnose_kwargs(cfg: WidthConfig) -> dict:
             raise InvalidInputError(f"dplus_route={cfg.dplus_route!r} needs diagnose(method=...), "
                                     "which this version lacks; use 'factor' or 'dense'")
         return {}
-    kw = {"method": cfg.dplus_route}
+    kw: dict[str, Any] = {"method": cfg.dplus_route}
     if "krylov_max_iter" in params:
         kw.update(krylov_max_iter=cfg.krylov_max_iter, krylov_tol=cfg.krylov_tol)
     return kw

@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import Tensor, nn
@@ -22,6 +22,9 @@ from torch import Tensor, nn
 from coupled_curvature.base.errors import InvalidInputError, MissingExtraError
 from coupled_curvature.numeric.core.inputs import check_positive
 from coupled_curvature.numeric.training.crr import check_orders, check_scale, check_trainable, crr_details
+
+if TYPE_CHECKING:  # the train extra (imported at run time by _sam_class, which names the extra when missing)
+    from pytorch_optimizer import SAM
 
 __all__ = ["METHODS", "StepResult", "ascent_perturbation", "make_optimizer", "training_step"]
 
@@ -72,9 +75,15 @@ def make_optimizer(model: nn.Module, method: str, *, lr: float = 1e-2, rho: floa
     if method in ("baseline", "crr"):
         if rho is not None:
             raise InvalidInputError(f"rho is SAM's and ASAM's radius; method {method!r} takes none")
-        return base(model.parameters(), lr=lr, **base_options)
-    return _sam_class()(model.parameters(), base, rho=_rho(method, rho), adaptive=method == "asam", lr=lr,
-                        **base_options)
+        # an Optimizer subclass takes lr= (the base class's own __init__ takes a defaults dict instead)
+        return cast(Callable[..., torch.optim.Optimizer], base)(model.parameters(), lr=lr, **base_options)
+    return _sam(model, method, rho, base, lr=lr, **base_options)
+
+
+def _sam(model: nn.Module, method: str, rho: float | None, base: type[torch.optim.Optimizer],
+         **base_options: Any) -> SAM:
+    """``pytorch_optimizer.SAM`` over ``model``'s parameters for ``method`` (``"sam"`` or ``"asam"``)."""
+    return _sam_class()(model.parameters(), base, rho=_rho(method, rho), adaptive=method == "asam", **base_options)
 
 
 def training_step(model: nn.Module, loss_fn: Callable, X: Tensor, y: Tensor, optimizer: torch.optim.Optimizer,
@@ -146,7 +155,7 @@ def ascent_perturbation(model: nn.Module, loss_fn: Callable, X: Tensor, y: Tenso
     if method not in ("sam", "asam"):
         raise InvalidInputError(f"only SAM and ASAM have an ascent perturbation, not {method!r}")
     twin = copy.deepcopy(model)
-    opt = make_optimizer(twin, method, rho=rho, base=torch.optim.SGD, lr=1.0)
+    opt = _sam(twin, method, rho, torch.optim.SGD, lr=1.0)
     opt.zero_grad()
     loss_fn(twin(X), y).backward()
     before = {n: p.detach().clone() for n, p in twin.named_parameters()}
