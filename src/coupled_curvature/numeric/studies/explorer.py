@@ -146,21 +146,30 @@ IDENTITY: dict[str, float | None] = {"layer": 1.0, "neuron": 1.0, "perm": 0.0, "
                                      "gl": 0.0, "nonlinear": None, "loss": 1.0}
 
 
-def _conditioning(result: dict) -> dict[str, float]:
-    return {k.replace(".parametrizations.", ".").removesuffix(".original"): v
-            for k, v in result.get("conditioning", {}).items()}
+def largest_conditioning(results: Sequence[dict]) -> dict[str, float] | None:
+    """Per block the largest condition number ``κ_b`` that ``results`` report (block names as :func:`entries`
+    gives them); ``None`` for measures that report no conditioning.
+
+    >>> largest_conditioning([{"conditioning": {"a": 2.0}}, {"conditioning": {"a": 5.0, "b": 1.0}}, {}])
+    {'a': 5.0, 'b': 1.0}
+    >>> largest_conditioning([{"value": 1.0}]) is None
+    True
+    """
+    if not any("conditioning" in r for r in results):
+        return None
+    kappa: dict[str, float] = {}
+    for r in results:
+        for k, v in r.get("conditioning", {}).items():
+            k = k.replace(".parametrizations.", ".").removesuffix(".original")
+            kappa[k] = max(kappa.get(k, 0.0), v)
+    return kappa
 
 
 def block_tolerances(results: Sequence[dict], tol_invariant: float) -> dict[str, float] | None:
     """Per block ``max(tol_invariant, ε₆₄·κ_b)``, ``κ_b`` the largest over ``results``; ``None`` for
     measures that report no conditioning."""
-    if not any("conditioning" in r for r in results):
-        return None
-    kappa: dict[str, float] = {}
-    for r in results:
-        for k, v in _conditioning(r).items():
-            kappa[k] = max(kappa.get(k, 0.0), v)
-    return {k: max(tol_invariant, EPS64 * v) for k, v in kappa.items()}
+    kappa = largest_conditioning(results)
+    return None if kappa is None else {k: max(tol_invariant, EPS64 * v) for k, v in kappa.items()}
 
 
 def evaluate_all(model: nn.Module, loss_fn: Callable, data, measures: Sequence[str], options: dict,
@@ -314,14 +323,21 @@ def invariance_matrix(
                          "maps): " + ", ".join(pinv))
             curve = [(p.x, max(d.values()) if d else None) for p, d in zip(points, per)]
             cells.append(Cell(m, sym, dev, predicted, reason, ok, note.strip(), tol, tol_reason, curve,
-                              _witness(points, per, base[m], degenerate, seed)))
+                              witness(points, per, base[m], degenerate, seed)))
     return Matrix(list(measures), list(symmetries), cells, values, gaps, time.perf_counter() - start, timings,
                   parameters={s: PARAMETERS[s] for s in symmetries})
 
 
-def _witness(points: Sequence[SweepPoint], per: Sequence[dict[str, float]], base: dict, degenerate: bool,
-             seed: int) -> str:
-    """The sweep point and block of the largest deviation, with what re-creates it."""
+def witness(points: Sequence[SweepPoint], per: Sequence[dict[str, float]], base: dict, degenerate: bool,
+            seed: int) -> str:
+    """The map, sweep point and block of the largest deviation (``per``: per sweep point, the deviation of each
+    block), with what re-creates it; ``degenerate``: the blocks ``base`` flags undefined stand instead.
+
+    >>> from types import SimpleNamespace as NS
+    >>> pt = SweepPoint(2.0, "c=2", NS(description="layer rescaling", function_gap=1e-16))
+    >>> witness([pt], [{"0.weight": 3e-15, "0.bias": 1e-15}], {}, False, 7)
+    'layer rescaling at c=2 (function gap 1.0e-16): block 0.weight changes by 3.00e-15 (relative); seed 7'
+    """
     if degenerate:
         return "blocks the measure flags undefined at the base and every sweep point: " + ", ".join(base["degenerate"])
     best = max(((d, i, k) for i, p in enumerate(per) for k, d in p.items()), default=None)

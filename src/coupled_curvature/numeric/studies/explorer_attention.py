@@ -26,7 +26,8 @@ from coupled_curvature.numeric.linalg.tolerance import EPS64
 from coupled_curvature.numeric.core.diagnostics import diagnose
 from coupled_curvature.numeric.core.hvp import math_attention
 from coupled_curvature.numeric.measures import registry as M
-from coupled_curvature.numeric.studies.explorer import Cell, Matrix, SweepPoint, block_deviations, summary
+from coupled_curvature.numeric.studies.explorer import (Cell, Matrix, SweepPoint, block_deviations,
+                                                       largest_conditioning, summary, witness)
 from coupled_curvature.numeric.studies.explorer_attention_predictions import (
     ATTENTION_IDENTITY, ATTENTION_PARAMETERS, ATTENTION_PREDICTIONS, ATTENTION_SYMMETRIES, DG, EXTRA_MEASURES, I, MV,
 )
@@ -237,12 +238,9 @@ def _rounding_level(base: dict, new: dict) -> list[str]:
 
 def _tolerances(results: Sequence[dict], sizes: dict[str, int], tol_invariant: float) -> dict[str, float] | None:
     """Per block ``max(tol_invariant, 10·n_b·ε₆₄·κ_b)``; ``None`` for measures that report no conditioning."""
-    if not any("conditioning" in r for r in results):
+    kappa = largest_conditioning(results)
+    if kappa is None:
         return None
-    kappa: dict[str, float] = {}
-    for r in results:
-        for k, v in r.get("conditioning", {}).items():
-            kappa[k] = max(kappa.get(k, 0.0), v)
     every = {**sizes, **{k: v for r in results for k, v in r.get("sizes", {}).items()}}
     return {k: max(tol_invariant, 10 * every.get(k, 1) * EPS64 * v) for k, v in kappa.items()}
 
@@ -273,18 +271,5 @@ def _cell(m: str, sym: str, base: dict, results: list[dict], points: list[SweepP
         note += " measure notes: " + "; ".join(base["notes"][:3])
     curve = [(p.x, max(d.values()) if d else None) for p, d in zip(points, per)]
     return Cell(m, sym, dev, predicted, reason, ok, note.strip(), tol, tol_reason, curve,
-                _witness(points, per, base, degenerate and predicted == DG, seed))
+                witness(points, per, base, degenerate and predicted == DG, seed))
 
-
-def _witness(points: Sequence[SweepPoint], per: Sequence[dict[str, float]], base: dict, degenerate: bool,
-             seed: int) -> str:
-    """The map, sweep point and block of the largest change, with what re-creates it."""
-    if degenerate:
-        return "blocks the measure flags undefined at the base and every sweep point: " + ", ".join(base["degenerate"])
-    best = max(((d, i, k) for i, p in enumerate(per) for k, d in p.items() if math.isfinite(d)), default=None)
-    if best is None:
-        return "no entry is defined both at the base and at a sweep point"
-    d, i, k = best
-    pt = points[i]
-    return (f"{pt.result.description} at {pt.label} (function gap {pt.result.function_gap:.1e}): {k} changes by "
-            f"{d:.2e} (relative); seed {seed}")
