@@ -55,15 +55,12 @@ def precision_net(seed: int = 0, *, heavy: bool = False) -> tuple[nn.Sequential,
     from coupled_curvature.numeric.models.datasets import load
     from coupled_curvature.numeric.models.training import train_mlp
 
-    if heavy:
-        data = load("digits", seed=seed)
-        net = train_mlp(data, (6, 6), seed=seed, epochs=30).model
-        assert isinstance(net, nn.Sequential), "train_mlp builds an nn.Sequential"
-        return net, data.X_train[:200], data.y_train[:200], "digits, ReLU MLP 64-6-6-10 (502 parameters), 200 samples"
-    data = load("wine", seed=seed)
-    net = train_mlp(data, (6, 5), seed=seed, epochs=30).model
+    dataset, hidden, n, label = (("digits", (6, 6), 200, "digits, ReLU MLP 64-6-6-10 (502 parameters), 200 samples")
+                                 if heavy else ("wine", (6, 5), 24, "wine, ReLU MLP 13-6-5-3 (137 parameters), 24 samples"))
+    data = load(dataset, seed=seed)
+    net = train_mlp(data, hidden, seed=seed, epochs=30).model
     assert isinstance(net, nn.Sequential), "train_mlp builds an nn.Sequential"
-    return net, data.X_train[:24], data.y_train[:24], "wine, ReLU MLP 13-6-5-3 (137 parameters), 24 samples"
+    return net, data.X_train[:n], data.y_train[:n], label
 
 
 def precision_check(dps: int, *, c: str, seed: int = 0,

@@ -55,6 +55,14 @@ def _tau_from_signs(sx: np.ndarray, sy: np.ndarray) -> float | None:
     return s / math.sqrt(denom)
 
 
+def _check_bootstrap(n_boot: int, level: float) -> None:
+    """Refuse a replicate count that is not an int ≥ 1 or a level outside ``(0, 1)``."""
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 1:
+        raise InvalidInputError(f"n_boot must be an int ≥ 1, got {n_boot!r}")
+    if not 0.0 < level < 1.0:
+        raise InvalidInputError(f"level must be in (0, 1), got {level!r}")
+
+
 def kendall_tau(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> float | None:
     """Kendall's ``τ_b = (n_c − n_d)/√((n₀ − n₁)(n₀ − n₂))`` (ties handled as in scipy's default).
 
@@ -124,10 +132,7 @@ def cluster_bootstrap_tau(
     a, b = _pair(x, y)
     if len(clusters) != a.size:
         raise InvalidInputError(f"clusters must label every point: {len(clusters)} labels for {a.size} points")
-    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 1:
-        raise InvalidInputError(f"n_boot must be an int ≥ 1, got {n_boot!r}")
-    if not 0.0 < level < 1.0:
-        raise InvalidInputError(f"level must be in (0, 1), got {level!r}")
+    _check_bootstrap(n_boot, level)
     try:
         labels = sorted(set(clusters))
     except TypeError:
@@ -205,10 +210,7 @@ def mean_interval(values: Sequence[float | None], *, n_boot: int = 2000, seed: i
     >>> mean_interval([None, float("nan")]).mean is None
     True
     """
-    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 1:
-        raise InvalidInputError(f"n_boot must be an int ≥ 1, got {n_boot!r}")
-    if not 0.0 < level < 1.0:
-        raise InvalidInputError(f"level must be in (0, 1), got {level!r}")
+    _check_bootstrap(n_boot, level)
     v = np.array([float(x) for x in values if x is not None and math.isfinite(float(x))], dtype=np.float64)
     if v.size == 0:
         return MeanInterval(None, None, None, 0)
