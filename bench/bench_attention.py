@@ -13,7 +13,8 @@ Measured in one run and printed as measured (targets in brackets):
     by method="auto" (dense up to max_dense, Krylov above) for comparison.
   * With --big: n_layer=4, n_embd=128 (per-head blocks of 128×32 + 32 = 4,128 entries) by method="auto" with
     max_dense=4096, so every head block goes to Krylov: each block's D⁺ is printed when Krylov converged, else
-    None with the reason (the error estimate after --krylov-max-iter products).
+    None with the reason diagnose gives (the error estimate after --krylov-max-iter products); then --big-exact
+    of those blocks by the exact per-head route (max_dense raised to the block size), timed per block.
 --limit N diagnoses only N head blocks, evenly spread over the list (q, k, v, o of each layer in turn); the time
 of all of them is then the measured time per block times their number, printed as an extrapolation, never as a
 measurement.
@@ -30,8 +31,15 @@ products through attention alone (J and the second derivative of <∂L/∂A, A>)
 projection inputs. In a separate profiled run of the route alone (load ~2.8), those 2,048 products took 8.3 s
 (GELU's second derivative in float64 dominates them); one eigendecomposition of 1,040 x 1,040 takes about 0.11 s
 (3.5 s for 32). Not re-measured here: the
-whole-tensor comparison (earlier: 132 s for the 4 attention tensors, c_attn.weight by Krylov not converged)
-and --big (4 x 128: head blocks of 4,128 entries are above max_dense = 4096 and go to Krylov, as before).
+whole-tensor comparison (earlier: 132 s for the 4 attention tensors, c_attn.weight by Krylov not converged).
+
+--big, measured 2026-12-05 (--limit 8 --big-exact 2 --repeats 1 --old 0 --skip-whole, load average 2.9-3.6 from
+other jobs, 1 torch thread): 4 x 128 (810,240 parameters, 64 head blocks; the 8 measured are q and v blocks of
+head 0): Krylov on all 8 in 29.9 s (3.7 s per block, 310-318 products each), none converged (estimated relative
+errors 3e8 to 5e9), so every one is D⁺ = None with that reason; the exact per-head route on 2 of them
+(max_dense=4128): 73.9 s per block, D⁺ 0.0337 and -0.382 where the unconverged estimates were about -1e3 and
+-1e3. One 4,128 x 4,128 eigendecomposition alone took 18.3 s on one thread in the same load (2,048: 2.0 s).
+The same run's 2 x 64 part: 8 head blocks in 8.1 s (1.0 s per block, against 0.39 s unloaded).
 """
 
 from __future__ import annotations
@@ -89,8 +97,8 @@ def run(label: str, model: nn.Module, data, blocks: dict, **kw) -> tuple[float, 
 
 def show(d, big: bool) -> None:
     for b in d:
-        if b.inverse_coupled is None or (b.krylov_converged is False):
-            why = b.dplus_missing or next((n for n in b.notes if "Krylov" in n), "no value")
+        if b.inverse_coupled is None:  # diagnose gives an unconverged Krylov block None, with the reason
+            why = b.dplus_missing or "no value"
             print(f"    {b.name:42s} {b.size:6d}  D = {b.coupled!s:>12.12}  D⁺ = None ({why})")
         else:
             it = f", {b.krylov_iterations} Krylov products" if b.krylov_iterations else ""
@@ -108,6 +116,8 @@ def main() -> None:
     ap.add_argument("--skip-whole", action="store_true", help="skip the whole-tensor comparison")
     ap.add_argument("--big", action="store_true", help="also the 4-layer, 128-wide model (Krylov)")
     ap.add_argument("--krylov-max-iter", type=int, default=300, help="Lanczos products per block (--big)")
+    ap.add_argument("--big-exact", type=int, default=2,
+                    help="with --big: this many head blocks also by the exact per-head route (max_dense raised)")
     args = ap.parse_args()
     X = torch.randint(0, 100, (args.seqs, args.tokens), generator=torch.Generator().manual_seed(0))
     data = (X, X)
@@ -156,8 +166,19 @@ def main() -> None:
         heads = {b: ms for b, ms in head_blocks(big).blocks.items() if b.endswith("]")}
         todo = spread(heads, args.limit)
         print(f"4 layers x 128 wide ({sum(p.numel() for p in big.parameters()):,} parameters), {len(heads)} head blocks")
-        _, db = run("head blocks, method='auto'", big, data, todo, method="auto", krylov_max_iter=args.krylov_max_iter)
+        dt_k, db = run("head blocks, method='auto'", big, data, todo, method="auto",
+                       krylov_max_iter=args.krylov_max_iter)
         show(db, True)
+        none = [b.name for b in db if b.inverse_coupled is None]
+        print(f"  {len(todo) - len(none)} of {len(todo)} with a converged D⁺, {len(none)} None with the reason")
+        if args.big_exact:
+            exact = spread(todo, args.big_exact)
+            size = max(b.size for b in db if b.name in exact)
+            dt_e, de = run(f"the same model, {len(exact)} head block(s) by the exact per-head route "
+                           f"(max_dense={size})", big, data, exact, method="dense", max_dense=size)
+            show(de, True)
+            print(f"  exact route: {dt_e / len(exact):.1f} s per block; all {len(heads)} ≈ "
+                  f"{dt_e / len(exact) * len(heads):.0f} s (extrapolated)")
 
 
 if __name__ == "__main__":

@@ -120,12 +120,13 @@ class BlockDiagnosis:
         >>> u.inverse_coupled, u.wHpinvw, u.krylov_estimate, u.krylov_converged
         (None, None, 0.25, False)
         >>> u.dplus_missing
-        'Lanczos did not converge in 64 Hessian-vector products (estimated relative error 3.0e+00; the estimate D⁺ ≈ 2.5e-01 is in krylov_estimate): raise krylov_max_iter, or use method="dense" if the block fits max_dense'
+        'Lanczos did not converge in 64 Hessian-vector products (estimated relative error 3.0e+00; the estimate D⁺ ≈ 2.5e-01 is in krylov_estimate): raise krylov_max_iter, or use method="dense" with max_dense ≥ 2 (its size: a dense eigendecomposition is exact)'
         """
         err = "unknown" if error is None else f"{error:.1e}"
         est = "" if self.inverse_coupled is None else f"; the estimate D⁺ ≈ {self.inverse_coupled:.1e} is in krylov_estimate"
         reason = (f"Lanczos did not converge in {iterations} Hessian-vector products (estimated relative error "
-                  f"{err}{est}): raise krylov_max_iter, or use method=\"dense\" if the block fits max_dense")
+                  f"{err}{est}): raise krylov_max_iter, or use method=\"dense\" with max_dense ≥ {self.size} (its "
+                  "size: a dense eigendecomposition is exact)")
         return replace(self, krylov_estimate=self.inverse_coupled, inverse_coupled=None, wHpinvw=None,
                        krylov_converged=False, krylov_iterations=iterations, krylov_error=error, dplus_missing=reason,
                        notes=(*self.notes, missing_note(reason)))
