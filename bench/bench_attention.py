@@ -37,8 +37,8 @@ whole-tensor comparison (earlier: 132 s for the 4 attention tensors, c_attn.weig
 other jobs, 1 torch thread): 4 x 128 (810,240 parameters, 64 head blocks; the 8 measured are q and v blocks of
 head 0): Krylov on all 8 in 29.9 s (3.7 s per block, 310-318 products each), none converged (estimated relative
 errors 3e8 to 5e9), so every one is D⁺ = None with that reason; the exact per-head route on 2 of them
-(max_dense=4128): 73.9 s per block, D⁺ 0.0337 and -0.382 where the unconverged estimates were about -1e3 and
--1e3. One 4,128 x 4,128 eigendecomposition alone took 18.3 s on one thread in the same load (2,048: 2.0 s).
+(max_dense=4128): 73.9 s per block, D⁺ 0.0337 and -0.382 (layers 0 and 2) where the unconverged
+estimates were -1.6e3 and -1.0e3. One 4,128 x 4,128 eigendecomposition alone took 18.3 s on one thread in the same load (2,048: 2.0 s).
 The same run's 2 x 64 part: 8 head blocks in 8.1 s (1.0 s per block, against 0.39 s unloaded).
 """
 
