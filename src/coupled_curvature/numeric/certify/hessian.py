@@ -18,6 +18,7 @@ from collections.abc import Mapping
 import numpy as np
 from flint import arb_mat
 
+from coupled_curvature.base.errors import UnsupportedModelError
 from coupled_curvature.numeric.certify.arrays import Rows, arr, as_array, as_mat
 from coupled_curvature.numeric.certify.layers import BatchNorm, Conv, Linear
 from coupled_curvature.numeric.certify.loss import ArbLoss
@@ -45,6 +46,9 @@ def hessian(net: Network, loss: ArbLoss, start: int, members: list[str],
         return arb_mat(size, size)
     if isinstance(layer, Linear):
         return _linear_hessian(arr(G), loss, layer, members)
+    if not isinstance(layer, (Conv, BatchNorm)):
+        raise UnsupportedModelError(f"op {start} ({type(layer).__name__}) holds no parameters that certify knows "
+                                    f"({', '.join(members)}): certify takes Linear, Conv and BatchNorm parameters")
     B = as_mat(np.concatenate([sample_jacobian(layer, arr(G), m, net.N) for m in members], axis=1))
     return (B.transpose() * B) * loss.scale
 
@@ -70,7 +74,8 @@ def _linear_hessian(cot: np.ndarray, loss: ArbLoss, layer: Linear, members: list
     """``Σ_n u_ik[n]·x̃_nj·x̃_nl`` from the rows ``cot`` of ``A_nJ_n`` at the layer's output units."""
     out = layer.out_shape[0]
     G = cot.reshape(-1, loss.N, out).transpose(2, 1, 0)  # (out, N, C): A_n ∂f_n/∂z_i
-    feats, cols = [], []  # the features x̃ and, per block column, (unit, feature index) in the members' order
+    feats: list[np.ndarray] = []  # the features x̃
+    cols: list[tuple[int, int]] = []  # per block column, (unit, feature index) in the members' order
     X = as_array(layer.x)
     if layer.w in members:
         feats.append(X)
@@ -86,12 +91,13 @@ def _linear_hessian(cot: np.ndarray, loss: ArbLoss, layer: Linear, members: list
     U = np.concatenate([(G[iu[s:s + per]] * G[ku[s:s + per]]).sum(axis=2) for s in range(0, len(iu), per)])
     U = U * loss.scale  # (pairs, N)
     step = max(1, _CHUNK // (len(iu) * F))  # samples per product: the (n, pairs, F) array stays small
-    Q = None
+    total: arb_mat | None = None
     for s in range(0, loss.N, step):
         P = (U[:, s:s + step, None] * Xt[None, s:s + step, :]).transpose(1, 0, 2)  # (n, pairs, F): u_ik[n]·x̃_nl
         part = as_mat(Xt[s:s + step].T) * as_mat(P)
-        Q = part if Q is None else Q + part
-    Q = as_array(Q).reshape(F, len(iu), F)  # Q[j, p, l] = H_(i_p,j),(k_p,l)
+        total = part if total is None else total + part
+    assert total is not None  # loss.N ≥ 1 samples (a batch is never empty), so the loop ran
+    Q = as_array(total).reshape(F, len(iu), F)  # Q[j, p, l] = H_(i_p,j),(k_p,l)
     pair = np.zeros((out, out), dtype=np.int64)
     pair[iu, ku] = pair[ku, iu] = np.arange(len(iu))
     unit, feat = (np.array(v)[:, None] for v in zip(*cols))

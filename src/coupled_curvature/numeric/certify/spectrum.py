@@ -191,7 +191,9 @@ def _classify(lam: list[arb], rtol: Fraction) -> tuple[list[arb], list[arb], lis
     """``(kept, dropped, straddling)`` against ``τ = rtol·max|λ|``."""
     top = max((abs(v).upper() for v in lam), default=arb(0))
     cutoff = (arb(rtol.numerator) / rtol.denominator) * max(v.abs_lower() for v in lam).union(top)
-    kept, dropped, straddling = [], [], []
+    kept: list[arb] = []
+    dropped: list[arb] = []
+    straddling: list[arb] = []
     for v in lam:
         (kept if v.abs_lower() > cutoff.upper() else dropped if v.abs_upper() < cutoff.lower() else straddling).append(v)
     return kept, dropped, straddling
@@ -272,6 +274,7 @@ def pinv_form(H: arb_mat, w: arb_mat, rtol: Fraction, *, square: bool = False) -
     up = arb(2) ** eh
     back = arb(2) ** (2 * ew - (2 if square else 1) * eh)
     if form.straddling is not None:
+        assert form.cutoff is not None  # an eigenvalue straddles the cutoff: _general gives both
         v, cutoff = form.straddling * up, form.cutoff * up
         return PinvForm(None, _straddles(v, cutoff, rtol), v, None, cutoff)
     return PinvForm(None if form.value is None else form.value * back, form.reason, None, form.rank,
@@ -307,10 +310,12 @@ def _exponent(entries: np.ndarray, mid: np.ndarray | None) -> int:
 def _unit_form(H: arb_mat, w: arb_mat, rtol: Fraction, mid: np.ndarray, square: bool) -> PinvForm:
     """:func:`pinv_form` of a deflated ``H`` whose entries the float64 steps can represent."""
     fast = _separated(H, w, rtol, mid, square)
-    if fast is not None and fast.value.rel_accuracy_bits() >= _wanted_bits():
+    if fast is None or fast.value is None:  # (the split route gives a value, or None when it cannot decide)
+        return _general(H, w, rtol, square)
+    if fast.value.rel_accuracy_bits() >= _wanted_bits():
         return fast
     general = _general(H, w, rtol, square)
-    if fast is None or (general.value is not None and general.value.rad() <= fast.value.rad()):
+    if general.value is not None and general.value.rad() <= fast.value.rad():
         return general
     return fast  # certified too, only wider than the refined route would have liked
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -25,6 +25,8 @@ from coupled_curvature.numeric.core.options import run_options
 from coupled_curvature.numeric.core.planning import plan
 from coupled_curvature.numeric.core.progress import AUTO_DELAY, Progress, progress_enabled
 from coupled_curvature.numeric.core.routes import SpectralRoute
+from coupled_curvature.numeric.linalg.krylov_quadrature import KrylovForm
+from coupled_curvature.numeric.linalg.pinv import PinvForm
 from coupled_curvature.base.run_settings import with_settings
 
 DEFAULT_RTOLS = tuple(float(10.0**e) for e in range(-14, -1))
@@ -77,13 +79,19 @@ def cutoff_sensitivity(
             left_out[c.name] = c.spectral_reason
             continue
         w_sq, g_sq = float(c.w @ c.w), float(c.grad @ c.grad)
-        cut = [c.pinv_form(r) for r in rtols]
+        cut: list[PinvForm | KrylovForm] = []
+        for r in rtols:
+            form = c.pinv_form(r)
+            assert form is not None, c.name  # a block on a spectral route has its spectrum or its Lanczos run
+            cut.append(form)
         exact, ranks = [f.exact for f in cut], [f.rank for f in cut]
-        converged = error = None
+        converged: list[bool] | None = None
+        error: list[float] | None = None
         if c.spectral is SpectralRoute.KRYLOV:
-            converged, error = [f.converged for f in cut], [f.error_estimate for f in cut]
+            krylov = [cast(KrylovForm, f) for f in cut]  # the Lanczos run, re-cut: KrylovForms on this route
+            converged, error = [f.converged for f in krylov], [f.error_estimate for f in krylov]
         # wᵀH⁺w of a block far from unit scale need not fit float64 while D⁺ does: formed from the scaled value
-        dplus = [None if w_sq == 0.0 or not (math.isfinite(w_sq) and math.isfinite(g_sq))
+        dplus = [None if v is None or w_sq == 0.0 or not (math.isfinite(w_sq) and math.isfinite(g_sq))
                  else v.times((w_sq, -1), (g_sq, 1)).value for v in exact]
         out[c.name] = {"size": c.size, "inverse_coupled": dplus, "rank": ranks, "converged": converged,
                        "error": error, "route": str(c.spectral), "reason": c.spectral_reason}
@@ -92,7 +100,9 @@ def cutoff_sensitivity(
 
 def _checked_rtols(rtols: object) -> list[float]:
     try:
-        out = sorted(float(r) for r in rtols)  # type: ignore[union-attr]
+        if not isinstance(rtols, Iterable):
+            raise TypeError
+        out = sorted(float(r) for r in rtols)
     except (TypeError, ValueError):
         raise InvalidInputError(f"rtols must be a sequence of numbers in [0, 1), got {rtols!r}") from None
     if not out or not all(0.0 <= r < 1.0 for r in out) or not np.isfinite(out).all():
