@@ -173,23 +173,24 @@ def _joined(runs: Iterable[tuple[K, str]]) -> list[tuple[K, str]]:
     return out
 
 
+def _closed(s: str, i: int) -> tuple[str, int] | None:
+    """What the bracket ``{`` or ``(`` at ``s[i]`` encloses and the index after its match; ``None`` if unmatched."""
+    depth, signs = 0, {s[i]: 1, {"{": "}", "(": ")"}[s[i]]: -1}
+    for j in range(i, len(s)):
+        depth += signs.get(s[j], 0)
+        if depth == 0:
+            return s[i + 1:j], j + 1
+    return None
+
+
 def _group(s: str, i: int) -> tuple[str, int]:
     """The script argument starting at ``s[i]``: ``{…}`` or a run of letters/digits/primes."""
-    if i < len(s) and s[i] == "{":
-        depth, j = 0, i
-        while j < len(s):
-            depth += {"{": 1, "}": -1}.get(s[j], 0)
-            if depth == 0:
-                return s[i + 1:j], j + 1
-            j += 1
-        return s[i + 1:], len(s)
-    if i < len(s) and s[i] == "(":  # ^(2-2k): the parenthesised exponent is the group, without its parentheses
-        depth, j = 0, i
-        while j < len(s):
-            depth += {"(": 1, ")": -1}.get(s[j], 0)
-            if depth == 0:
-                return s[i + 1:j], j + 1
-            j += 1
+    if i < len(s) and s[i] in "{(":  # ^(2-2k): the parenthesised exponent is the group, without its parentheses
+        inner = _closed(s, i)
+        if inner is not None:
+            return inner
+        if s[i] == "{":  # an unclosed {: the rest of the run
+            return s[i + 1:], len(s)
     if i < len(s) and s[i] in "-−" and i + 1 < len(s) and s[i + 1] not in " )":  # ^-k, ^−(N+1): the sign and its group
         arg, j = _group(s, i + 1)
         return "-" + arg, j
