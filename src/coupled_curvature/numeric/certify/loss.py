@@ -50,8 +50,7 @@ def check_loss(loss_fn: Callable) -> str:
     ...
     coupled_curvature.base.errors.InvalidInputError: certify recomputes the loss in ball arithmetic and must know exactly what it computes; got Scaled (a subclass of MSELoss may compute anything); pass nn.CrossEntropyLoss (weight, ignore_index, label_smoothing; mean or sum) or nn.MSELoss (mean or sum) itself
     """
-    kind = {nn.CrossEntropyLoss: "ce", nn.MSELoss: "mse"}.get(type(loss_fn))
-    if kind is None:
+    if type(loss_fn) is not nn.CrossEntropyLoss and type(loss_fn) is not nn.MSELoss:
         what = type(loss_fn).__name__
         base = next((c.__name__ for c in (nn.CrossEntropyLoss, nn.MSELoss) if isinstance(loss_fn, c)), None)
         got = f"{what} (a subclass of {base} may compute anything)" if base else what
@@ -64,7 +63,7 @@ def check_loss(loss_fn: Callable) -> str:
     if loss_fn.reduction not in ("mean", "sum"):
         raise InvalidInputError(f"loss_fn.reduction is {loss_fn.reduction!r}; certify certifies a scalar loss: pass "
                                 f"nn.{type(loss_fn).__name__}(reduction='mean') or reduction='sum'")
-    if kind == "ce":
+    if isinstance(loss_fn, nn.CrossEntropyLoss):
         eps = loss_fn.label_smoothing
         if not (isinstance(eps, (int, float)) and 0.0 <= eps <= 1.0):
             raise InvalidInputError(f"label_smoothing must be a number in [0, 1], got {eps!r}; pass one in [0, 1]")
@@ -72,7 +71,8 @@ def check_loss(loss_fn: Callable) -> str:
         if w is not None and (w.dim() != 1 or not bool(torch.isfinite(w).all()) or bool((w < 0).any())):
             raise InvalidInputError("CrossEntropyLoss's class weights must be one finite value ≥ 0 per class "
                                     f"(got shape {tuple(w.shape)}); pass a 1-D weight tensor of non-negative numbers")
-    return kind
+        return "ce"
+    return "mse"
 
 
 @dataclass(frozen=True)
@@ -116,6 +116,7 @@ def loss_terms(loss_fn: nn.Module, y: torch.Tensor, C: int, batches: tuple[int, 
         if not bool(torch.isfinite(y).all()):
             raise InvalidInputError("the MSELoss targets hold non-finite values (NaN or inf); remove or fix them")
         return LossTerms(kind, Fraction(1, N * C) if mean else Fraction(1), (), (), (), (), batches, mean, loss64)
+    assert isinstance(loss_fn, nn.CrossEntropyLoss)  # check_loss took it as "ce"
     if y.dtype != torch.long or y.dim() != 1 or y.shape[0] != N:
         raise InvalidInputError(f"certify takes CrossEntropyLoss targets as {N} integer class labels (shape ({N},)), "
                                 f"got {y.dtype} of shape {tuple(y.shape)}; class probabilities are not supported; pass y.long()")

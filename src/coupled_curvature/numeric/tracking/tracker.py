@@ -117,7 +117,8 @@ class CurvatureTracker:
         named = _sink_names(sinks, log_dir)
         self.model, self.loss_fn, self.probe, self.every, self.strict = model, loss_fn, probe, every, strict
         self.blocks, self.transform = blocks, transform
-        self._io = {"output": output, "target": target, "gauge": gauge}  # diagnose's output=, target=, gauge=
+        # diagnose's output=, target=, gauge=
+        self._io: dict[str, Any] = {"output": output, "target": target, "gauge": gauge}
         self.block_names = self._check_probe(background)
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="ccurv-tracker") if background else None
         self._pending: Future | None = None
@@ -191,8 +192,9 @@ class CurvatureTracker:
             self.flush()
         return None
 
-    def record(self, step: int) -> dict[str, Any]:
-        """Compute and log a record at ``step`` now, whatever ``every`` says (e.g. after the last step).
+    def record(self, step: int) -> dict[str, Any] | None:
+        """Compute and log a record at ``step`` now, whatever ``every`` says (e.g. after the last step); returns
+        it (``None`` with ``background``: the record is logged when its computation ends).
 
         A record at a step not after the previous one (a run restarted from a checkpoint) supersedes
         the records at that step and after, in ``history`` as in the log.
@@ -201,6 +203,7 @@ class CurvatureTracker:
         if self._closed:
             raise InvalidInputError("the tracker is closed; make a new CurvatureTracker to log more")
         if self._pool is not None:
+            snapshot: nn.Module | Exception
             try:
                 with isolated_rng(), eval_mode(self.model), hooks_detached(self.model):
                     snapshot = float64_copy(self._model())
@@ -252,7 +255,7 @@ class CurvatureTracker:
             if d.names() != self.block_names:
                 raise InvalidInputError(f"the model's blocks changed to {d.names()} (the log has {self.block_names});"
                                         " start a new tracker for a new model")
-            values = {"loss": d.meta["loss"]}
+            values: dict[str, Any] = {"loss": d.meta["loss"]}  # numbers or None, read off the diagnosis
             for m in self._measures:
                 for b in d:
                     values[f"{m}/{b.name}"] = getattr(b, MEASURES[m])
@@ -297,8 +300,9 @@ class CurvatureTracker:
         try:
             self.flush()
         finally:
-            if getattr(self, "_pool", None) is not None:
-                self._pool.shutdown()
+            pool = getattr(self, "_pool", None)  # (a constructor that failed early set none)
+            if pool is not None:
+                pool.shutdown()
             for sink in self._sinks:
                 sink.close()
 
@@ -337,7 +341,7 @@ def check_options(*, every: object, inverse: object, strict: object, measures: o
 
 
 def _check_background(net: nn.Module, notes: Sequence[str], loss_fn: Callable, probe: object, *,
-                      output: object, target: str | Callable, gauge: str | None = None) -> None:
+                      output: str | int | Callable | None, target: str | Callable, gauge: str | None = None) -> None:
     """Refuse ``background=True`` for a model whose record would touch process-wide state from the
     worker thread: attention (the math-kernel switch) or random numbers drawn in eval mode (the
     training thread's random stream)."""
