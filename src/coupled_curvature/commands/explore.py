@@ -58,12 +58,10 @@ def sweep_options(model, base: dict | None = None) -> dict:
     so covering those tensors is cheap. (Reparametrized tensors of the ``nonlinear`` column are
     not factored; above ``max_dense`` they get Hutchinson, and those cells are predicted to move.)
     """
-    from torch import nn
+    from coupled_curvature.numeric.factors.layers import is_factorable
 
     base = SWEEP_OPTIONS if base is None else base
-    factored = {id(p) for m in model.modules()
-                if type(m) is nn.Linear or (type(m) is nn.Conv2d and m.groups == 1)
-                for p in m.parameters(recurse=False)}
+    factored = {id(p) for m in model.modules() if is_factorable(m) for p in m.parameters(recurse=False)}
     largest = max((p.numel() for p in model.parameters() if id(p) not in factored), default=0)
     out = {m: dict(o) for m, o in base.items()}
     for m in DIAGONAL_MEASURES:

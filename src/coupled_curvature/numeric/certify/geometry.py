@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 from torch import nn
 
+from coupled_curvature.numeric.layer_capabilities import layer_capabilities
+
 __all__ = ["ConvMap", "PoolMap", "conv_map", "pool_map"]
 
 
@@ -81,7 +83,8 @@ def pool_map(m: nn.Module, in_shape: tuple[int, ...]) -> PoolMap:
     c, spatial = in_shape[0], in_shape[1:]
     size = math.prod(spatial)
     strides = [math.prod(spatial[i + 1:]) for i in range(d)]
-    if isinstance(m, (nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d)):
+    pool = layer_capabilities(m).pool
+    if pool == "adaptive_avg":
         osz = _tuple(m.output_size, d)
         ranges = [[(j * spatial[i] // osz[i], -(-(j + 1) * spatial[i] // osz[i])) for j in range(osz[i])] for i in range(d)]
         per_axis = [[tuple(range(a, b)) for a, b in r] for r in ranges]
@@ -93,7 +96,7 @@ def pool_map(m: nn.Module, in_shape: tuple[int, ...]) -> PoolMap:
         osz = tuple((spatial[i] + 2 * pad[i] - dil[i] * (k[i] - 1) - 1) // st[i] + 1 for i in range(d))
         per_axis = [[tuple(j * st[i] - pad[i] + t * dil[i] for t in range(k[i])) for j in range(osz[i])] for i in range(d)]
         include_pad = bool(getattr(m, "count_include_pad", True))
-    is_max = isinstance(m, (nn.MaxPool1d, nn.MaxPool2d))
+    is_max = pool == "max"
     windows, divisors = [], []
     for ch in range(c):
         for o in itertools.product(*(range(s) for s in osz)):
@@ -102,7 +105,7 @@ def pool_map(m: nn.Module, in_shape: tuple[int, ...]) -> PoolMap:
             inside = [p for p in full if all(0 <= p[i] < spatial[i] for i in range(d))]
             windows.append(tuple(ch * size + sum(p[i] * strides[i] for i in range(d)) for p in inside))
             if not is_max:
-                if include_pad and not isinstance(m, (nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d)):
+                if include_pad and pool != "adaptive_avg":
                     # torch counts padded positions but not positions beyond the padded input
                     lim = [(-_tuple(m.padding, d)[i], spatial[i] + _tuple(m.padding, d)[i]) for i in range(d)]
                     divisors.append(sum(all(lim[i][0] <= p[i] < lim[i][1] for i in range(d)) for p in full))

@@ -21,6 +21,7 @@ from torch import nn
 from coupled_curvature.numeric.certify.arrays import Rows, arr, as_array, as_mat, mat
 from coupled_curvature.numeric.certify.ball import Ball, from_arb
 from coupled_curvature.numeric.certify.geometry import ConvMap, PoolMap, conv_map, pool_map
+from coupled_curvature.numeric.layer_capabilities import layer_capabilities
 
 __all__ = ["Kink", "Layer", "make_layer"]
 
@@ -383,6 +384,6 @@ def make_layer(kind: str, name: str, module: nn.Module | None, in_shape: tuple[i
         return Pool(name, module, in_shape)
     if kind == "batchnorm":
         return BatchNorm(name, module, in_shape)
-    if kind == "flatten" or (kind == "identity" and isinstance(module, nn.Flatten)):
+    if kind == "flatten" or (kind == "identity" and layer_capabilities(module).reshape):
         return Flatten(name, in_shape)
     return Layer(name, in_shape)

@@ -11,6 +11,7 @@ from torch import nn
 
 from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.certify.arrays import Rows
+from coupled_curvature.numeric.layer_capabilities import layer_capabilities
 from coupled_curvature.numeric.certify.layers import Kink, Layer, add, make_layer, vstack
 from coupled_curvature.numeric.certify.trace import Op
 
@@ -22,14 +23,13 @@ def _input_dims(m: nn.Module) -> tuple[tuple[int, ...], int] | None:
     size it needs (features or channels; -1: any); ``None`` for element-wise modules."""
     if isinstance(m, nn.Linear):
         return (1,), m.in_features
-    if isinstance(m, (nn.Conv1d, nn.Conv2d)):
-        return (2 if isinstance(m, nn.Conv1d) else 3,), m.in_channels
-    if isinstance(m, nn.modules.batchnorm._BatchNorm):
-        return ((1, 2) if isinstance(m, nn.BatchNorm1d) else (3,)), m.num_features
-    if isinstance(m, (nn.MaxPool1d, nn.AvgPool1d, nn.AdaptiveAvgPool1d)):
-        return (2,), -1
-    if isinstance(m, (nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d)):
-        return (3,), -1
+    caps = layer_capabilities(m)  # the certified kinds: exact types, as trace found them
+    if caps.certify == "conv" and caps.spatial_dims is not None:
+        return (caps.spatial_dims + 1,), m.in_channels
+    if caps.batch_statistics:
+        return ((1, 2) if caps.unit_axis == "dim1" else (3,)), m.num_features
+    if caps.certify in ("maxpool", "avgpool", "adaptive_avgpool") and caps.spatial_dims is not None:
+        return (caps.spatial_dims + 1,), -1
     return None
 
 
@@ -50,7 +50,7 @@ def _check_op(op: Op, in_shapes: list[tuple[int, ...]]) -> None:
             f"module {op.name!r} ({type(m).__name__}) receives per-sample inputs of shape {shape}; certify applies "
             f"it to {want} per-sample inputs{lead} only (torch would broadcast it over the extra axes); pass "
             "data of that shape, or put nn.Flatten() before it")
-    if isinstance(m, nn.modules.batchnorm._BatchNorm):
+    if layer_capabilities(m).batch_statistics:
         stats = {"running_mean": m.running_mean.double(), "running_var": m.running_var.double()}
         for what, t in stats.items():
             if not bool(torch.isfinite(t).all()):

@@ -19,16 +19,10 @@ from torch import nn
 from torch.nn import functional as F
 
 from coupled_curvature.base.errors import UnsupportedModelError
+from coupled_curvature.numeric.layer_capabilities import layer_capabilities
 
 __all__ = ["Op", "trace"]
 
-_PASS = (nn.Identity, nn.Dropout, nn.Flatten)
-_MODULE_KINDS: tuple[tuple[type, str], ...] = (
-    (nn.Linear, "linear"), (nn.Conv1d, "conv"), (nn.Conv2d, "conv"), (nn.ReLU, "relu"),
-    (nn.LeakyReLU, "leaky_relu"), (nn.MaxPool1d, "maxpool"), (nn.MaxPool2d, "maxpool"),
-    (nn.AvgPool1d, "avgpool"), (nn.AvgPool2d, "avgpool"), (nn.AdaptiveAvgPool1d, "adaptive_avgpool"),
-    (nn.AdaptiveAvgPool2d, "adaptive_avgpool"), (nn.BatchNorm1d, "batchnorm"), (nn.BatchNorm2d, "batchnorm"),
-)
 _FUNCTIONS = {operator.add: "add", torch.add: "add", torch.relu: "relu", F.relu: "relu", torch.flatten: "flatten"}
 SUPPORTED = ("Linear, Conv1d, Conv2d, ReLU, LeakyReLU, Identity, Dropout (eval), Flatten, MaxPool1d/2d, AvgPool1d/2d, "
              "AdaptiveAvgPool1d/2d, BatchNorm1d/2d (eval), residual additions")
@@ -88,16 +82,16 @@ def trace(model: nn.Module) -> list[Op]:
 def _kind(gm: torch.fx.GraphModule, node: torch.fx.Node) -> tuple[str, nn.Module | None]:
     if node.op == "call_module":
         m = gm.get_submodule(str(node.target))  # a call_module node's target is the module's name
-        if isinstance(m, _PASS):
-            if isinstance(m, nn.Dropout) and m.training and m.p > 0:
+        caps = layer_capabilities(m)  # certify kinds other than identity hold for their exact types only
+        if caps.certify == "identity":
+            if caps.stochastic and m.training and getattr(m, "p", 0.0) > 0:
                 raise UnsupportedModelError(f"module {node.target!r} (Dropout) is in train mode; call model.eval()")
-            if isinstance(m, nn.Flatten) and m.start_dim != 1 or isinstance(m, nn.Flatten) and m.end_dim != -1:
+            if caps.reshape and (m.start_dim != 1 or m.end_dim != -1):
                 raise UnsupportedModelError(f"module {node.target!r}: only Flatten(1, -1) is supported")
             return "identity", m
-        for cls, kind in _MODULE_KINDS:
-            if type(m) is cls:
-                _check_module(str(node.target), m)
-                return kind, m
+        if caps.certify is not None:
+            _check_module(str(node.target), m)
+            return caps.certify, m
         raise UnsupportedModelError(f"module {node.target!r} ({type(m).__name__}) is not supported by certify; "
                                     f"supported: {SUPPORTED}")
     if node.op == "call_function" and node.target in _FUNCTIONS:
@@ -123,20 +117,21 @@ def _check_module(name: str, m: nn.Module) -> None:
     def refuse(why: str) -> None:
         raise UnsupportedModelError(f"module {name!r} ({type(m).__name__}): {why} is not supported by certify")
 
-    if isinstance(m, (nn.Conv1d, nn.Conv2d)) and m.padding_mode != "zeros":
+    kind = layer_capabilities(m).certify
+    if kind == "conv" and m.padding_mode != "zeros":
         refuse(f"padding_mode={m.padding_mode!r}")
-    if isinstance(m, (nn.Conv1d, nn.Conv2d)) and isinstance(m.padding, str):
+    if kind == "conv" and isinstance(m.padding, str):
         refuse(f"padding={m.padding!r} (give the padding as numbers)")
-    if isinstance(m, (nn.MaxPool1d, nn.MaxPool2d)) and (m.ceil_mode or m.return_indices):
+    if kind == "maxpool" and (m.ceil_mode or m.return_indices):
         refuse("ceil_mode/return_indices")
-    if isinstance(m, (nn.AvgPool1d, nn.AvgPool2d)) and (m.ceil_mode or getattr(m, "divisor_override", None)):
+    if kind == "avgpool" and (m.ceil_mode or getattr(m, "divisor_override", None)):
         refuse("ceil_mode/divisor_override")
-    if isinstance(m, nn.modules.batchnorm._BatchNorm):
+    if kind == "batchnorm":
         if m.training:
             refuse("train mode (batch statistics)")
         if not m.track_running_stats or m.running_mean is None:
             refuse("BatchNorm without running statistics")
-    if isinstance(m, nn.AdaptiveAvgPool1d) or isinstance(m, nn.AdaptiveAvgPool2d):
+    if kind == "adaptive_avgpool":
         sizes = m.output_size if isinstance(m.output_size, tuple) else (m.output_size,)
         if any(s is None for s in sizes):
             refuse("output_size None")

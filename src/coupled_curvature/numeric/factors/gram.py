@@ -42,6 +42,7 @@ from coupled_curvature.numeric.factors.layers import layer_rows, linear_module_o
 from coupled_curvature.numeric.factors.outputs import OutputFactors, output_factors
 from coupled_curvature.numeric.factors.patch_gram import patch_gram, patch_gram_cost, rows_cost
 from coupled_curvature.numeric.factors.rows import block_rows
+from coupled_curvature.numeric.layer_capabilities import layer_capabilities
 from coupled_curvature.numeric.linalg.scaled import Scaled
 from coupled_curvature.base.run_settings import DEFAULTS
 
@@ -186,7 +187,7 @@ def gram_forms(
     """
     names = list(partition)
     bad = [n for n, m in objective.model.named_modules()
-           if m.training and isinstance(m, (nn.modules.batchnorm._BatchNorm, nn.modules.dropout._DropoutNd))]
+           if m.training and layer_capabilities(m).mode_dependent]
     if bad:
         return _refuse(names, f"module {bad[0]!r} is in train mode (samples are coupled through the batch)")
 

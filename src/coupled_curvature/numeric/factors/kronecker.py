@@ -19,6 +19,7 @@ from torch import Tensor, nn
 from coupled_curvature.numeric.linalg.tolerance import agrees
 from coupled_curvature.numeric.core.flat import FlatLoss
 from coupled_curvature.numeric.core.objective import Objective
+from coupled_curvature.numeric.layer_capabilities import layer_capabilities
 
 __all__ = ["LinearFactors", "kronecker_block", "linear_factors", "per_sample_factors"]
 
@@ -138,7 +139,7 @@ def linear_factors(flat: FlatLoss) -> dict[str, LinearFactors]:
     e.g. BatchNorm with batch statistics); rejected layers are left out.
     """
     net = flat.net
-    paths = {p: m for p, m in net.named_modules() if type(m) is nn.Linear}
+    paths = {p: m for p, m in net.named_modules() if layer_capabilities(m).factor == "linear"}
     if not paths:
         return {}
     complete = {p: True for p in paths}

@@ -19,6 +19,7 @@ from torch.nn import functional as F
 
 from coupled_curvature.numeric.core.objective import Objective
 from coupled_curvature.numeric.factors.cotangents import cotangent_rows, shifted_forward
+from coupled_curvature.numeric.layer_capabilities import layer_capabilities
 
 __all__ = ["LayerRows", "is_factorable", "layer_rows", "linear_module_of"]
 
@@ -29,7 +30,8 @@ def is_factorable(module: nn.Module) -> bool:
     >>> is_factorable(nn.Linear(2, 2)), is_factorable(nn.Conv2d(2, 2, 1, groups=2))
     (True, False)
     """
-    return type(module) is nn.Linear or (type(module) is nn.Conv2d and module.groups == 1)
+    factor = layer_capabilities(module).factor  # exact types: a subclass may change forward
+    return factor == "linear" or (factor == "conv" and module.groups == 1)
 
 
 def linear_module_of(model: nn.Module, members: Sequence[str]) -> str | None:

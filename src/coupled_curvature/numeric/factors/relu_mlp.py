@@ -25,6 +25,7 @@ from coupled_curvature.numeric.core.results import Diagnosis
 from coupled_curvature.numeric.factors.forms import factor_side, factor_spectrum, reproduces_wHw
 from coupled_curvature.numeric.factors.layers import layer_rows
 from coupled_curvature.numeric.factors.outputs import output_factors
+from coupled_curvature.numeric.layer_capabilities import layer_capabilities
 
 @dataclass(frozen=True)
 class LayerFactors:
@@ -56,8 +57,8 @@ def relu_ce_factors(model: nn.Module, X: torch.Tensor) -> list[LayerFactors]:
     >>> [(x.weight, tuple(x.P.shape)) for x in f]
     [('0.weight', (5, 1, 4)), ('2.weight', (5, 1, 2))]
     """
-    allowed = (nn.Linear, nn.ReLU, nn.LeakyReLU, nn.Identity)
-    if not isinstance(model, nn.Sequential) or not all(type(m) in allowed for m in model):
+    if not isinstance(model, nn.Sequential) or not all(layer_capabilities(m).factor in ("linear", "activation")
+                                                       for m in model):
         raise UnsupportedModelError("the exact factor route needs an nn.Sequential of Linear and (leaky) ReLU layers")
     if not isinstance(X, torch.Tensor) or X.dim() != 2 or X.shape[0] == 0:
         raise InvalidInputError("X must be a tensor of shape (N, features) with N ≥ 1")

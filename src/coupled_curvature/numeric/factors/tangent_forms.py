@@ -33,16 +33,10 @@ from coupled_curvature.numeric.core.objective import Objective
 from coupled_curvature.numeric.factors.affinity import affine_outputs, leaf_uses
 from coupled_curvature.numeric.factors.cotangents import ShiftedForward, cotangent_rows, shifted_forward
 from coupled_curvature.numeric.factors.outputs import output_factors
+from coupled_curvature.numeric.layer_capabilities import layer_capabilities
 
 __all__ = ["TangentForms", "module_block", "tangent_forms"]
 
-# exact types (a subclass may change forward) whose output is linear in weight (and bias), with the
-# dimension the bias and a normalisation's weight broadcast along: 1 (channels), -1 (last) or "shape"
-_LINEAR_IN_PARAMS: dict[type, object] = {
-    nn.Linear: -1, nn.Bilinear: -1, nn.Conv1d: 1, nn.Conv2d: 1, nn.Conv3d: 1, nn.ConvTranspose1d: 1,
-    nn.ConvTranspose2d: 1, nn.ConvTranspose3d: 1, nn.BatchNorm1d: 1, nn.BatchNorm2d: 1, nn.BatchNorm3d: 1,
-    nn.GroupNorm: 1, nn.LayerNorm: "shape", nn.Embedding: None,
-}
 _INDEPENDENCE_RTOL = 1e-9
 
 
@@ -79,7 +73,9 @@ def module_block(model: nn.Module, members: Sequence[str]) -> tuple[str, tuple[s
         module = model.get_submodule(path)
     except AttributeError:
         return None
-    if type(module) not in _LINEAR_IN_PARAMS or (type(module) is nn.Bilinear and "weight" in attrs):
+    # the registry's tangent field: exact types (a subclass may change forward) whose output is linear in weight
+    # (and bias), with where the bias and a normalisation's weight broadcast
+    if layer_capabilities(module).tangent is None or (type(module) is nn.Bilinear and "weight" in attrs):
         return None  # Bilinear: linear in its bias only
     if type(module) is nn.Embedding and module.max_norm is not None:
         return None  # renormalises the rows it reads
@@ -88,8 +84,7 @@ def module_block(model: nn.Module, members: Sequence[str]) -> tuple[str, tuple[s
 
 def _broadcast(module: nn.Module, value: Tensor, z: Tensor) -> Tensor:
     """A bias (or a normalisation's weight) as it is added to output ``z``."""
-    dim = _LINEAR_IN_PARAMS[type(module)]
-    if dim == -1 or dim == "shape":
+    if layer_capabilities(module).tangent in ("last", "shape"):
         return value.expand_as(z)
     return value.reshape(-1, *([1] * (z.dim() - 2))).expand_as(z)
 
@@ -136,7 +131,7 @@ def tangent_forms(objective: Objective, partition: Mapping[str, Sequence[str]], 
         else:
             where[b] = found
     train = [n for n, m in model.named_modules()
-             if m.training and isinstance(m, (nn.modules.batchnorm._BatchNorm, nn.modules.dropout._DropoutNd))]
+             if m.training and layer_capabilities(m).mode_dependent]
     if train:
         reasons.update({b: f"module {train[0]!r} is in train mode (samples are coupled through the batch)" for b in where})
         where = {}

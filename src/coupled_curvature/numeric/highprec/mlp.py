@@ -20,6 +20,7 @@ from torch import nn
 from coupled_curvature.base.errors import InvalidInputError, UnsupportedModelError
 from coupled_curvature.numeric.core.blocks import resolve_blocks
 from coupled_curvature.numeric.core.inputs import check_loss_fn, check_targets, prepare_batches
+from coupled_curvature.numeric.layer_capabilities import layer_capabilities
 from coupled_curvature.numeric.highprec.arithmetic import (
     Dyadic,
     dyadic_matmul,
@@ -33,7 +34,6 @@ from coupled_curvature.numeric.highprec.arithmetic import (
 
 __all__ = ["Layer", "Problem", "layer_hessian", "layer_terms", "prepare_problem", "rescale_problem"]
 
-_ACTS = (nn.ReLU, nn.LeakyReLU, nn.Identity)
 
 
 @dataclass
@@ -55,10 +55,10 @@ def _layers_of(model: nn.Module) -> list[Layer]:
             W = from_floats(m.weight.detach().double().cpu().numpy())
             b = None if m.bias is None else from_floats(m.bias.detach().double().cpu().numpy())
             layers.append(Layer(name, W, b, None))
-        elif isinstance(m, _ACTS) and layers and layers[-1].slope is None:
-            s = {nn.ReLU: 0.0, nn.Identity: 1.0}.get(type(m), getattr(m, "negative_slope", 0.0))
+        elif (slope := layer_capabilities(m).relu_slope) is not None and layers and layers[-1].slope is None:
+            s = getattr(m, "negative_slope") if slope == "negative_slope" else slope  # max(z, s·z)
             layers[-1].slope = from_floats(np.array(float(s)))
-        elif isinstance(m, nn.Flatten) and not layers:
+        elif layer_capabilities(m).reshape and not layers:
             continue
         else:
             raise UnsupportedModelError(

@@ -15,6 +15,7 @@ from torch.nn.utils import parametrize
 
 from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.linalg.lanczos import lanczos_top
+from coupled_curvature.numeric.layer_capabilities import layer_capabilities
 from coupled_curvature.numeric.measures.context import MeasureContext, measure_context, refuse_unknown_options
 from coupled_curvature.numeric.symmetries.homogeneous import weight_layers
 
@@ -151,7 +152,7 @@ def normalized_flatness(model: nn.Module, loss_fn: Callable, data: object, **opt
 
 
 def _weight_param_name(net: nn.Module, layer: int) -> str:
-    layers = [m for m in net.modules() if isinstance(m, (nn.Linear, nn.Conv1d, nn.Conv2d))]
+    layers = [m for m in net.modules() if "chain" in layer_capabilities(m).symmetry]
     if not layers:
         weight_layers(net)  # raises the clear error for non-Sequential models
     if not -len(layers) <= layer < len(layers):

@@ -21,6 +21,7 @@ from fractions import Fraction
 from torch import nn
 
 from coupled_curvature.base.errors import CoupledCurvatureError
+from coupled_curvature.numeric.layer_capabilities import layer_capabilities
 from coupled_curvature.numeric.models.cache import ModelCache, config_key
 
 __all__ = ["CERTIFIED_FACTOR", "certified_fields"]
@@ -31,7 +32,7 @@ CERTIFIED_FACTOR = Fraction(37, 10)
 
 def _first_weight_layer(model: nn.Module) -> str | None:
     for name, m in model.named_modules():
-        if isinstance(m, (nn.Linear, nn.Conv1d, nn.Conv2d)):
+        if "chain" in layer_capabilities(m).symmetry:
             return name
     return None
 

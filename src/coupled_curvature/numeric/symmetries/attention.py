@@ -31,12 +31,12 @@ from torch import Tensor, nn
 
 from coupled_curvature.base.errors import InvalidInputError, UnsupportedModelError
 from coupled_curvature.numeric.core.inputs import check_positive, float64_copy, forward_checked, prepare_inputs
+from coupled_curvature.numeric.layer_capabilities import layer_capabilities
 from coupled_curvature.numeric.symmetries.attention_kinds import (AttentionLayout, Projection, attention_layout,
                                                                   input_rows, output_columns)
 
 __all__ = ["norm_rescale", "permute_heads", "qk_transform", "vo_transform"]
 
-_PASS_THROUGH = (nn.Identity, nn.Dropout)  # maps that commute with a scale c > 0
 _INTEGER = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
 
 
@@ -207,9 +207,11 @@ def _linear_before_norm(model: nn.Module, linear: object) -> tuple[nn.Linear, st
     after = children[[k for k, _ in children].index(key) + 1:]
     for k, m in after:
         name = f"{parent_name}.{k}" if parent_name else k
-        if type(m) is nn.LayerNorm or type(m) is nn.RMSNorm:
+        own = layer_capabilities(m, subclasses=False)  # exact types, as before: a subclass may change forward
+        if "norm" in own.symmetry:  # LayerNorm, RMSNorm
+            assert isinstance(m, (nn.LayerNorm, nn.RMSNorm))  # narrowed for the type checker
             return lin, name, m
-        if type(m) not in _PASS_THROUGH:
+        if not own.identity:  # Identity and Dropout commute with a scale c > 0
             raise UnsupportedModelError(
                 f"{name!r} ({type(m).__name__}) lies between {linear!r} and the next norm; only Identity and Dropout "
                 "commute with the scale: pass a Linear followed by LayerNorm or RMSNorm")

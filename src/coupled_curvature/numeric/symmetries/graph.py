@@ -21,8 +21,8 @@ from torch import fx, nn
 from torch.nn.utils import parametrize
 
 from coupled_curvature.base.errors import InvalidInputError, UnsupportedModelError
-from coupled_curvature.numeric.symmetries.passthrough import (BATCHNORM, CONV, KINDS, Kind, Layout, Refused, is_shape,
-                                                              layout_after)
+from coupled_curvature.numeric.layer_capabilities import layer_capabilities
+from coupled_curvature.numeric.symmetries.passthrough import KINDS, Kind, Layout, Refused, is_shape, layout_after
 
 __all__ = ["ChannelPath", "Kind", "channel_path"]
 
@@ -74,19 +74,20 @@ def channel_path(model: nn.Module, src: str, dst: str, kind: Kind) -> ChannelPat
     src_mod, dst_mod = _module(model, src, "src"), _module(model, dst, "dst")
     if src == dst:
         raise InvalidInputError(f"src and dst are both {src!r}: pass the producer and the next consumer")
-    if not isinstance(src_mod, (nn.Linear, *CONV, BATCHNORM)):
+    src_caps, dst_caps = layer_capabilities(src_mod), layer_capabilities(dst_mod)
+    if "src" not in src_caps.symmetry:
         raise InvalidInputError(f"src {src!r} is a {type(src_mod).__name__}; pass a Linear, Conv or BatchNorm")
-    if not isinstance(dst_mod, (nn.Linear, *CONV)):
+    if "dst" not in dst_caps.symmetry:
         raise InvalidInputError(f"dst {dst!r} is a {type(dst_mod).__name__}; pass a Linear or Conv that "
                                 "reads src's output")
-    if isinstance(src_mod, BATCHNORM) and not src_mod.affine:
+    if src_caps.batch_statistics and not src_mod.affine:
         raise InvalidInputError(f"src {src!r} is a BatchNorm without affine weight and bias: nothing to "
                                 "scale; pass the layer before it, or build it with affine=True")
-    if kind == "permute" and isinstance(src_mod, BATCHNORM):
+    if kind == "permute" and src_caps.batch_statistics:
         raise InvalidInputError(f"src {src!r} is a BatchNorm: its output unit j reads input unit j, so its "
                                 "units cannot be permuted alone; pass the Linear/Conv before it as src")
     for name, m in ((src, src_mod), (dst, dst_mod)):
-        if kind != "layer" and isinstance(m, CONV) and m.groups != 1 and (kind == "permute" or m is dst_mod):
+        if kind != "layer" and getattr(m, "groups", 1) != 1 and (kind == "permute" or m is dst_mod):
             raise InvalidInputError(f"{name!r} is a grouped convolution (groups={m.groups}): per-unit "
                                     "maps would cross groups; only layer_rescale applies")
         if parametrize.is_parametrized(m):
@@ -142,7 +143,7 @@ def _module(model: nn.Module, name: object, role: str) -> nn.Module:
     try:
         return model.get_submodule(name)
     except AttributeError:
-        known = [n for n, m in model.named_modules() if isinstance(m, (nn.Linear, *CONV, BATCHNORM))]
+        known = [n for n, m in model.named_modules() if "src" in layer_capabilities(m).symmetry]
         shown = ", ".join(known[:12]) + (", …" if len(known) > 12 else "")
         raise InvalidInputError(f"{role}={name!r} is not a module of this model; its Linear/Conv/BatchNorm "
                                 f"modules are: {shown}") from None
@@ -180,16 +181,19 @@ def _call_of(graph: fx.Graph, name: str, role: str) -> fx.Node:
 
 
 def _units(m: nn.Module) -> int:
-    return m.out_features if isinstance(m, nn.Linear) else m.out_channels if isinstance(m, CONV) else m.num_features
+    caps = layer_capabilities(m)
+    return m.out_features if caps.unit_axis == "last" else m.num_features if caps.batch_statistics else m.out_channels
 
 
 def _initial_layout(m: nn.Module) -> Layout:
-    return "last" if isinstance(m, nn.Linear) else "dim1" if isinstance(m, nn.BatchNorm1d) else "first"
+    axis = layer_capabilities(m).unit_axis
+    assert axis is not None, "a src module (Linear, Conv, BatchNorm) has a unit axis"
+    return axis
 
 
 def _spread(dst: str, m: nn.Module, layout: Layout, units: int) -> int:
     """Inputs of ``dst`` per unit of src: ``in_features/units`` after a channel-major flatten, else 1."""
-    if isinstance(m, nn.Linear):
+    if layer_capabilities(m).unit_axis == "last":  # a Linear
         if layout == "first":
             raise InvalidInputError(f"{dst!r} (Linear) would read the last, spatial dim of src's channels; "
                                     "flatten with flatten(x, 1) first")

@@ -24,18 +24,24 @@ from torch import Tensor, nn
 
 from coupled_curvature.base.errors import InvalidInputError, TrainModeError, UnsupportedModelError
 from coupled_curvature.numeric.core.inputs import check_flag, float64_copy, forward_checked, prepare_inputs
+from coupled_curvature.numeric.layer_capabilities import LayerCapabilities, layer_capabilities
 from coupled_curvature.numeric.symmetries.graph import ChannelPath, Kind, channel_path
 
 Layer = int | tuple[str, str]
 
-_WEIGHT_LAYERS = (nn.Linear, nn.Conv1d, nn.Conv2d)
-# Positively homogeneous of degree 1 (σ(cz) = cσ(z), c > 0), or commuting with a positive
-# per-channel scale and with channel permutations.
-_HOMOGENEOUS = (
-    nn.ReLU, nn.LeakyReLU, nn.Identity, nn.Flatten, nn.Dropout,
-    nn.MaxPool1d, nn.MaxPool2d, nn.AvgPool1d, nn.AvgPool2d,
-    nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d, nn.AdaptiveMaxPool1d, nn.AdaptiveMaxPool2d,
-)
+
+
+def passes_chain(caps: LayerCapabilities) -> bool:
+    """May a module with these capabilities lie between two weight layers of the int form? It must be
+    positively homogeneous of degree 1 (``σ(cz) = cσ(z)``, ``c > 0``) and commute with a positive per-channel
+    scale and with channel permutations: a pass-through (Identity, Flatten, Dropout), a parameter-free
+    element-wise map (ReLU, LeakyReLU) or a 1-d/2-d pooling, as the chain's weight layers are 1-d/2-d.
+
+    >>> passes_chain(layer_capabilities(nn.ReLU)), passes_chain(layer_capabilities(nn.Tanh))
+    (True, False)
+    """
+    return caps.degree == 1 and (caps.pass_through or caps.elementwise
+                                 or (caps.pool is not None and (caps.spatial_dims or 0) <= 2))
 
 
 @dataclass(frozen=True)
@@ -57,7 +63,7 @@ def weight_layers(model: nn.Module) -> list[nn.Module]:
             f"an int layer counts the weight layers of an nn.Sequential chain; got {type(model).__name__}. "
             "Name the two modules instead, e.g. layer_rescale(model, ('block.bn1', 'block.conv2'), c)"
         )
-    return [m for _, m in leaf_modules(model) if isinstance(m, _WEIGHT_LAYERS)]
+    return [m for _, m in leaf_modules(model) if "chain" in layer_capabilities(m).symmetry]
 
 
 def leaf_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
@@ -95,7 +101,7 @@ def layer_pair(model: nn.Module, layer: int | ChannelPath) -> LayerPair:
     start = next(i for i, (_, m) in enumerate(leaves) if m is layers[layer])
     stop = next(i for i, (_, m) in enumerate(leaves) if m is layers[layer + 1])
     for name, m in leaves[start + 1 : stop]:
-        if not isinstance(m, _HOMOGENEOUS):
+        if not passes_chain(layer_capabilities(m)):
             raise UnsupportedModelError(
                 f"module {name!r} ({type(m).__name__}) between weight layers {layer} and "
                 f"{layer + 1} is not positively homogeneous of degree 1, so rescaling would "
@@ -322,7 +328,7 @@ def function_gap(a: nn.Module, b: nn.Module, X: Tensor, *, allow_train_mode: boo
     check_flag(allow_train_mode, "allow_train_mode")
     for k, m in (("a", a), ("b", b)):
         random = [n for n, mod in (m.named_modules() if isinstance(m, nn.Module) else [])
-                  if mod.training and isinstance(mod, nn.modules.dropout._DropoutNd) and mod.p > 0]
+                  if mod.training and layer_capabilities(mod).stochastic and mod.p > 0]
         if random and not allow_train_mode:
             raise TrainModeError(f"model {k}: module {random[0]!r} (Dropout) is in train mode, so its output is random "
                                  "and a net would differ from itself; call .eval() first, or pass "

@@ -20,21 +20,13 @@ import torch
 import torch.nn.functional as F
 from torch import fx, nn
 
-__all__ = ["Kind", "KINDS", "Layout", "Refused", "CONV", "BATCHNORM", "is_shape", "layout_after"]
+from coupled_curvature.numeric.layer_capabilities import layer_capabilities
+
+__all__ = ["Kind", "KINDS", "Layout", "Refused", "is_shape", "layout_after"]
 
 Kind = Literal["layer", "neuron", "permute"]
 KINDS = ("layer", "neuron", "permute")
 
-CONV = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
-BATCHNORM = nn.modules.batchnorm._BatchNorm
-_HOMOGENEOUS_MODULES = (nn.ReLU, nn.LeakyReLU, nn.Identity)
-_EQUIVARIANT_MODULES = (nn.Tanh, nn.Sigmoid, nn.GELU, nn.SiLU, nn.ELU, nn.CELU, nn.SELU, nn.Softplus,
-                        nn.Softsign, nn.Hardtanh, nn.Hardsigmoid, nn.Hardswish, nn.Mish, nn.LogSigmoid,
-                        nn.Tanhshrink, nn.Softshrink, nn.Hardshrink)
-_POOL_MODULES = (nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d, nn.AvgPool1d, nn.AvgPool2d, nn.AvgPool3d,
-                 nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d, nn.AdaptiveAvgPool3d,
-                 nn.AdaptiveMaxPool1d, nn.AdaptiveMaxPool2d, nn.AdaptiveMaxPool3d)
-_DROPOUT_MODULES = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout)
 _HOMOGENEOUS_FUNCS: set[Callable] = {F.relu, torch.relu, F.leaky_relu, torch.abs, operator.abs}
 _EQUIVARIANT_FUNCS: set[Callable] = {torch.tanh, torch.sigmoid, F.tanh, F.sigmoid, F.gelu, F.silu, F.elu, F.selu,
                                      F.celu, F.softplus, F.softsign, F.hardtanh, F.relu6, F.hardsigmoid,
@@ -149,33 +141,13 @@ def layout_after(model: nn.Module, node: fx.Node, source: fx.Node, kind: Kind, l
 
 def _module_step(m: nn.Module, name: str, desc: str, kind: Kind, layout: Layout, units: int,
                  permuted: list[str]) -> Layout:
-    if isinstance(m, _HOMOGENEOUS_MODULES):
+    """The layout after module ``m``, judged by its row of the layer-capability registry."""
+    caps = layer_capabilities(m)
+    if caps.elementwise and caps.degree == 1:  # ReLU, LeakyReLU, Identity
         return layout
-    if isinstance(m, (nn.Linear, *CONV)):
+    if "dst" in caps.symmetry:
         raise Refused(f"{desc} also reads the activations (only dst may)")
-    if isinstance(m, nn.PReLU):
-        if m.num_parameters == 1:
-            return layout
-        if m.num_parameters != units or layout == "flat":
-            raise Refused(f"{desc} has {m.num_parameters} slopes, not one per unit of src")
-        if kind == "permute":
-            permuted.append(name)
-        return layout
-    if isinstance(m, _EQUIVARIANT_MODULES):
-        return _equivariant(desc, kind, layout)
-    if isinstance(m, _POOL_MODULES):
-        if getattr(m, "return_indices", False):
-            raise Refused(f"{desc} returns indices")
-        return _pool(desc, kind, layout)
-    if isinstance(m, _DROPOUT_MODULES):
-        if m.training and m.p != 0:
-            raise Refused(f"{desc} is in train mode and drops units at random; call model.eval() first")
-        return layout
-    if isinstance(m, nn.Flatten):
-        if kind != "layer" and (m.start_dim, m.end_dim) != (1, -1):
-            raise Refused(f"{desc} flattens dims {m.start_dim}..{m.end_dim}, which moves the unit index")
-        return layout if kind == "layer" or layout == "last" else "flat"
-    if isinstance(m, BATCHNORM):
+    if caps.batch_statistics:
         if kind != "permute":
             mode = "train mode: its batch statistics absorb the scale" if m.training else (
                 "eval mode: BN(cz) = γ(cz − μ)/σ + β ≠ c·BN(z)")
@@ -185,6 +157,28 @@ def _module_step(m: nn.Module, name: str, desc: str, kind: Kind, layout: Layout,
             raise Refused(f"{desc} normalizes {m.num_features} features, not the {units} units of src")
         permuted.append(name)
         return layout
+    if "permuted" in caps.symmetry:  # PReLU: one slope, or one per unit
+        if m.num_parameters == 1:
+            return layout
+        if m.num_parameters != units or layout == "flat":
+            raise Refused(f"{desc} has {m.num_parameters} slopes, not one per unit of src")
+        if kind == "permute":
+            permuted.append(name)
+        return layout
+    if caps.elementwise:
+        return _equivariant(desc, kind, layout)
+    if caps.pool is not None:
+        if getattr(m, "return_indices", False):
+            raise Refused(f"{desc} returns indices")
+        return _pool(desc, kind, layout)
+    if caps.stochastic:
+        if m.training and m.p != 0:
+            raise Refused(f"{desc} is in train mode and drops units at random; call model.eval() first")
+        return layout
+    if caps.reshape:
+        if kind != "layer" and (m.start_dim, m.end_dim) != (1, -1):
+            raise Refused(f"{desc} flattens dims {m.start_dim}..{m.end_dim}, which moves the unit index")
+        return layout if kind == "layer" or layout == "last" else "flat"
     raise Refused(f"{desc} is not known to commute with the map")
 
 

@@ -17,6 +17,7 @@ from torch import Tensor, nn
 from torch.nn.utils import parametrize
 
 from coupled_curvature.base.errors import InvalidInputError, UnsupportedModelError
+from coupled_curvature.numeric.layer_capabilities import layer_capabilities
 from coupled_curvature.numeric.symmetries.homogeneous import function_gap, leaf_modules, weight_layers
 
 
@@ -61,7 +62,7 @@ def bn_rescale(model: nn.Module, layer: int, c: float, X: Tensor) -> SymmetryRes
     if not (c > 0.0) or not math.isfinite(c):
         raise InvalidInputError(f"c must be a finite positive number, got {c!r}")
     this, nxt, _ = _module_after(model, layer)
-    if not isinstance(nxt, nn.modules.batchnorm._BatchNorm):
+    if not layer_capabilities(nxt).batch_statistics:
         raise UnsupportedModelError(
             f"weight layer {layer} is followed by {type(nxt).__name__ if nxt is not None else 'nothing'}, "
             "not BatchNorm; bn_rescale needs Linear/Conv -> BatchNorm"
@@ -111,7 +112,7 @@ def linear_mix(model: nn.Module, layer: int, M: Tensor, X: Tensor) -> SymmetryRe
     nxt = layers[layer + 1]
     between = following[: next(i for i, m in enumerate(following) if m is nxt)]
     if type(this) is not nn.Linear or type(nxt) is not nn.Linear or any(
-        not isinstance(m, (nn.Identity, nn.Dropout)) for m in between
+        not layer_capabilities(m).identity for m in between
     ):
         raise UnsupportedModelError(
             "mixing needs Linear -> Identity -> Linear (a deep linear net); a nonlinearity between "

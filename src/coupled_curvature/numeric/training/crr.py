@@ -18,6 +18,7 @@ from torch import Tensor, nn
 
 from coupled_curvature.base.errors import InvalidInputError, TrainModeError, UnsupportedModelError
 from coupled_curvature.numeric.core.inputs import check_increasing
+from coupled_curvature.numeric.layer_capabilities import layer_capabilities
 from coupled_curvature.numeric.measures.curvature_rate import (directional_derivatives, piecewise_affine_in_input,
                                                               unit_directions)
 
@@ -98,7 +99,7 @@ def _stream(generator: torch.Generator | int | None) -> torch.Generator:
 
 def _check_mode(model: nn.Module) -> None:
     for name, m in model.named_modules():
-        if m.training and isinstance(m, (nn.modules.batchnorm._BatchNorm, nn.modules.dropout._DropoutNd)):
+        if m.training and layer_capabilities(m).mode_dependent:
             raise TrainModeError(
                 f"module {name or type(m).__name__!r} ({type(m).__name__}) is in train mode: batch statistics couple "
                 "the samples' input derivatives and dropout would draw from the global RNG; put it in eval mode "
