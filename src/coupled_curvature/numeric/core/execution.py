@@ -49,7 +49,7 @@ def execute(p: Plan, bar: Progress | None = None) -> Execution:
     objective, partition, o = p.objective, p.partition, p.options
     stage = bar.stage if bar is not None else (lambda _: None)
     routes = {b: (bp.spectral, bp.spectral_reason) for b, bp in p.blocks.items()}
-    notes = {b: [] for b in partition}
+    notes: dict[str, list[str]] = {b: [] for b in partition}
     values = {b: torch.cat([objective.values[m].reshape(-1) for m in ms]) for b, ms in partition.items()}
     stage(f"curvature of {len(partition)} block(s) over {len(p.batches)} batch(es)")
     curv: dict[str, CurvatureSums] | None = None
@@ -75,7 +75,7 @@ def execute(p: Plan, bar: Progress | None = None) -> Execution:
         if collective is not None:
             dist.reduce_block_curvature(curv, o.process_group)
         stage("Gram route")
-        wHw_check = {b: wHw[b] if b in wHw else float(values[b] @ curv[b].Hw) for b in partition}
+        wHw_check = {b: wHw[b] if b in wHw else _form(values[b], curv[b]) for b in partition}
         try:
             with math_attention():
                 found = gram_forms(objective, {b: partition[b] for b in on_gram}, wHw_check, rtol=p.rtol,
@@ -95,6 +95,7 @@ def execute(p: Plan, bar: Progress | None = None) -> Execution:
                                     f"from {r.form.rows} rows of B, rank {r.form.rank}; piecewise affine in the "
                                     "block: checked)")
                 continue
+            assert r.reason is not None  # a GramResult without a form says why
             bp = p.blocks[b]
             routes[b] = (bp.fallback, f"the Gram route does not apply ({r.reason}); {bp.fallback_reason}")
             if o.method_given:
@@ -124,6 +125,7 @@ def execute(p: Plan, bar: Progress | None = None) -> Execution:
                 curv.update(block_curvature(objective, rest, set()))
             curv = {b: curv[b] for b in partition}
     if on_gram:  # the Gram pre-pass has g and wᵀHw; build the fallback blocks it left
+        assert curv is not None  # the pre-pass built it
         if dense or retained is not None:
             again = block_curvature(objective, partition if retained is not None else
                                     {b: partition[b] for b in dense}, dense, retain=retained)
@@ -138,6 +140,7 @@ def execute(p: Plan, bar: Progress | None = None) -> Execution:
         if collective is not None:
             dist.reduce_block_curvature(curv, o.process_group)
         loss = objective.loss()
+    assert loss is not None  # the Gram pre-pass's or the tangent route's, else the objective's (above)
     n_samples = sum(b.n for b in p.batches)
     if collective is not None:
         total = dist.all_reduce_sum(torch.tensor([loss, float(n_samples)], dtype=torch.float64,
@@ -165,7 +168,7 @@ def execute(p: Plan, bar: Progress | None = None) -> Execution:
                                         "rescaled towards unit scale before diagnosing it")
         route, reason = routes[b]
         wr, wreason = wHw_routes[b]
-        value = wHw[b] if b in wHw else float(values[b] @ c.Hw)
+        value = wHw[b] if b in wHw else _form(values[b], c)
         spectrum = (spectrum_of_gram(gram[b]) if b in gram else
                     spectrum_of_dense(c.dense, values[b]) if c.dense is not None and route is SpectralRoute.DENSE
                     else None)
@@ -173,6 +176,12 @@ def execute(p: Plan, bar: Progress | None = None) -> Execution:
                                    spectrum, forms.get(b), gram.get(b), c.Hw, c.dense, [*c.notes, *notes[b]],
                                    g_rounding.get(b))
     return Execution(p, blocks, float(loss), n_samples, model_notes, gram_refused, tangent_refused)
+
+
+def _form(w: Tensor, c: CurvatureSums) -> float:
+    """``wᵀH_bb w`` from the block's Hessian-vector product (there where the tangent route gave no ``wᵀHw``)."""
+    assert c.Hw is not None  # CurvatureSums.Hw is None only for the tangent route's blocks, which have wᵀHw
+    return float(w @ c.Hw)
 
 
 def _gram_prepass(p: Plan, on_gram: list[str], values: dict, wHw_routes: dict, tangent_refused: dict,

@@ -11,7 +11,7 @@ verify the sums against Hessian-vector products and fall back when they disagree
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
@@ -44,6 +44,17 @@ class GaussNewton:
     s: Tensor | None = None
 
 
+@dataclass
+class _Sums:
+    """One block's running sums in :func:`gauss_newton`, and the rows of its factor so far."""
+
+    diag: Tensor
+    grad: Tensor
+    prod: Tensor
+    B: list[Tensor] = field(default_factory=list)
+    s: list[Tensor] = field(default_factory=list)
+
+
 def gauss_newton(
     objective: Objective,
     blocks: dict[str, list[str]],
@@ -71,16 +82,17 @@ def gauss_newton(
     values = objective.values if params is None else params
     sizes = {b: sum(values[m].numel() for m in blocks[b]) for b in names}
     dev = next(iter(values.values())).device if values else None
-    acc = {b: {"diag": torch.zeros(sizes[b], dtype=torch.float64, device=dev),
-               "grad": torch.zeros(sizes[b], dtype=torch.float64, device=dev),
-               "prod": torch.zeros(sizes[b], probes[b].shape[1] if b in probes else 0, dtype=torch.float64, device=dev),
-               "B": [], "s": []} for b in names}
+    acc = {b: _Sums(torch.zeros(sizes[b], dtype=torch.float64, device=dev),
+                    torch.zeros(sizes[b], dtype=torch.float64, device=dev),
+                    torch.zeros(sizes[b], probes[b].shape[1] if b in probes else 0, dtype=torch.float64, device=dev))
+           for b in names}
     for i in range(len(objective.batches)):
         try:
             of = output_factors(objective, i, params)
         except ValueError:
             return {}
         factor = factor and of.s is not None
+        s_rows = of.s if factor else None
         r = of.rows
         cot = torch.cat([of.A, of.e.unsqueeze(1)], dim=1)  # the last row gives e_nᵀJ_n
         for samples, rows in block_rows(objective, i, blocks, names, cot, budget=_BUDGET, params=params):
@@ -88,19 +100,19 @@ def gauss_newton(
             for b, R in rows.items():
                 a, Bn = acc[b], R[:, :r]
                 flat = Bn.reshape(-1, sizes[b])
-                a["diag"] += (flat * flat).sum(dim=0)
-                a["grad"] += R[:, r].sum(dim=0)
+                a.diag += (flat * flat).sum(dim=0)
+                a.grad += R[:, r].sum(dim=0)
                 if b in probes:
-                    a["prod"] += flat.T @ (flat @ probes[b])
-                if factor:
-                    a["B"].append(Bn[keep])
-                    a["s"].append(of.s[samples][keep])
+                    a.prod += flat.T @ (flat @ probes[b])
+                if s_rows is not None:  # factor
+                    a.B.append(Bn[keep])
+                    a.s.append(s_rows[samples][keep])
     out = {}
     for b in names:
         a = acc[b]
-        B = torch.cat(a["B"]) if factor and a["B"] else None
-        s = torch.cat(a["s"]) if factor and a["s"] else None
-        out[b] = GaussNewton(a["diag"], a["prod"], a["grad"], B, s)
+        B = torch.cat(a.B) if factor and a.B else None
+        s = torch.cat(a.s) if factor and a.s else None
+        out[b] = GaussNewton(a.diag, a.prod, a.grad, B, s)
     return out
 
 
