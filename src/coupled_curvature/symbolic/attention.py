@@ -20,13 +20,11 @@ from __future__ import annotations
 
 import sympy as sp
 
-from coupled_curvature.symbolic.checker import check_witness
-from coupled_curvature.symbolic.derivation import Derivation, Step, exact_equal
-from coupled_curvature.symbolic.methods import MethodKind, StepMethod
+from coupled_curvature.symbolic.derivation import Derivation
 from coupled_curvature.symbolic.unevaluated import frac, matmul
-from coupled_curvature.symbolic.witness import coupled_D, is_conformal, transform, witness
+from coupled_curvature.symbolic.witness import coupled_D, transform, witness_step
 
-__all__ = ["derive_T13", "symbol_matrix", "inverse_by_adjugate", "witness_step"]
+__all__ = ["derive_T13", "symbol_matrix", "inverse_by_adjugate"]
 
 
 def symbol_matrix(name: str, rows: int, cols: int) -> sp.ImmutableMatrix:
@@ -47,17 +45,6 @@ def inverse_by_adjugate(A: sp.MatrixBase) -> sp.ImmutableMatrix:
     [  0,    1]])
     """
     return sp.ImmutableMatrix(A.adjugate() / A.det())
-
-
-def witness_step(d: Derivation, desc: str, M: sp.MatrixBase) -> None:
-    """A certificate step: ``witness(M)`` exists, the independent checker accepts it, ``D'/D`` as computed."""
-    W = witness(M)
-    assert W is not None, "M is not conformal here, so it has a witness"
-    d.witnesses.append(W)
-    ratio = frac(coupled_D(*transform(W.A, W.w, W.g, W.H)), coupled_D(W.w, W.g, W.H))
-    d.add(Step(f"{desc}: not conformal, witness w = {list(W.w)}, g = {list(W.g)}, H = {W.H.tolist()}: "
-               f"D'/D = {W.factor} (checker)", ratio, W.factor, StepMethod.of(MethodKind.CERTIFICATE),
-               (not is_conformal(M)) and check_witness(W.to_data()) and exact_equal(ratio, W.factor)))
 
 
 def derive_T13() -> Derivation:

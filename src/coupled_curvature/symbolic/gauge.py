@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import sympy as sp
 
-from coupled_curvature.symbolic.attention import inverse_by_adjugate, symbol_matrix, witness_step
+from coupled_curvature.symbolic.attention import inverse_by_adjugate, symbol_matrix
 from coupled_curvature.symbolic.derivation import Derivation
 from coupled_curvature.symbolic.unevaluated import frac, matmul, prod
-from coupled_curvature.symbolic.witness import coupled_D, transform
+from coupled_curvature.symbolic.witness import coupled_D, transform, witness_step
 
 __all__ = ["derive_T14", "cayley", "balancing_map", "unit_balance_scale"]
 

@@ -25,12 +25,12 @@ import sympy as sp
 from sympy.matrices.expressions.matexpr import MatrixElement
 
 from coupled_curvature.base.errors import InvalidInputError
-from coupled_curvature.symbolic.checker import check_certificate, check_witness
+from coupled_curvature.symbolic.checker import check_certificate
 from coupled_curvature.symbolic.derivation import Derivation, Step, exact_equal
 from coupled_curvature.symbolic.methods import MethodKind, StepMethod
 from coupled_curvature.symbolic.rules import word_rule
 from coupled_curvature.symbolic.unevaluated import TexSymbol, frac, matmul, prod
-from coupled_curvature.symbolic.witness import coupled_D, transform, witness
+from coupled_curvature.symbolic.witness import witness, witness_step
 
 __all__ = ["certificate_system", "certificate", "derive_T4"]
 
@@ -158,13 +158,7 @@ def derive_T4() -> Derivation:
     d.exact("w, g eigenvectors of M for λ_max = λ_1, λ_min = λ_2: factor = λ_min/λ_max = κ(A)⁻² (κ = √λ_1/√λ_2)",
             factor, sp.Pow(kappa, -2, evaluate=False))
     for Am in (sp.diag(1, 2), sp.Matrix([[1, 1], [0, 1]]), sp.Matrix([[2, 1, 0], [0, 1, 0], [0, 0, 1]])):
-        W = witness(Am)
-        assert W is not None, "Am is not conformal here, so it has a witness"
-        d.witnesses.append(W)
-        ratio = frac(coupled_D(*transform(W.A, W.w, W.g, W.H)), coupled_D(W.w, W.g, W.H))
-        d.add(Step(f"witness for A = {Am.tolist()}, w = {list(W.w)}, g = {list(W.g)}, H = {W.H.tolist()}: "
-                   f"D'/D = {W.factor} (the independent checker re-verifies)", ratio, W.factor, StepMethod.of(MethodKind.CERTIFICATE),
-                   check_witness(W.to_data()) and exact_equal(ratio, W.factor)))
+        witness_step(d, f"witness for A = {Am.tolist()}", Am)
     Qr = sp.Matrix([[sp.Rational(3, 5), -sp.Rational(4, 5)], [sp.Rational(4, 5), sp.Rational(3, 5)]])
     A2 = sp.ImmutableMatrix(2 * Qr)
     AtA = matmul(sp.Transpose(A2), A2)

@@ -15,12 +15,11 @@ from typing import Any
 
 import sympy as sp
 
-from coupled_curvature.symbolic.checker import check_witness
 from coupled_curvature.symbolic.derivation import Derivation, Step, exact_equal
 from coupled_curvature.symbolic.methods import MethodKind, StepMethod
 from coupled_curvature.symbolic.exact import exact_number
 from coupled_curvature.symbolic.unevaluated import frac, matmul
-from coupled_curvature.symbolic.witness import coupled_D, is_conformal, transform, witness
+from coupled_curvature.symbolic.witness import is_conformal, witness, witness_step
 
 __all__ = ["derive_T5", "kron_action"]
 
@@ -76,13 +75,7 @@ def derive_T5() -> Derivation:
          sp.diag(sp.Rational(1, 2), sp.Rational(1, 2), 1)),
     ]
     for desc, A in cases:
-        Wn = witness(A)
-        assert Wn is not None, "A is not conformal here, so it has a witness"
-        d.witnesses.append(Wn)
-        ratio = frac(coupled_D(*transform(Wn.A, Wn.w, Wn.g, Wn.H)), coupled_D(Wn.w, Wn.g, Wn.H))
-        d.add(Step(f"{desc}: not conformal, witness w = {list(Wn.w)}, g = {list(Wn.g)}: D'/D = {Wn.factor} (checker)",
-                   ratio, Wn.factor, StepMethod.of(MethodKind.CERTIFICATE),
-                   (not is_conformal(A)) and check_witness(Wn.to_data()) and exact_equal(ratio, Wn.factor)))
+        witness_step(d, desc, A)
     Au = sp.ImmutableMatrix(kron_action([2, 2], [2, 2, 2]))
     AtA = matmul(sp.Transpose(Au), Au)
     d.add(Step("uniform a = b = 2, k = 1 on W_l: the action K = diag(b)^-1 ⊗ diag(a) has KᵀK = I (conformal), "

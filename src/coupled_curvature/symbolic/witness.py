@@ -22,10 +22,13 @@ from typing import Any
 import sympy as sp
 
 from coupled_curvature.base.errors import CoupledCurvatureError, InvalidInputError
-from coupled_curvature.symbolic.derivation import Witness
+from coupled_curvature.symbolic.checker import check_witness
+from coupled_curvature.symbolic.derivation import Derivation, Step, Witness, exact_equal
 from coupled_curvature.symbolic.exact import exact_matrix, exact_vector
+from coupled_curvature.symbolic.methods import MethodKind, StepMethod
+from coupled_curvature.symbolic.unevaluated import frac
 
-__all__ = ["witness", "coupled_D", "transform", "is_conformal"]
+__all__ = ["witness", "witness_step", "coupled_D", "transform", "is_conformal"]
 
 
 def _mat(A: Any, name: str) -> sp.Matrix:
@@ -78,6 +81,20 @@ def witness(A: Any) -> Witness | None:
     ``A``: square (``n >= 2``), invertible, exact rational entries: a ``sympy.Matrix`` or a list of
     rows of ints, ``Fraction``s or number strings (parsed by :mod:`.exact`, never evaluated).
 
+    Args:
+        A: a square invertible matrix with exact rational entries: a SymPy ``Matrix`` or a list of rows of ints,
+            ``Fraction``s or number strings (parsed, never evaluated).
+
+    Returns:
+        ``None`` when ``A`` is conformal (``AᵀA = c²I``); otherwise a :class:`Witness`: ``w``, ``g`` and ``H`` where
+        ``D`` moves under ``w ↦ Aw``, with ``factor = D'/D ≠ 1``.
+
+    Raises:
+        InvalidInputError: a matrix that is not square (``n ≥ 2``), not invertible, or not exact.
+
+    See also:
+        :func:`derive_all` (T5 and T6, which it makes concrete).
+
     >>> import sympy as sp
     >>> W = witness(sp.Matrix([[1, 1], [0, 1]]))   # a shear
     >>> W.w.T, W.g.T, W.factor                      # 1/(M_11 (M⁻¹)_11)
@@ -106,3 +123,23 @@ def witness(A: Any) -> Witness | None:
     if factor == 1:  # pragma: no cover - excluded by T4
         raise CoupledCurvatureError(f"internal error: no witness found for non-conformal {A}")
     return Witness(A, w, g, H, factor, note)
+
+
+def witness_step(d: Derivation, desc: str, M: sp.MatrixBase) -> None:
+    """A certificate step of ``d`` for the non-conformal ``M``: ``witness(M)`` exists (it joins ``d.witnesses``),
+    the independent checker accepts it, and ``D'/D`` computed here is its factor; the step reads
+    ``"{desc}: not conformal, witness w = …, g = …, H = …: D'/D = … (checker)"``.
+
+    >>> import sympy as sp
+    >>> d = Derivation.for_theorem("T4")
+    >>> witness_step(d, "shear", sp.Matrix([[1, 1], [0, 1]]))
+    >>> d.steps[-1].description, d.steps[-1].outcome, len(d.witnesses)
+    ("shear: not conformal, witness w = [1, 0], g = [1, 0], H = [[1, 0], [0, 0]]: D'/D = 1/2 (checker)", True, 1)
+    """
+    W = witness(M)
+    assert W is not None, "M is not conformal here, so it has a witness"
+    d.witnesses.append(W)
+    ratio = frac(coupled_D(*transform(W.A, W.w, W.g, W.H)), coupled_D(W.w, W.g, W.H))
+    d.add(Step(f"{desc}: not conformal, witness w = {list(W.w)}, g = {list(W.g)}, H = {W.H.tolist()}: "
+               f"D'/D = {W.factor} (checker)", ratio, W.factor, StepMethod.of(MethodKind.CERTIFICATE),
+               (not is_conformal(M)) and check_witness(W.to_data()) and exact_equal(ratio, W.factor)))
