@@ -26,7 +26,7 @@ import copy
 import statistics
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -60,8 +60,8 @@ DEFAULT_QUANTITIES: dict[str, Quantity] = {
 
 def _max_change(before: Diagnosis, after: Diagnosis, q: Quantity, skip: set[str]) -> float | None:
     changes = [relative_change(q(b), q(after[b.name])) for b in before if b.name not in skip]
-    changes = [c for c in changes if c is not None]
-    return max(changes) if changes else None
+    defined = [c for c in changes if c is not None]
+    return max(defined) if defined else None
 
 
 def scale_invariant_blocks(model: nn.Module, data: tuple, train_mode: bool) -> list[str]:
@@ -83,6 +83,7 @@ def scale_invariant_blocks(model: nn.Module, data: tuple, train_mode: bool) -> l
 def _bn_chain(model: nn.Module, rng: np.random.Generator, X: torch.Tensor) -> tuple[nn.Module, list[str]]:
     """Rescale each weight layer feeding a batch-statistics BatchNorm by ``c = 10^U(−3, 3)`` (T10's
     symmetry, :func:`~coupled_curvature.numeric.symmetries.reparam.bn_rescale`)."""
+    assert isinstance(model, nn.Sequential)  # the mlp-bn nets (weight_layers below refuses anything else)
     mods = list(model)
     at = [next(j for j, mod in enumerate(mods) if mod is m) for m in weight_layers(model)]  # module index per layer
     steps = []
@@ -128,7 +129,7 @@ def measure_net(
     degenerate = scale_invariant_blocks(net, sample, bn)
     # the changes skip scale-invariant blocks, so their dense D⁺ (Hessian-vector columns in train mode) is not built
     sizes = [p.numel() for name, p in net.named_parameters() if name not in degenerate]
-    opts = {"max_dense": min(cfg.max_dense, max(sizes, default=0)) if degenerate else cfg.max_dense,
+    opts: dict[str, Any] = {"max_dense": min(cfg.max_dense, max(sizes, default=0)) if degenerate else cfg.max_dense,
             "allow_train_mode": bn, "method": "dense"}
     rng = np.random.default_rng([spec.seed, 7])
     by_factor = cfg.dplus_route == "factor" and spec.arch in FACTOR_ARCHS
@@ -160,18 +161,19 @@ def measure_net(
     eig_after = top_eigenvalue(moved, loss_fn, sample, max_iter=cfg.lanczos_iter, seed=0, allow_train_mode=bn)
     top_change = relative_change(eig_before["value"], eig_after["value"])
 
-    control = []
+    control: list[float | None] = []
     if not bn:
         hidden_layers = range(len(weight_layers(net)) - 1)
         for trial in range(cfg.neuron_trials):
             stage(f"neuron-rescaling control {trial + 1}/{cfg.neuron_trials}")
             scaled = net
             for layer in hidden_layers:
-                units = weight_layers(scaled)[layer].weight.shape[0]
-                scaled = neuron_rescale(scaled, layer, 10.0 ** rng.uniform(-1, 1, size=units))
+                weight = weight_layers(scaled)[layer].weight
+                assert isinstance(weight, torch.Tensor)  # a Linear's or Conv's weight
+                scaled = neuron_rescale(scaled, layer, (10.0 ** rng.uniform(-1, 1, size=weight.shape[0])).tolist())
             d = diagnose(scaled, loss_fn, sample, inverse=False, **opts)
             control.append(_max_change(before, d, DEFAULT_QUANTITIES["D"], set(degenerate)))
-    control = [c for c in control if c is not None]
+    controls = [c for c in control if c is not None]
 
     bounds = [EPS64 / b.min_kept_rel_eig for b in before if b.min_kept_rel_eig]
     row = {
@@ -186,8 +188,8 @@ def measure_net(
         "measure_samples": n,
         "max_rel_change_D": changes.get("D"),
         "max_rel_change_Dplus": changes.get("Dplus"),
-        "neuron_control_median": statistics.median(control) if control else None,
-        "neuron_control_min": min(control) if control else None,
+        "neuron_control_median": statistics.median(controls) if controls else None,
+        "neuron_control_min": min(controls) if controls else None,
         "rq_change": changes.get("RQ"),
         "top_eig_change": top_change,
         "t9_residual": euler_residual(net, sample, before) if spec.arch == "mlp-nobias" else None,
