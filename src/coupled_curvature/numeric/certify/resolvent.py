@@ -101,14 +101,22 @@ def _refine(H: arb_mat, w: arb_mat, vecs: np.ndarray, lam: np.ndarray, shifts: l
     return U, err
 
 
+def _inverse_goal(w: arb_mat, kappa: arb, top: arb, bits: int) -> arb | None:
+    """The error goal ``2^-bits·‖w‖²/top`` of a solve with ``H ≥ kappa > 0``; ``None`` when ``top/kappa`` is
+    beyond what the float64 corrections take (``2^_BUDGET``)."""
+    if not kappa > 0 or math.log2(float(top.mid()) / float(kappa.mid())) > _BUDGET:
+        return None
+    wsq = (w.transpose() * w).entries()[0]
+    return (wsq / top * arb(2) ** -bits).upper()
+
+
 def inverse_form(H: arb_mat, w: arb_mat, vecs: np.ndarray, lam: np.ndarray, kappa: arb, top: arb,
                  bits: int) -> arb | None:
     """``wᵀH⁻¹w`` when every eigenvalue of ``H`` is ``≥ kappa > 0`` (certified by the caller), to about
     ``2^-bits·‖w‖²/top``; ``None`` when the float64 corrections cannot converge."""
-    if not kappa > 0 or math.log2(float(top.mid()) / float(kappa.mid())) > _BUDGET:
+    goal = _inverse_goal(w, kappa, top, bits)
+    if goal is None:
         return None
-    wsq = (w.transpose() * w).entries()[0]
-    goal = (wsq / top * arb(2) ** -bits).upper()
     out = _solve(H, w, vecs, lam, [(arb(0), arb(0))], [1 / kappa], goal)
     return None if out is None else out[0]
 
@@ -185,10 +193,9 @@ def inverse_norm(H: arb_mat, w: arb_mat, vecs: np.ndarray, lam: np.ndarray, kapp
     """``‖H⁻¹w‖₂² = wᵀH⁻²w`` when every eigenvalue of ``H`` is ``≥ kappa > 0`` (certified by the caller), to
     about ``2^-bits`` relative: ``u`` with ``‖u − H⁻¹w‖₂ ≤ ‖r‖₂/κ`` (as in :func:`inverse_form`), then
     :func:`norm_sq`; ``None`` when the float64 corrections cannot converge."""
-    if not kappa > 0 or math.log2(float(top.mid()) / float(kappa.mid())) > _BUDGET:
+    goal = _inverse_goal(w, kappa, top, bits)
+    if goal is None:
         return None
-    wsq = (w.transpose() * w).entries()[0]
-    goal = (wsq / top * arb(2) ** -bits).upper()
     out = _refine(H, w, vecs, lam, [(arb(0), arb(0))], [1 / kappa], goal)
     if out is None:
         return None
