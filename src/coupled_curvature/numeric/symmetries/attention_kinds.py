@@ -239,12 +239,22 @@ def _mha(m: nn.MultiheadAttention, name: str) -> AttentionLayout:
     return AttentionLayout(name, "nn.MultiheadAttention", q, k, v, o, m.num_heads, d, d)
 
 
+def _int_attribute(m: nn.Module, attr: str, name: str) -> int:
+    """The int ``m.attr`` of a recognised attention (a size or a head count), else an error naming it."""
+    value = getattr(m, attr, None)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UnsupportedModelError(f"{name!r}: {type(m).__name__}.{attr} is {value!r}, not an int; pass a standard "
+                                    f"{type(m).__name__}")
+    return value
+
+
 def _gpt2(m: nn.Module, name: str) -> AttentionLayout:
-    E, H, d = m.embed_dim, m.num_heads, m.head_dim
+    E, H, d = (_int_attribute(m, a, name) for a in ("embed_dim", "num_heads", "head_dim"))
+    split = _int_attribute(m, "split_size", name)
     cross = bool(getattr(m, "is_cross_attention", False))
-    if H * d != E or m.split_size != E:
+    if H * d != E or split != E:
         raise UnsupportedModelError(f"{name!r}: GPT2Attention with embed_dim {E}, {H} heads of {d} and split_size "
-                                    f"{m.split_size} is not the standard layout; pass a standard GPT-2 attention")
+                                    f"{split} is not the standard layout; pass a standard GPT-2 attention")
     sub = f"{name}." if name else ""
 
     def conv(module: str, i: int) -> Projection:
@@ -256,21 +266,23 @@ def _gpt2(m: nn.Module, name: str) -> AttentionLayout:
 
 
 def _bert(m: nn.Module, name: str) -> AttentionLayout:
-    s = m.self
+    s = m.get_submodule("self")
     position = getattr(s, "position_embedding_type", "absolute")
     if position != "absolute":
         raise UnsupportedModelError(
             f"{name!r}: BERT attention with position_embedding_type={position!r} adds Q·r and K·r scores with "
             "distance embeddings r, which a Q/K map changes; pass a model with absolute position embeddings")
-    mods = (s.query, s.key, s.value, m.output.dense)
-    if any(type(x) is not nn.Linear for x in mods):
+    paths = ("self.query", "self.key", "self.value", "output.dense")
+    mods = [m.get_submodule(a) for a in paths]
+    linears = [x for x in mods if type(x) is nn.Linear]
+    if len(linears) != len(mods):
         raise UnsupportedModelError(f"{name!r}: query, key, value and output.dense must be nn.Linear; pass a "
                                     "standard BertAttention")
     sub = f"{name}." if name else ""
     q, k, v, o = (Projection(f"{sub}{a}", "weight", 0, x.out_features, True, (("bias", 0),))
-                  for a, x in zip(("self.query", "self.key", "self.value", "output.dense"), mods))
-    return AttentionLayout(name, "BERT", q, k, v, o, s.num_attention_heads, s.attention_head_size,
-                           s.attention_head_size)
+                  for a, x in zip(paths, linears))
+    d = _int_attribute(s, "attention_head_size", name)
+    return AttentionLayout(name, "BERT", q, k, v, o, _int_attribute(s, "num_attention_heads", name), d, d)
 
 
 def _linear_heads(m: nn.Module, name: str, kind: str, attrs: tuple[str, str, str, str], heads: object) -> AttentionLayout:
@@ -298,8 +310,8 @@ def _linear_heads(m: nn.Module, name: str, kind: str, attrs: tuple[str, str, str
 def _check_tensors(model: nn.Module, lay: AttentionLayout) -> None:
     """Float, materialised, unparametrized tensors owned by this attention alone."""
     owners: dict[int, set[str]] = {}
-    for pname, t in model.named_parameters(remove_duplicate=False):
-        owners.setdefault(id(t), set()).add(pname)
+    for pname, param in model.named_parameters(remove_duplicate=False):
+        owners.setdefault(id(param), set()).add(pname)
     for p in (lay.q, lay.k, lay.v, lay.o):
         mod = model.get_submodule(p.module)
         if parametrize.is_parametrized(mod):
