@@ -57,6 +57,13 @@ def derive(theorem_id: str) -> Derivation:
 def derive_all() -> dict[str, Derivation]:
     """All derivations keyed ``"T1"`` … ``"T14"`` (each records ``elapsed`` seconds).
 
+    Returns:
+        ``{"T1": Derivation, …, "T14": Derivation}``: each derivation's steps, with their evidence and the instance
+        checked; a step that fails is recorded (``Derivation.ok`` is then false), not raised.
+
+    See also:
+        :func:`~coupled_curvature.symbolic.witness.witness` (a map's witness against ``D``), ``ccurv check``.
+
     >>> ds = derive_all()            # doctest: +SKIP
     >>> all(d.ok for d in ds.values())  # doctest: +SKIP
     True

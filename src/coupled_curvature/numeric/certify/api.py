@@ -193,6 +193,32 @@ def certify(model: nn.Module, loss_fn: Callable, data: object, *, prec: int = 25
     stderr (``None``: on a terminal, after a few seconds). Time and memory grow about linearly in the
     samples (a 64-32-10 MLP at 256 bits: about 9 ms and 0.25 MB per sample).
 
+    Args:
+        model: the network (see the module :mod:`~coupled_curvature.numeric.certify.trace` for what it may hold), in
+            eval mode; never modified.
+        loss_fn: ``nn.CrossEntropyLoss`` or ``nn.MSELoss``, recognised by exact type.
+        data: one batch ``(X, y)`` or an iterable of batches, float64.
+        prec: the ball arithmetic's working precision in bits (at least 53).
+        blocks: the partition, as in :func:`~coupled_curvature.numeric.core.diagnostics.diagnose` (``"tensor"``,
+            ``"layer"`` or ``{block: [parameter names]}``).
+        inverse: certify ``D⁺`` too (it needs every eigenvalue of ``H`` enclosed).
+        pinv_rtol: the relative cutoff ``τ = pinv_rtol·max|λ|`` of ``H⁺``, in ``[0, 1)``.
+        progress: print the stages and a block count on stderr (``None``: on a terminal, after a few seconds).
+
+    Returns:
+        A :class:`~coupled_curvature.numeric.certify.api.Certificate`: per block, balls (:class:`Ball`) of ``D``,
+        ``D⁺``, ``RQ``, ``‖g‖²`` and ``wᵀHw``, or the reason a ball could not be made (a kink, an eigenvalue at the
+        cutoff, a block too large).
+
+    Raises:
+        InvalidInputError: a loss, module or input certify cannot reproduce exactly, a model in training mode, or a
+            loss that differs from torch's on the same outputs.
+        MissingExtraError: python-flint is not installed.
+
+    See also:
+        :func:`~coupled_curvature.numeric.certify.invariance.certify_invariance` (balls of the change under a
+        symmetry), :func:`~coupled_curvature.numeric.core.diagnostics.diagnose` (the float64 numbers).
+
     >>> import torch
     >>> torch.manual_seed(0) and None
     >>> net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)).double()

@@ -98,6 +98,32 @@ def certify_invariance(model: nn.Module, loss_fn: Callable, data: object, symmet
     blocks scale by ``c^{∓2}`` (their change balls exclude 0); a non-uniform neuron rescaling moves
     ``D`` (T5).
 
+    Args:
+        model: the network, as for :func:`~coupled_curvature.numeric.certify.api.certify`; never modified.
+        loss_fn: ``nn.CrossEntropyLoss`` or ``nn.MSELoss``.
+        data: one batch ``(X, y)`` or an iterable of batches, float64.
+        symmetry: ``(name, layer, argument)``: ``("layer_rescale", layer, c)``, ``("neuron_rescale", layer,
+            scales)`` or ``("permute_neurons", layer, perm)``; ``c`` and the scales may be ``Fraction`` (exact).
+        prec: the ball arithmetic's working precision in bits (at least 53).
+        blocks: the partition, as in :func:`~coupled_curvature.numeric.core.diagnostics.diagnose` (``"tensor"``,
+            ``"layer"`` or ``{block: [parameter names]}``).
+        inverse: certify ``D⁺`` too (it needs every eigenvalue of ``H`` enclosed).
+        pinv_rtol: the relative cutoff ``τ = pinv_rtol·max|λ|`` of ``H⁺``, in ``[0, 1)``.
+        progress: print the stages and a block count on stderr (``None``: on a terminal, after a few seconds).
+
+    Returns:
+        An :class:`~coupled_curvature.numeric.certify.invariance.InvarianceCertificate`: per block, balls of the
+        changes of ``D``, ``D⁺``, ``RQ`` and ``‖g‖²``.
+
+    Raises:
+        InvalidInputError: the map changes the network's output on the data (a certainly non-zero gap), or any
+            input :func:`~coupled_curvature.numeric.certify.api.certify` refuses.
+        MissingExtraError: python-flint is not installed.
+
+    See also:
+        :func:`~coupled_curvature.numeric.symmetries.homogeneous.layer_rescale` and the other maps it applies in
+        float64, :func:`~coupled_curvature.numeric.core.compare.compare` (the float64 comparison).
+
     >>> import torch
     >>> from fractions import Fraction
     >>> torch.manual_seed(0) and None

@@ -94,6 +94,21 @@ def compare(before: Diagnosis, after: Diagnosis) -> Comparison:
     ``InvalidInputError`` names the difference. A measure undefined on either side has change
     ``None``; one that is 0 before and not after has change ``inf``.
 
+    Args:
+        before: the diagnosis of the original model.
+        after: the diagnosis of the transformed one, with the same blocks.
+
+    Returns:
+        A :class:`~coupled_curvature.numeric.core.compare.Comparison`: per block the relative change of each
+        measure (``None`` where undefined), with ``max_change(measure)``.
+
+    Raises:
+        InvalidInputError: the two diagnoses do not have the same blocks (names and sizes).
+
+    See also:
+        :func:`~coupled_curvature.numeric.core.diagnostics.diagnose`,
+        :func:`~coupled_curvature.numeric.certify.invariance.certify_invariance` (certified changes).
+
     >>> import torch
     >>> from coupled_curvature.numeric import diagnose, layer_rescale
     >>> torch.manual_seed(0) and None

@@ -55,6 +55,27 @@ def block_hessian(model: nn.Module, loss_fn: Callable, data: object, block: str,
     model and data (``blocks``, ``reduction``, ``frozen``, ``output``, ``target``, ``allow_train_mode``,
     ``device``, ``gauge``); ``block`` names one of the blocks ``diagnose`` would report.
 
+    Args:
+        model: the network, any ``nn.Module``; measured on a float64 copy, never modified.
+        loss_fn: ``loss_fn(output, target)``, a scalar (a torch loss module such as ``nn.CrossEntropyLoss()`` or a
+            function); its ``reduction`` sets the batch weights.
+        data: one batch ``(X, y)``, a mapping batch (``{"input_ids", …, "labels"}``) or an iterable of batches (a
+            ``DataLoader``).
+        block: the name of one block, as :func:`~coupled_curvature.numeric.core.diagnostics.diagnose` reports it.
+        **options: the run settings that describe the model and the data (``blocks``, ``reduction``, ``frozen``,
+            ``output``, ``target``, ``allow_train_mode``, ``device``, ``gauge``).
+
+    Returns:
+        A ``scipy.sparse.linalg.LinearOperator`` of shape ``(n_b, n_b)``, float64, symmetric: ``v ↦ H_bb v``.
+
+    Raises:
+        InvalidInputError: an unknown block name, a setting out of range, or data the model cannot take.
+        TrainModeError: the model is in training mode and ``allow_train_mode`` is off.
+
+    See also:
+        :func:`~coupled_curvature.numeric.core.diagnostics.diagnose` with ``curvature=`` (the other direction: an
+        external operator in place of ``H_bb``).
+
     >>> torch.manual_seed(0) and None
     >>> net = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2)).double()
     >>> X, y = torch.randn(16, 3, dtype=torch.float64), torch.randn(16, 2, dtype=torch.float64)

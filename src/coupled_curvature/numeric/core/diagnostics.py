@@ -133,6 +133,37 @@ def diagnose(
     gradient is exactly 0 but which moves the loss (autograd reaches it by no path: a reentrant
     checkpoint, a ``.detach()``) is an ``InvalidInputError``, never a ``D`` read off a cut graph.
 
+    Args:
+        model: the network, any ``nn.Module``; measured on a float64 copy, never modified.
+        loss_fn: ``loss_fn(output, target)``, a scalar (a torch loss module such as ``nn.CrossEntropyLoss()`` or a
+            function); its ``reduction`` sets the batch weights.
+        data: one batch ``(X, y)``, a mapping batch (``{"input_ids", …, "labels"}``) or an iterable of batches (a
+            ``DataLoader``).
+        routes: the routes that may be taken (:class:`~coupled_curvature.numeric.core.routes.WHwRoute`,
+            :class:`~coupled_curvature.numeric.core.routes.SpectralRoute`); all by default.
+        curvature: ``{block: G}``: a symmetric operator (Gauss–Newton, Fisher, K-FAC) measured in place of
+            ``H_bb`` on those blocks.
+        **settings: the run settings, by keyword (``blocks``, ``inverse``, ``pinv_rtol``, ``method``, ``max_dense``,
+            ``krylov_max_iter``, ``krylov_tol``, ``gram_memory``, ``frozen``, ``reduction``, ``allow_train_mode``,
+            ``process_group``, ``progress``, ``device``, ``output``, ``target``, ``gauge``): each one's default and
+            meaning are declared once in :data:`~coupled_curvature.base.run_settings.SETTINGS`.
+
+    Returns:
+        A :class:`~coupled_curvature.numeric.core.results.Diagnosis`: one
+        :class:`~coupled_curvature.numeric.core.results.BlockDiagnosis` per block, in partition order, with ``D``
+        (``coupled``), ``D⁺`` (``inverse_coupled``), the sums they come from, the routes taken and the notes.
+
+    Raises:
+        InvalidInputError: a setting out of range, data the model or loss cannot take (the shapes named), non-finite
+            weights or inputs, or a parameter cut from the graph; checked before any work where it can be.
+        TrainModeError: the model is in training mode (dropout, batch statistics) and ``allow_train_mode`` is off.
+
+    See also:
+        :func:`~coupled_curvature.numeric.core.profile.spectral_profile` (the spectrum behind ``D`` and ``D⁺``),
+        :func:`~coupled_curvature.numeric.core.compare.compare` (two diagnoses side by side),
+        :func:`~coupled_curvature.numeric.certify.api.certify` (certified balls of the same numbers),
+        :func:`~coupled_curvature.numeric.core.curvature_operator.block_hessian` (``H_bb`` as an operator).
+
     >>> import torch
     >>> torch.manual_seed(0) and None
     >>> net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))

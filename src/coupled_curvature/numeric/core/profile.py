@@ -197,6 +197,30 @@ def spectral_profile(
     ``pinv_rtol``, ``krylov_max_iter`` and ``krylov_tol`` are the run's target, as in ``diagnose``). A block that
     no allowed route takes raises ``InvalidInputError`` saying which method takes it.
 
+    Args:
+        model: the network, any ``nn.Module``; measured on a float64 copy, never modified.
+        loss_fn: ``loss_fn(output, target)``, a scalar (a torch loss module such as ``nn.CrossEntropyLoss()`` or a
+            function); its ``reduction`` sets the batch weights.
+        data: one batch ``(X, y)``, a mapping batch (``{"input_ids", …, "labels"}``) or an iterable of batches (a
+            ``DataLoader``).
+        **settings: the run settings, by keyword (``blocks``, ``inverse``, ``pinv_rtol``, ``method``, ``max_dense``,
+            ``krylov_max_iter``, ``krylov_tol``, ``gram_memory``, ``frozen``, ``reduction``, ``allow_train_mode``,
+            ``process_group``, ``progress``, ``device``, ``output``, ``target``, ``gauge``): each one's default and
+            meaning are declared once in :data:`~coupled_curvature.base.run_settings.SETTINGS`.
+
+    Returns:
+        A :class:`~coupled_curvature.numeric.core.profile.SpectralProfile`: per block the relative eigenvalues, the
+        weights of ``w`` on them, ``ρ`` and ``‖g‖²``.
+
+    Raises:
+        InvalidInputError: a block that no allowed route takes (with the method that takes it), a setting out of
+            range, or data the model cannot take.
+        TrainModeError: the model is in training mode and ``allow_train_mode`` is off.
+
+    See also:
+        :func:`~coupled_curvature.numeric.core.diagnostics.diagnose`,
+        :func:`~coupled_curvature.numeric.studies.cutoff.cutoff_sensitivity`.
+
     >>> import torch
     >>> torch.manual_seed(0) and None
     >>> net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))

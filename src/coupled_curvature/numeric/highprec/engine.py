@@ -146,6 +146,25 @@ def diagnose(
     ``λ_max`` to float64 accuracy on the Cholesky route. ``meta["seconds"]`` has the wall time
     per phase (prepare, derivatives, hessian, pinv).
 
+    Args:
+        model: a small ``nn.Sequential`` MLP (Linear and piecewise-linear activations); never modified.
+        loss_fn: ``nn.CrossEntropyLoss`` or ``nn.MSELoss``.
+        data: one batch ``(X, y)``.
+        dps: the working precision in decimal digits.
+        blocks: ``"tensor"``, ``"layer"`` or ``{block: [parameter names]}``, as in the float64 ``diagnose``.
+        inverse: compute ``D⁺`` too.
+        pinv_rtol: the relative cutoff (default ``10^(−⌈2·dps/3⌉)``); a number or a string such as ``"1e-30"``.
+
+    Returns:
+        A :class:`~coupled_curvature.numeric.core.results.Diagnosis` whose fields hold ``mpmath.mpf``.
+
+    Raises:
+        InvalidInputError: a model or loss outside this path's reach, or a bad ``dps`` or cutoff.
+
+    See also:
+        :func:`invariance_error`, :func:`~coupled_curvature.numeric.core.diagnostics.diagnose` (float64),
+        :func:`~coupled_curvature.numeric.certify.api.certify` (certified balls).
+
     >>> net = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 2)).double()
     >>> X, y = torch.randn(6, 2, dtype=torch.float64), torch.tensor([0, 1, 0, 1, 1, 0])
     >>> d = diagnose(net, nn.CrossEntropyLoss(), (X, y), dps=30)
@@ -203,6 +222,24 @@ def invariance_error(
     such as ``"0.3"`` or ``"3/7"``). The rescaled weights are rounded to ``dps`` digits (the only
     rounding of the map); D and D⁺ of both nets are then compared before the final rounding, so
     the error is the effect of that rounding, of order ``10^-dps`` (T3), not 0.
+
+    Args:
+        model: a small ``nn.Sequential`` MLP; never modified.
+        loss_fn: ``nn.CrossEntropyLoss`` or ``nn.MSELoss``.
+        data: one batch ``(X, y)``.
+        layer: the weight layer rescaled (counted from 0).
+        c: the factor: a positive number or a string (``"0.3"``, ``"3/7"``).
+        dps: the working precision in decimal digits.
+
+    Returns:
+        ``{"D": error, "D_plus": error}``, ``mpmath.mpf`` relative errors.
+
+    Raises:
+        InvalidInputError: a factor that is not positive, a layer out of range, or inputs ``diagnose`` at this
+            precision refuses.
+
+    See also:
+        :func:`highprec_diagnose`, :func:`~coupled_curvature.numeric.symmetries.homogeneous.layer_rescale`.
 
     >>> net = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 2)).double()
     >>> X, y = torch.randn(6, 2, dtype=torch.float64), torch.tensor([0, 1, 0, 1, 1, 0])

@@ -88,6 +88,21 @@ def pinv_quadratic_form(H: Tensor, w: Tensor, rtol: float) -> PinvForm:
     as ``(H + Hᵀ)/2`` and never modified. Rows of ``H`` that are exactly zero carry exact zero
     eigenvalues, which no cutoff keeps; they are dropped before the decomposition.
 
+    Args:
+        H: a square symmetric matrix (read as ``(H + Hᵀ)/2``), finite.
+        w: a vector of the same size.
+        rtol: the relative cutoff, in ``[0, 1)``.
+
+    Returns:
+        A :class:`~coupled_curvature.numeric.linalg.pinv.PinvForm`: the value, the kept rank, the cutoff and the
+        smallest kept relative eigenvalue.
+
+    Raises:
+        InvalidInputError: a matrix that is not square, not finite, or a vector of the wrong size.
+
+    See also:
+        :func:`~coupled_curvature.numeric.core.diagnostics.diagnose` (which takes it per block).
+
     >>> H = torch.diag(torch.tensor([4.0, -2.0, 0.0], dtype=torch.float64))
     >>> pinv_quadratic_form(H, torch.ones(3, dtype=torch.float64), 1e-10).value
     -0.25

@@ -210,7 +210,32 @@ def select(names: str | Iterable[str]) -> list[str]:
 
 def evaluate(name: str, model: nn.Module, loss_fn: Callable, data: object, **options) -> dict:
     """Run one registered measure by name, with attention on its math kernel (:func:`math_attention`: the fused
-    kernels have no second derivative, so a Hessian measure of a transformer would fail inside torch)."""
+    kernels have no second derivative, so a Hessian measure of a transformer would fail inside torch).
+
+    Args:
+        name: a measure's name in :data:`MEASURES`.
+        model: the network, any ``nn.Module``; measured on a float64 copy, never modified.
+        loss_fn: ``loss_fn(output, target)``, a scalar (a torch loss module such as ``nn.CrossEntropyLoss()`` or a
+            function); its ``reduction`` sets the batch weights.
+        data: one batch ``(X, y)``, a mapping batch (``{"input_ids", …, "labels"}``) or an iterable of batches (a
+            ``DataLoader``).
+        **options: that measure's own options.
+
+    Returns:
+        The measure's result, a ``dict`` (its keys are the measure's).
+
+    Raises:
+        InvalidInputError: an unknown measure name, or options the measure refuses.
+
+    See also:
+        :data:`MEASURES` (the registry), :func:`~coupled_curvature.numeric.core.diagnostics.diagnose`.
+
+    >>> import torch
+    >>> net = torch.nn.Sequential(torch.nn.Linear(3, 2)).double()
+    >>> X, y = torch.randn(8, 3, dtype=torch.float64), torch.tensor([0, 1] * 4)
+    >>> sorted(evaluate("D", net, torch.nn.CrossEntropyLoss(), (X, y)))
+    ['blocks', 'degenerate', 'max_dense', 'notes']
+    """
     measure = REGISTRY[select([name])[0]]
     with math_attention():
         return measure.func(model, loss_fn, data, **options)

@@ -63,6 +63,33 @@ def sharpness_curve(model: nn.Module, loss_fn: Callable, data: object, radii: Se
     adaptive curves are unchanged by element-wise positive rescalings of the parameters (a layer
     rescaling's twin has the same curve); the ``l2`` curve moves.
 
+    Args:
+        model: the network, any ``nn.Module``; measured on a float64 copy, never modified.
+        loss_fn: ``loss_fn(output, target)``, a scalar (a torch loss module such as ``nn.CrossEntropyLoss()`` or a
+            function); its ``reduction`` sets the batch weights.
+        data: one batch ``(X, y)``, a mapping batch (``{"input_ids", …, "labels"}``) or an iterable of batches (a
+            ``DataLoader``).
+        radii: the radii ``ρ``, positive and increasing (default :data:`DEFAULT_RADII`).
+        adaptive: measure ``δ`` relative to ``|θ|``.
+        average: the mean over random directions instead of the worst case.
+        steps: ascent steps per radius (worst case).
+        lr: the ascent's step size (worst case).
+        samples: random directions (average).
+        seed: the seed of every random draw.
+        allow_train_mode: measure a model in training mode.
+
+    Returns:
+        A :class:`~coupled_curvature.numeric.measures.sharpness_curve.SharpnessCurve`: the kind, the radii and a
+        value per radius.
+
+    Raises:
+        InvalidInputError: bad radii or counts, or data the model cannot take.
+        TrainModeError: the model is in training mode and ``allow_train_mode`` is off.
+
+    See also:
+        :func:`~coupled_curvature.numeric.core.diagnostics.diagnose` (the coupled measures, which do not move under
+        the maps that move this curve).
+
     >>> net = nn.Sequential(nn.Linear(2, 1))
     >>> import torch
     >>> X, y = torch.randn(8, 2), torch.randn(8, 1)

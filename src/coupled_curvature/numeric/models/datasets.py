@@ -44,6 +44,21 @@ def load(name: str, *, test_fraction: float = 0.2, seed: int = 0, image: bool = 
     (``x -> (x − μ)/σ``, ``σ = 1`` for constant features). The split is stratified and
     fixed by ``seed``. ``image=True`` reshapes digits to ``(N, 1, 8, 8)``.
 
+    Args:
+        name: ``"digits"``, ``"breast_cancer"`` or ``"wine"``.
+        test_fraction: the test split's share, in ``(0, 1)``.
+        seed: the split's seed.
+        image: reshape digits to ``(N, 1, 8, 8)``.
+
+    Returns:
+        A :class:`~coupled_curvature.numeric.models.datasets.Dataset` of float64 tensors (train and test splits).
+
+    Raises:
+        InvalidInputError: an unknown name, a fraction out of range, or ``image`` for a dataset that is not digits.
+
+    See also:
+        :func:`~coupled_curvature.numeric.models.training.train_mlp`.
+
     >>> d = load("wine")
     >>> d.X_train.shape[1], d.n_classes, d.X_train.dtype
     (13, 3, torch.float64)

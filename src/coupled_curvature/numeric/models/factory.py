@@ -73,6 +73,23 @@ def make_mlp(in_features: int, hidden: Sequence[int], out_features: int, *, bias
              activation: str = "relu", seed: int = 0) -> nn.Sequential:
     """``Linear -> act -> … -> Linear`` in float64, initialised from ``seed`` (global RNG untouched).
 
+    Args:
+        in_features: the input width.
+        hidden: the hidden widths.
+        out_features: the output width.
+        bias: give every Linear a bias.
+        activation: ``"relu"``, ``"leaky_relu"``, ``"tanh"`` or ``"identity"``.
+        seed: the initialisation's seed.
+
+    Returns:
+        An ``nn.Sequential`` in float64.
+
+    Raises:
+        InvalidInputError: a width that is not a positive int, or an unknown activation.
+
+    See also:
+        :func:`~coupled_curvature.numeric.models.training.train_mlp`.
+
     >>> make_mlp(4, [8, 8], 3)[0].weight.shape
     torch.Size([8, 4])
     """

@@ -86,6 +86,28 @@ def train_mlp(
     Deterministic: the initialisation and the minibatch order come only from ``seed``,
     so the same call gives bit-identical weights.
 
+    Args:
+        data: a :class:`~coupled_curvature.numeric.models.datasets.Dataset` (:func:`load_dataset`).
+        hidden: the hidden widths.
+        bias: give every Linear a bias.
+        activation: the activation's name.
+        seed: the seed of the initialisation and the minibatch order.
+        epochs: the number of passes over the training split.
+        lr: Adam's learning rate.
+        batch_size: the minibatch size.
+        weight_decay: Adam's weight decay.
+        progress: print a line per epoch.
+
+    Returns:
+        A :class:`~coupled_curvature.numeric.models.training.TrainedModel`: the model, its final train and test
+        losses and accuracies, and the criterion it was trained to.
+
+    Raises:
+        InvalidInputError: a count or rate out of range.
+
+    See also:
+        :func:`make_mlp`, :func:`~coupled_curvature.numeric.core.diagnostics.diagnose`.
+
     >>> from coupled_curvature.numeric.models.datasets import load
     >>> r = train_mlp(load("wine"), hidden=(8,), epochs=5)
     >>> 0.0 <= r.test_acc <= 1.0

@@ -54,6 +54,30 @@ def cutoff_sensitivity(
     ``inverse_coupled`` is ``None`` where undefined: ``w = 0``; ``g = 0`` gives 0). A block that no
     allowed route takes is in ``left_out`` with the reason.
 
+    Args:
+        model: the network, any ``nn.Module``; measured on a float64 copy, never modified.
+        loss_fn: ``loss_fn(output, target)``, a scalar (a torch loss module such as ``nn.CrossEntropyLoss()`` or a
+            function); its ``reduction`` sets the batch weights.
+        data: one batch ``(X, y)``, a mapping batch (``{"input_ids", …, "labels"}``) or an iterable of batches (a
+            ``DataLoader``).
+        rtols: the relative cutoffs, each in ``[0, 1)``.
+        **settings: the run settings, by keyword (``blocks``, ``inverse``, ``pinv_rtol``, ``method``, ``max_dense``,
+            ``krylov_max_iter``, ``krylov_tol``, ``gram_memory``, ``frozen``, ``reduction``, ``allow_train_mode``,
+            ``process_group``, ``progress``, ``device``, ``output``, ``target``, ``gauge``): each one's default and
+            meaning are declared once in :data:`~coupled_curvature.base.run_settings.SETTINGS` (but ``pinv_rtol``: the
+            cutoffs are ``rtols``).
+
+    Returns:
+        ``{"method", "rtols", "blocks": {name: {"size", "inverse_coupled", "rank", "converged", "error", "route",
+        "reason"}}, "left_out": {name: reason}}``, one list entry per ``rtol``.
+
+    Raises:
+        InvalidInputError: a cutoff outside ``[0, 1)``, a setting out of range, or data the model cannot take.
+
+    See also:
+        :func:`~coupled_curvature.numeric.core.profile.spectral_profile` (the spectrum itself),
+        :func:`~coupled_curvature.numeric.core.diagnostics.diagnose` (one cutoff).
+
     >>> import torch
     >>> torch.manual_seed(0) and None
     >>> net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))

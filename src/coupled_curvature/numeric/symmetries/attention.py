@@ -51,6 +51,25 @@ def qk_transform(model: nn.Module, attn: str, A: Tensor | Sequence, head: int | 
     for the model itself). ``A`` is a real ``d_head × d_head`` matrix with a finite condition number
     at most ``max_condition`` (the result loses about ``log10(cond)`` digits).
 
+    Args:
+        model: the network; it is copied, never modified.
+        attn: the attention module's name as ``model.named_modules()`` lists it (``""`` for the model itself).
+        A: a real invertible ``d_head × d_head`` matrix.
+        head: the head to transform; ``None`` for every head.
+        max_condition: the largest condition number of ``A`` accepted.
+
+    Returns:
+        A new model with the same function.
+
+    Raises:
+        InvalidInputError: a matrix of the wrong shape, not finite, or too ill-conditioned; a head out of range.
+        UnsupportedModelError: a module the package cannot prove is that kind of attention (rotary embeddings,
+            grouped-query attention and other layouts are refused with the reason).
+
+    See also:
+        :func:`vo_transform`, :func:`permute_heads`, :func:`norm_rescale`,
+        :func:`~coupled_curvature.numeric.symmetries.homogeneous.function_gap`.
+
     >>> from coupled_curvature.numeric import function_gap
     >>> torch.manual_seed(0) and None
     >>> layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, dtype=torch.float64).eval()
@@ -80,6 +99,25 @@ def vo_transform(model: nn.Module, attn: str, B: Tensor | Sequence, head: int | 
     ``W_o[:, h] -> W_o[:, h] B⁻ᵀ``. ``B`` is a real ``d_head × d_head`` matrix (the value head size)
     with condition number at most ``max_condition``.
 
+    Args:
+        model: the network; it is copied, never modified.
+        attn: the attention module's name as ``model.named_modules()`` lists it (``""`` for the model itself).
+        B: a real invertible ``d_head × d_head`` matrix.
+        head: the head to transform; ``None`` for every head.
+        max_condition: the largest condition number of ``B`` accepted.
+
+    Returns:
+        A new model with the same function.
+
+    Raises:
+        InvalidInputError: a matrix of the wrong shape, not finite, or too ill-conditioned; a head out of range.
+        UnsupportedModelError: a module the package cannot prove is that kind of attention (rotary embeddings,
+            grouped-query attention and other layouts are refused with the reason).
+
+    See also:
+        :func:`qk_transform`, :func:`permute_heads`,
+        :func:`~coupled_curvature.numeric.symmetries.homogeneous.function_gap`.
+
     >>> from coupled_curvature.numeric import function_gap
     >>> torch.manual_seed(0) and None
     >>> layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, dtype=torch.float64).eval()
@@ -108,6 +146,21 @@ def permute_heads(model: nn.Module, attn: str, perm: Sequence[int] | Tensor) -> 
     biases and output rows move together), so the function is unchanged.
 
     ``perm`` holds integers (no floats, no bools), each of ``0..heads−1`` once.
+
+    Args:
+        model: the network; it is copied, never modified.
+        attn: the attention module's name as ``model.named_modules()`` lists it (``""`` for the model itself).
+        perm: the new order of the heads, integers, each of ``0..heads−1`` once.
+
+    Returns:
+        A new model with the same function.
+
+    Raises:
+        InvalidInputError: ``perm`` is not a permutation of the heads.
+        UnsupportedModelError: a module the package cannot read as multi-head attention.
+
+    See also:
+        :func:`qk_transform`, :func:`vo_transform`.
 
     >>> from coupled_curvature.numeric import function_gap
     >>> torch.manual_seed(0) and None
@@ -142,6 +195,23 @@ def norm_rescale(model: nn.Module, linear: str, c: float, X: Tensor | None = Non
     most ``tol`` (else ``InvalidInputError`` gives it: build the norm with a smaller eps, or use c
     closer to 1). The structure is read from the model: the Linear must sit in an ``nn.Sequential``
     with the norm after it, be used once (not shared) and be called only through that Sequential.
+
+    Args:
+        model: the network; it is copied, never modified.
+        linear: the name of the ``nn.Linear`` whose output feeds the LayerNorm or RMSNorm.
+        c: the factor, finite and positive.
+        X: inputs on which the norm's ``eps`` effect is bounded (needed when ``eps > 0``).
+        tol: the largest relative change of the normalised output allowed on ``X``.
+
+    Returns:
+        A new model whose function is unchanged (to ``tol`` where the norm has ``eps > 0``).
+
+    Raises:
+        InvalidInputError: a bad factor, or an ``eps`` effect above ``tol`` on ``X`` (with the change).
+        UnsupportedModelError: the Linear does not feed a norm directly in an ``nn.Sequential``, or is shared.
+
+    See also:
+        :func:`qk_transform`, :func:`~coupled_curvature.numeric.symmetries.homogeneous.layer_rescale`.
 
     >>> from coupled_curvature.numeric import function_gap
     >>> torch.manual_seed(0) and None

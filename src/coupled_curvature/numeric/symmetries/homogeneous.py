@@ -215,6 +215,23 @@ def layer_rescale(model: nn.Module, layer: Layer, c: float) -> nn.Module:
     that ``c·W_l`` and ``W_{l+1}/c`` neither overflow nor underflow that dtype; otherwise
     ``InvalidInputError`` gives the usable range.
 
+    Args:
+        model: the network; it is copied, never modified.
+        layer: a weight layer's index (Linear/Conv, from 0) in an ``nn.Sequential``, or a pair ``(src, dst)`` of
+            module names of any model.
+        c: the factor, finite and positive, such that no weight overflows or underflows the model's dtype.
+
+    Returns:
+        A new model with the same function and the model's dtype.
+
+    Raises:
+        InvalidInputError: a factor out of the usable range (the range is named), or a layer out of range.
+        UnsupportedModelError: something other than a positively homogeneous map lies between ``src`` and ``dst``,
+            or another module reads ``src``'s output.
+
+    See also:
+        :func:`neuron_rescale`, :func:`permute_neurons`, :func:`function_gap` (checks the function is kept).
+
     >>> net = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
     >>> X = torch.randn(5, 2)
     >>> function_gap(net, layer_rescale(net, 0, 8.0), X) < 1e-5
@@ -244,6 +261,24 @@ def neuron_rescale(model: nn.Module, layer: Layer, scales: Sequence[float] | Ten
     Non-uniform ``a`` is not conformal on the tensor blocks (T5), so ``D`` moves. The result
     keeps the model's dtype; scales whose products overflow or underflow it are refused.
 
+    Args:
+        model: the network; it is copied, never modified.
+        layer: a weight layer's index (Linear/Conv, from 0) in an ``nn.Sequential``, or a pair ``(src, dst)`` of
+            module names of any model.
+        scales: one positive factor per unit (channel) of ``layer``.
+
+    Returns:
+        A new model with the same function and the model's dtype.
+
+    Raises:
+        InvalidInputError: a scale that is not positive and finite, the wrong number of scales, or products that
+            overflow or underflow the dtype.
+        UnsupportedModelError: a map between ``src`` and ``dst`` that does not act per unit.
+
+    See also:
+        :func:`layer_rescale` (the uniform case, conformal: ``D`` is kept),
+        :func:`~coupled_curvature.numeric.certify.invariance.certify_invariance`.
+
     >>> net = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
     >>> function_gap(net, neuron_rescale(net, 0, [1.0, 2.0, 0.5]), torch.randn(4, 2)) < 1e-5
     True
@@ -263,6 +298,22 @@ def permute_neurons(model: nn.Module, layer: Layer, perm: Sequence[int] | Tensor
     per-channel PReLU in between has its tensors permuted alike.
     ``perm`` holds integers (no floats, no bools), each of ``0..units-1`` once. The result keeps
     the model's dtype.
+
+    Args:
+        model: the network; it is copied, never modified.
+        layer: a weight layer's index (Linear/Conv, from 0) in an ``nn.Sequential``, or a pair ``(src, dst)`` of
+            module names of any model.
+        perm: the new order of the units, integers, each of ``0..units−1`` once.
+
+    Returns:
+        A new model with the same function and the model's dtype.
+
+    Raises:
+        InvalidInputError: ``perm`` is not a permutation of the layer's units.
+        UnsupportedModelError: a map between ``src`` and ``dst`` that mixes units.
+
+    See also:
+        :func:`layer_rescale`, :func:`neuron_rescale`, :func:`function_gap`.
 
     >>> net = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
     >>> moved = permute_neurons(net, 0, [2, 0, 1])
@@ -316,6 +367,23 @@ def function_gap(a: nn.Module, b: nn.Module, X: Tensor, *, allow_train_mode: boo
     random, so a net would differ from itself; call ``.eval()`` first, or pass ``allow_train_mode=True``
     if you mean it. BatchNorm in train mode is deterministic given ``X`` (batch statistics of ``X``,
     the setting of ``bn_rescale``) and is taken as it is.
+
+    Args:
+        a: one network.
+        b: the other, taking the same inputs.
+        X: the inputs, finite, at least one sample.
+        allow_train_mode: compare models with dropout in training mode anyway.
+
+    Returns:
+        ``max |a(X) − b(X)|`` as a float (0.0 for the same function).
+
+    Raises:
+        InvalidInputError: non-finite parameters, inputs or outputs, or a forward pass that fails (with the fix).
+        TrainModeError: a model with dropout in training mode and ``allow_train_mode`` off.
+
+    See also:
+        :func:`layer_rescale`, :func:`neuron_rescale`, :func:`permute_neurons` and the attention maps, whose results
+        it checks.
 
     >>> net = nn.Sequential(nn.Linear(2, 1))
     >>> function_gap(net, net, torch.randn(3, 2))

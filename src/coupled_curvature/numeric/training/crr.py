@@ -241,6 +241,29 @@ def crr_penalty(model: nn.Module, loss_fn: Callable, X: Tensor, y: Tensor, *, or
     and a model whose parameters are all frozen (:func:`check_trainable`). On a piecewise-linear net
     orders ≥ 2 come from the loss alone: :func:`crr_details` says so.
 
+    Args:
+        model: the network being trained (its parameters receive the penalty's gradient).
+        loss_fn: a torch loss with a ``reduction`` attribute (per-sample losses are taken).
+        X: the batch's inputs.
+        y: the batch's targets.
+        orders: the derivative orders ``n``, strictly increasing positive ints.
+        scale: the penalty's weight, finite and at least 0.
+        points: a random subset of the batch of this size (``None``: every sample).
+        generator: a ``torch.Generator`` (advanced in place), an int seed, or ``None`` for seed 0.
+
+    Returns:
+        A scalar tensor, differentiable in the model's parameters.
+
+    Raises:
+        InvalidInputError: bad orders or scale, a call under ``torch.no_grad()``, or a model with every parameter
+            frozen.
+        TrainModeError: a model in training mode that holds BatchNorm or dropout.
+        UnsupportedModelError: a module without a double backward (named).
+
+    See also:
+        :func:`~coupled_curvature.numeric.training.step.training_step` (one update with the penalty),
+        :func:`crr_details`.
+
     >>> net = nn.Sequential(nn.Linear(2, 8), nn.Tanh(), nn.Linear(8, 2)).double()
     >>> X, y = torch.randn(16, 2, dtype=torch.float64), torch.randint(0, 2, (16,))
     >>> p = crr_penalty(net, nn.CrossEntropyLoss(), X, y, scale=1e-2)

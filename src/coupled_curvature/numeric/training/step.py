@@ -66,6 +66,24 @@ def make_optimizer(model: nn.Module, method: str, *, lr: float = 1e-2, rho: floa
     """``base(params, lr)`` for baseline and CRR; ``pytorch_optimizer.SAM(params, base, rho, adaptive)`` for
     SAM (``ρ = 0.05``) and ASAM (``adaptive=True``, ``ρ = 0.5``).
 
+    Args:
+        model: the network whose parameters it updates.
+        method: ``"baseline"``, ``"crr"``, ``"sam"`` or ``"asam"``.
+        lr: the learning rate.
+        rho: SAM's radius (default 0.05, ASAM's 0.5).
+        base: the base optimizer class.
+        **base_options: more keyword options of ``base``.
+
+    Returns:
+        A ``torch.optim.Optimizer``.
+
+    Raises:
+        InvalidInputError: an unknown method, or a bad ``lr`` or ``rho``.
+        MissingExtraError: SAM or ASAM without the ``train`` extra (pytorch-optimizer).
+
+    See also:
+        :func:`training_step`.
+
     >>> net = nn.Linear(2, 2)
     >>> type(make_optimizer(net, "crr")).__name__
     'Adam'
@@ -98,6 +116,30 @@ def training_step(model: nn.Module, loss_fn: Callable, X: Tensor, y: Tensor, opt
 
     Refused before any work (:func:`~.crr.check_trainable`): a call under ``torch.no_grad()``, a model whose
     parameters are all frozen, an optimizer that is not one.
+
+    Args:
+        model: the network, updated in place.
+        loss_fn: a torch loss with a ``reduction`` attribute.
+        X: the batch's inputs.
+        y: the batch's targets.
+        optimizer: from :func:`make_optimizer` with the same ``method``.
+        method: ``"baseline"``, ``"crr"``, ``"sam"`` or ``"asam"``.
+        crr_scale: the penalty's weight (crr).
+        crr_orders: the penalty's derivative orders (crr).
+        crr_points: a random subset of the batch for the penalty (crr).
+        generator: the penalty's random stream (crr).
+
+    Returns:
+        A :class:`~coupled_curvature.numeric.training.step.StepResult`: the method, the loss before the update and
+        CRR's penalty (``None`` for the other methods).
+
+    Raises:
+        InvalidInputError: an unknown method, an optimizer that is not one, a call under ``torch.no_grad()``, or a
+            model with every parameter frozen.
+
+    See also:
+        :func:`~coupled_curvature.numeric.training.crr.crr_penalty`,
+        :func:`~coupled_curvature.numeric.measures.sharpness_curve.sharpness_curve`.
 
     >>> net = nn.Sequential(nn.Linear(2, 4), nn.Tanh(), nn.Linear(4, 2)).double()
     >>> X, y = torch.randn(8, 2, dtype=torch.float64), torch.randint(0, 2, (8,))
