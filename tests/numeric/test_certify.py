@@ -344,3 +344,18 @@ def test_batches_frozen_parameters_and_permutation_through_batchnorm(one_thread)
     Xi, yi = data(3, (1, 4, 4), 2, seed=1)
     inv = certify_invariance(net, CE, (Xi, yi), ("permute_neurons", ("0", "3"), [2, 0, 1]), inverse=False)
     assert all(0 in b.coupled_change and b.coupled_change_relative < 1e-30 for b in inv)
+
+
+@pytest.mark.parametrize("module, in_shape, attr", [
+    (nn.Conv1d(1, 1, 3, padding="same"), (1, 5), "padding"),
+    (nn.AdaptiveAvgPool2d((None, 2)), (1, 3, 4), "output_size"),
+])
+def test_the_index_maps_refuse_sizes_that_are_not_ints(module, in_shape, attr):
+    """Found by mypy: conv_map and pool_map read a size option as ints, and a padding given as "same" (int()
+    of a string: a bare ValueError) or an adaptive size None (a TypeError deep in the arithmetic) crashed; they
+    are refused naming the option (certify's trace refuses both before it builds the maps)."""
+    from coupled_curvature.numeric.certify.geometry import conv_map, pool_map
+
+    build = conv_map if isinstance(module, nn.Conv1d) else pool_map
+    with pytest.raises(UnsupportedModelError, match=f"{attr}="):
+        build(module, in_shape)

@@ -9,7 +9,7 @@ from flint import arb_mat
 from torch import Tensor, nn
 
 from coupled_curvature.base.errors import InvalidInputError, TrainModeError, UnsupportedModelError
-from coupled_curvature.numeric.core.inputs import float64_copy, prepare_batches
+from coupled_curvature.numeric.core.inputs import concatenated_inputs, float64_copy, prepare_batches
 from coupled_curvature.numeric.layer_capabilities import layer_capabilities
 
 __all__ = ["as_arb", "check_model", "exact_data", "exact_params", "MIN_PREC", "MAX_PREC", "check_prec"]
@@ -83,8 +83,8 @@ def exact_data(model: nn.Module, loss_fn: Callable, data: object) -> tuple[nn.Mo
     check_model(model)
     model64 = float64_copy(model)
     batches = prepare_batches(data, loss_fn, tensors_only="certify")
-    X = torch.cat([b.X for b in batches])
+    X = concatenated_inputs(batches, "certify")
     y = torch.cat([b.y for b in batches])
     if not X.is_floating_point():
         raise InvalidInputError(f"the inputs are {X.dtype}; certify needs float inputs: pass X.double()")
-    return model64, X, y, tuple(int(b.X.shape[0]) for b in batches)
+    return model64, X, y, tuple(b.n for b in batches)

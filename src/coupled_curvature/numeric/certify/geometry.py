@@ -13,13 +13,22 @@ from dataclasses import dataclass
 
 from torch import nn
 
+from coupled_curvature.base.errors import UnsupportedModelError
 from coupled_curvature.numeric.layer_capabilities import layer_capabilities
 
 __all__ = ["ConvMap", "PoolMap", "conv_map", "pool_map"]
 
 
-def _tuple(v: int | tuple[int, ...], d: int) -> tuple[int, ...]:
-    return tuple(v) if isinstance(v, (tuple, list)) else (int(v),) * d
+def _sizes(m: nn.Module, attr: str, d: int, default: object = None) -> tuple[int, ...]:
+    """The size option ``m.attr`` (an int, or one int per spatial axis) as ``d`` ints; anything else (a
+    padding given as ``"same"``, an adaptive size ``None``) is refused naming it."""
+    v = getattr(m, attr, default)
+    if isinstance(v, (tuple, list)) and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        return tuple(v)
+    if isinstance(v, int) and not isinstance(v, bool):
+        return (v,) * d
+    raise UnsupportedModelError(f"{type(m).__name__} has {attr}={v!r}; the exact index maps take sizes given as ints "
+                                f"(one, or one per spatial axis): give {attr} as numbers")
 
 
 @dataclass(frozen=True)
@@ -42,7 +51,7 @@ def conv_map(m: nn.Conv1d | nn.Conv2d, in_shape: tuple[int, ...]) -> ConvMap:
     """
     d = len(in_shape) - 1
     cin, spatial = in_shape[0], in_shape[1:]
-    k, st, pad, dil = (_tuple(v, d) for v in (m.kernel_size, m.stride, m.padding, m.dilation))
+    k, st, pad, dil = (_sizes(m, a, d) for a in ("kernel_size", "stride", "padding", "dilation"))
     out_sp = tuple((spatial[i] + 2 * pad[i] - dil[i] * (k[i] - 1) - 1) // st[i] + 1 for i in range(d))
     size = math.prod(spatial)
     strides = [math.prod(spatial[i + 1:]) for i in range(d)]
@@ -85,14 +94,14 @@ def pool_map(m: nn.Module, in_shape: tuple[int, ...]) -> PoolMap:
     strides = [math.prod(spatial[i + 1:]) for i in range(d)]
     pool = layer_capabilities(m).pool
     if pool == "adaptive_avg":
-        osz = _tuple(m.output_size, d)
+        osz = _sizes(m, "output_size", d)
         ranges = [[(j * spatial[i] // osz[i], -(-(j + 1) * spatial[i] // osz[i])) for j in range(osz[i])] for i in range(d)]
         per_axis = [[tuple(range(a, b)) for a, b in r] for r in ranges]
         include_pad = True
     else:
-        k, pad = _tuple(m.kernel_size, d), _tuple(m.padding, d)
-        st = _tuple(m.stride if m.stride is not None else m.kernel_size, d)
-        dil = _tuple(getattr(m, "dilation", 1), d)
+        k, pad = _sizes(m, "kernel_size", d), _sizes(m, "padding", d)
+        st = _sizes(m, "kernel_size" if m.stride is None else "stride", d)
+        dil = _sizes(m, "dilation", d, default=1)
         osz = tuple((spatial[i] + 2 * pad[i] - dil[i] * (k[i] - 1) - 1) // st[i] + 1 for i in range(d))
         per_axis = [[tuple(j * st[i] - pad[i] + t * dil[i] for t in range(k[i])) for j in range(osz[i])] for i in range(d)]
         include_pad = bool(getattr(m, "count_include_pad", True))
@@ -107,7 +116,7 @@ def pool_map(m: nn.Module, in_shape: tuple[int, ...]) -> PoolMap:
             if not is_max:
                 if include_pad and pool != "adaptive_avg":
                     # torch counts padded positions but not positions beyond the padded input
-                    lim = [(-_tuple(m.padding, d)[i], spatial[i] + _tuple(m.padding, d)[i]) for i in range(d)]
+                    lim = [(-pad[i], spatial[i] + pad[i]) for i in range(d)]
                     divisors.append(sum(all(lim[i][0] <= p[i] < lim[i][1] for i in range(d)) for p in full))
                 else:
                     divisors.append(len(inside))
