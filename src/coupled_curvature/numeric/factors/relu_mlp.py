@@ -63,6 +63,7 @@ def relu_ce_factors(model: nn.Module, X: torch.Tensor) -> list[LayerFactors]:
     if not isinstance(X, torch.Tensor) or X.dim() != 2 or X.shape[0] == 0:
         raise InvalidInputError("X must be a tensor of shape (N, features) with N ≥ 1")
     net = float64_copy(model)
+    assert isinstance(net, nn.Sequential)  # a copy of the Sequential checked above
     X = X.to(torch.float64)
     loss_fn = nn.CrossEntropyLoss()  # S_n does not depend on the labels: any will do
     labels = torch.zeros(X.shape[0], dtype=torch.long)
@@ -199,12 +200,13 @@ def with_factor_dplus(d: Diagnosis, model: nn.Module, X: torch.Tensor, rtol: flo
     blocks = []
     for b in d:
         c = run.blocks.get(b.name)
-        ok = c is not None and c.spectral is SpectralRoute.GRAM
-        if not ok or b.w_sq == 0.0 or not reproduces_wHw(c.wHw, b.wHw):
-            why = ("not a block of this model" if c is None else c.spectral_reason if not ok
+        gram = c is not None and c.spectral is SpectralRoute.GRAM
+        if c is None or not gram or b.w_sq == 0.0 or not reproduces_wHw(c.wHw, b.wHw):
+            why = ("not a block of this model" if c is None else c.spectral_reason if not gram
                    else "w = 0" if b.w_sq == 0.0 else f"‖Bw‖² = {c.wHw:.6g} does not reproduce wᵀHw = {b.wHw:.6g}")
             blocks.append(b.without_dplus(f"the factor route does not apply: {why}"))
             continue
+        assert c.spectrum is not None and c.gram is not None  # a block the Gram route took has both
         f = c.spectrum.form(rtol)
         side = "gram" if c.gram.side == "gram" else "dense"
         blocks.append(b.with_dplus(f.exact, f.rank, f.min_kept_rel_eig,

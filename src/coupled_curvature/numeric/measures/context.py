@@ -119,6 +119,17 @@ class MeasureContext:
         self._dense[want] = result
         return result
 
+    def dense_hessians(self, blocks: Iterable[str]) -> dict[str, Tensor]:
+        """Dense ``H_bb`` of the named tensor blocks (from :meth:`dense`, cached alike)."""
+        names = list(blocks)
+        sums = self.dense(names)
+        out = {}
+        for n in names:
+            H = sums[n].dense
+            assert H is not None, n  # block_curvature builds H_bb of every block it is asked for densely
+            out[n] = H
+        return out
+
     def small_blocks(self, max_dense: int) -> list[str]:
         return [n for n, s in zip(self.flat.names, self.flat.sizes) if s <= max_dense]
 

@@ -86,9 +86,9 @@ def _hessian_diagonal(ctx: MeasureContext, max_dense: int, probes: int, seed: in
     rest = [n for n in ctx.flat.names if n not in exact]
     small = [n for n in rest if n in set(ctx.small_blocks(max_dense))]
     if small:
-        dense = ctx.dense(small)
+        dense = ctx.dense_hessians(small)
         for n in small:
-            diag[ctx.flat.block(n)] = torch.diagonal(dense[n].dense)
+            diag[ctx.flat.block(n)] = torch.diagonal(dense[n])
     estimated = [n for n in rest if n not in small]
     var = 0.0
     for n in estimated:
@@ -190,7 +190,7 @@ def relative_flatness(model: nn.Module, loss_fn: Callable, data: object, **optio
     if path in ctx.factors() and name.endswith(".weight"):
         traces = ctx.factors()[path].row_traces()
     else:
-        H = ctx.dense([name])[name].dense.reshape(rows, cols, rows, cols)
+        H = ctx.dense_hessians([name])[name].reshape(rows, cols, rows, cols)
         traces = torch.einsum("sjtj->st", H)
     Wf = W.reshape(rows, cols)
     return {"value": float(((Wf @ Wf.T) * traces).sum()), "tensor": name}
@@ -214,13 +214,14 @@ def laplace_logdet(model: nn.Module, loss_fn: Callable, data: object, **options)
     max_dense = int(options.pop("max_dense", 4096))
     refuse_unknown_options("laplace_logdet", options)
     small = ctx.small_blocks(max_dense)
-    dense = ctx.dense(small) if small else {}
-    blocks, signs = {}, {}
+    dense = ctx.dense_hessians(small) if small else {}
+    blocks: dict[str, float | None] = {}
+    signs: dict[str, float] = {}
     for n in ctx.flat.names:
         if n not in small:
             blocks[n] = None
             continue
-        H = dense[n].dense
+        H = dense[n]
         A = 0.5 * (H + H.T) + delta * torch.eye(H.shape[0], dtype=torch.float64)
         L, info = torch.linalg.cholesky_ex(A)
         if int(info) == 0:
