@@ -43,8 +43,8 @@ from typing import Any
 
 from coupled_curvature.base.errors import InvalidInputError, NotSerializableError
 
-__all__ = ["MARKER", "check_folder", "check_file", "generator_tag", "write_folder", "write_file", "write_json", "to_bytes",
-           "strict_json", "json_text"]
+__all__ = ["MARKER", "check_folder", "check_file", "generator_tag", "write_folder", "write_texts", "write_file",
+           "write_json", "to_bytes", "strict_json", "json_text"]
 
 #: marker file in every output folder; its one line names the command that wrote it
 MARKER = ".ccurv-output"
@@ -205,6 +205,22 @@ def write_folder(out: str, command: str, fill: Callable[[str], None], option: st
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
     return path
+
+
+def write_texts(folder: str | os.PathLike[str], files: Mapping[str, str]) -> None:
+    """Write each ``{name: text}`` of ``files`` into ``folder``, UTF-8 with ``\\n`` line ends: the text files a
+    ``fill`` of :func:`write_folder` puts in its temporary folder.
+
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> d = Path(tempfile.mkdtemp())
+    >>> write_texts(d, {"a.md": "# a", "b.json": "{}"})
+    >>> sorted(f.name for f in d.iterdir()), (d / "a.md").read_text(encoding="utf-8")
+    (['a.md', 'b.json'], '# a')
+    """
+    for name, text in files.items():
+        with open(os.path.join(folder, name), "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
 
 
 def write_file(path: str, data: str | bytes, option: str = "--json", *, reads: Sequence[str] = (),

@@ -116,7 +116,7 @@ def table_text(rows: list[dict], width: int | None = None) -> str:
 def run(args: argparse.Namespace) -> int:
     from coupled_curvature.numeric.models.cache import ModelCache
     from coupled_curvature.numeric.studies.invariance_experiment import default_config, quick_config, run_invariance
-    from coupled_curvature.base.output import check_folder, json_text, write_folder
+    from coupled_curvature.base.output import check_folder, json_text, write_folder, write_texts
     from coupled_curvature.reporting import invariance_page as P
 
     check_folder(args.out, "experiment invariance")
@@ -141,9 +141,7 @@ def run(args: argparse.Namespace) -> int:
         fig = P.invariance_figure(data["rows"], cfg["tol_D"], cfg["tol_Dplus"], cfg["moves"])
         files = {"invariance.json": json_text(data, indent=1) + "\n",
                  "invariance.md": P.render_markdown(data), "invariance.html": P.render_html(data, P.svg_text(fig))}
-        for name, text in files.items():
-            with open(os.path.join(tmp, name), "w", encoding="utf-8") as fh:
-                fh.write(text)
+        write_texts(tmp, files)
         fig.savefig(os.path.join(tmp, "invariance.png"), format="png", dpi=90, metadata={"Software": None})
 
     path = write_folder(args.out, "experiment invariance", fill)
@@ -192,7 +190,7 @@ def run_width_command(args: argparse.Namespace) -> int:
     from coupled_curvature.reporting import width_page as R
     from coupled_curvature.numeric.models.cache import ModelCache
     from coupled_curvature.numeric.studies.width import run_width
-    from coupled_curvature.base.output import check_folder, json_text, write_folder
+    from coupled_curvature.base.output import check_folder, json_text, write_folder, write_texts
 
     cfg = width_config(args)
     check_folder(args.out, "experiment width")
@@ -208,9 +206,7 @@ def run_width_command(args: argparse.Namespace) -> int:
         svgs = R.write_figures(data, tmp)
         files = {"width.json": json_text(data, indent=1) + "\n",
                  "width.md": R.render_markdown(data), "width.html": R.render_html(data, svgs)}
-        for name, text in files.items():
-            with open(os.path.join(tmp, name), "w", encoding="utf-8") as fh:
-                fh.write(text)
+        write_texts(tmp, files)
 
     path = write_folder(args.out, "experiment width", fill)
     print(R.kendall_text(data))

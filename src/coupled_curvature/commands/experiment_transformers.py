@@ -31,7 +31,7 @@ def register_transformers(kinds) -> None:
 
 def run_transformers(args: argparse.Namespace) -> int:
     from coupled_curvature.numeric.studies.transformer_study import transformer_study
-    from coupled_curvature.base.output import check_folder, json_text, write_folder
+    from coupled_curvature.base.output import check_folder, json_text, write_folder, write_texts
     from coupled_curvature.reporting import transformers_page as P
 
     check_folder(args.out, "experiment transformers")
@@ -40,10 +40,8 @@ def run_transformers(args: argparse.Namespace) -> int:
     data["seconds"] = time.perf_counter() - start
 
     def fill(tmp: str) -> None:
-        for name, text in (("transformers.json", json_text(data, indent=1) + "\n"),
-                           ("transformers.md", P.render_markdown(data))):
-            with open(os.path.join(tmp, name), "w", encoding="utf-8") as fh:
-                fh.write(text)
+        write_texts(tmp, {"transformers.json": json_text(data, indent=1) + "\n",
+                          "transformers.md": P.render_markdown(data)})
         P.figure(data).savefig(os.path.join(tmp, "transformers.png"), format="png", dpi=110,
                                metadata={"Software": None})
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from coupled_curvature.base.choices import split_list
 from coupled_curvature.commands._common import count, nonnegative, positive_float, say, seed
 from coupled_curvature.base.errors import InvalidInputError
-from coupled_curvature.base.output import check_file, check_folder, json_text, write_file, write_folder
+from coupled_curvature.base.output import check_file, check_folder, json_text, write_file, write_folder, write_texts
 from coupled_curvature.reporting.explore_page import DINH, figures, render_html, render_markdown
 from coupled_curvature.reporting.terminal import bullets, table, terminal_width, wrap
 
@@ -121,9 +121,7 @@ def sharpness_twin(target, args: argparse.Namespace, *, quick: bool):
 def _fill(files: dict[str, str], mx):
     """What ``explore --out`` writes into its (temporary) folder."""
     def fill(tmp: str) -> None:
-        for name, text in files.items():
-            with open(os.path.join(tmp, name), "w", encoding="utf-8") as fh:
-                fh.write(text)
+        write_texts(tmp, files)
         os.mkdir(os.path.join(tmp, "figures"))
         figures(mx, Path(tmp) / "figures")
     return fill

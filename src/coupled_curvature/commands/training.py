@@ -12,7 +12,6 @@ runs are cached under ``--cache`` (``--remeasure`` ignores them), so an interrup
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from typing import Any
 
@@ -62,7 +61,7 @@ def run_training_command(args: argparse.Namespace) -> int:
     from coupled_curvature.numeric.models.cache import ModelCache
     from coupled_curvature.numeric.studies import training_run as T
     from coupled_curvature.numeric.studies.training_summary import arm_table, lambda_curves, verdicts
-    from coupled_curvature.base.output import check_folder, json_text, write_folder
+    from coupled_curvature.base.output import check_folder, json_text, write_folder, write_texts
     from coupled_curvature.reporting import training_page as P
     from coupled_curvature.reporting.html import render_html
     from coupled_curvature.reporting.markdown import render_markdown
@@ -96,9 +95,7 @@ def run_training_command(args: argparse.Namespace) -> int:
         page = P.outline(data)
         files = {"training.json": json_text(data, indent=1) + "\n", "training.md": render_markdown(page),
                  "training.html": render_html(page, svgs)}
-        for name, text in files.items():
-            with open(os.path.join(tmp, name), "w", encoding="utf-8") as fh:
-                fh.write(text)
+        write_texts(tmp, files)
 
     path = write_folder(args.out, "experiment training", fill)
     print(terminal_table(data))

@@ -51,7 +51,7 @@ def write_report(out: str, fmts: Iterable[str], data: Any, sweep: dict[str, Any]
     from coupled_curvature.reporting.latex import render_latex
     from coupled_curvature.reporting.markdown import render_markdown
     from coupled_curvature.reporting.sections import build_outline
-    from coupled_curvature.base.output import write_folder
+    from coupled_curvature.base.output import write_folder, write_texts
     from coupled_curvature.reporting.pdf import compile_pdf, require_pdflatex
 
     fmts = list(fmts)
@@ -78,9 +78,7 @@ def write_report(out: str, fmts: Iterable[str], data: Any, sweep: dict[str, Any]
                     svgs[name[:-4]] = fh.read()
         texts = {f: render_html(outline, svgs) if f == "html" else renderers[f](outline)
                  for f in fmts if f != "pdf"}
-        for f, text in texts.items():
-            with open(os.path.join(tmp, FORMATS[f]), "w", encoding="utf-8", newline="\n") as fh:
-                fh.write(text)
+        write_texts(tmp, {FORMATS[f]: text for f, text in texts.items()})
         if "pdf" in fmts:
             compile_pdf(tmp, texts.get("tex") or render_latex(outline))
 
