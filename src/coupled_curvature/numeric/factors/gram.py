@@ -30,12 +30,13 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
-from coupled_curvature.numeric.core.calling import take_samples
+from coupled_curvature.numeric.core.calling import Inputs, take_samples
 from coupled_curvature.numeric.core.objective import Objective
 from coupled_curvature.numeric.factors.forms import columns_gram, factor_side, factor_spectrum, reproduces_wHw
 from coupled_curvature.numeric.factors.layers import layer_rows, linear_module_of
@@ -45,6 +46,9 @@ from coupled_curvature.numeric.factors.rows import block_rows
 from coupled_curvature.numeric.layer_capabilities import layer_capabilities
 from coupled_curvature.numeric.linalg.scaled import Scaled
 from coupled_curvature.base.run_settings import DEFAULTS
+
+if TYPE_CHECKING:
+    from coupled_curvature.numeric.distributed import RankCollective
 
 #: the rows ``B`` held at once stay under this many bytes by default
 MEMORY_BUDGET: int = DEFAULTS["gram_memory"]  # type: ignore[assignment]
@@ -86,7 +90,7 @@ class GramResult:
 
 
 def second_derivative_ratios(objective: Objective, partition: Mapping[str, Sequence[str]], blocks: Sequence[str],
-                             X: Tensor, seed: int = 0) -> dict[str, float]:
+                             X: Inputs, seed: int = 0) -> dict[str, float]:
     """Per block: ``max_d |vᵀ∂²_t f(θ + t·d)| / (‖v‖·‖∂_t f(θ + t·d)‖)`` at ``t = 0`` over ``d = w_b``
     and two random in-block directions (each scaled to ``‖w_b‖``), on inputs ``X``, for one random
     Gaussian projection ``v`` of the outputs: 0 when ``f`` is affine in the block, and, when it is
@@ -158,7 +162,7 @@ def gram_forms(
     memory_budget: int = MEMORY_BUDGET,
     check_samples: int = CHECK_SAMPLES,
     force: bool = False,
-    collective: object | None = None,
+    collective: RankCollective | None = None,
     affine: Collection[str] = (),
 ) -> dict[str, GramResult]:
     """``wᵀH_bb⁺w = Σ_{λ_i(G) > τ} (q_iᵀu)²/λ_i(G)²`` and ``wᵀH_bbw = ‖u‖²`` (``u = B_bw``,
@@ -267,7 +271,7 @@ def _refuse(names: Sequence[str], reason: str) -> dict[str, GramResult]:
 
 
 def _assemble(objective: Objective, partition: Mapping[str, Sequence[str]], blocks: Sequence[str],
-              factors: Sequence[OutputFactors], budget: int, collective: object | None = None) -> dict[str, _Acc]:
+              factors: Sequence[OutputFactors], budget: int, collective: RankCollective | None = None) -> dict[str, _Acc]:
     """``G = BBᵀ`` (or ``BᵀB`` when ``n_b ≤ m``) and ``u = Bw`` of every block, in memory-bounded chunks;
     with ``collective``, ``m`` counts the rows of every rank and ``B`` stacks them (see :func:`gram_forms`)."""
     m = sum(f.A.shape[0] * f.rows for f in factors)
@@ -343,8 +347,8 @@ def _patch_blocks(objective: Objective, partition: Mapping[str, Sequence[str]], 
     positions = _positions(objective, {p for p in layer.values() if p is not None})
     chosen: dict[str, tuple[str, list[str]]] = {}
     for b, path in layer.items():
-        pos = positions.get(path)
-        if pos is None or 3 * 8 * (m * pos) ** 2 > budget:
+        pos = None if path is None else positions.get(path)
+        if path is None or pos is None or 3 * 8 * (m * pos) ** 2 > budget:
             continue
         weight = objective.values[f"{path}.weight"]
         C, Q = weight.shape[0], weight[0].numel()
