@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from coupled_curvature.base.choices import split_list
+from coupled_curvature.base.choices import parse_choices, split_list
 from coupled_curvature.commands._common import count, nonnegative, positive_float, say, seed
 from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.base.output import check_file, check_folder, json_text, write_file, write_folder, write_texts
@@ -76,10 +76,8 @@ def resolve_symmetries(text: str | None, kind: str) -> list[str]:
     ok = APPLICABLE[kind]
     if not text or text == "all":
         return list(ok)
-    names = split_list(text)
-    unknown = [s for s in names if s not in SYMMETRIES]
-    if unknown:
-        raise InvalidInputError(f"unknown symmetry(ies): {', '.join(unknown)}; available: all, {', '.join(SYMMETRIES)}")
+    names = parse_choices(text, SYMMETRIES, what="symmetry", example="--symmetries layer,perm", normalize=str,
+                          valid_text="available: all, " + ", ".join(SYMMETRIES))
     bad = [s for s in names if s not in ok]
     if bad:
         why = {"bn": "it has no BatchNorm (use an mlp or mlp-bn arch)",
@@ -87,7 +85,7 @@ def resolve_symmetries(text: str | None, kind: str) -> list[str]:
         reasons = "; ".join(f"{s}: {why.get(s, 'an unsupported layer sits between the weight layers')}" for s in bad)
         raise InvalidInputError(f"symmetry(ies) {', '.join(bad)} do not apply to arch {kind!r} ({reasons}); "
                                 f"applicable: {', '.join(ok)}")
-    return [s for s in SYMMETRIES if s in names]
+    return names
 
 
 def bn_evidence(mx, target, *, seed: int, quick: bool) -> None:

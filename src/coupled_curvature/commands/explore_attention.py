@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from coupled_curvature.base.choices import split_list
+from coupled_curvature.base.choices import parse_choices, split_list
 from coupled_curvature.commands._common import say
 from coupled_curvature.base.errors import InvalidInputError
 
@@ -33,12 +33,8 @@ def resolve_attention_symmetries(text: str | None) -> list[str]:
 
     if not text or text == "all":
         return list(ATTENTION_SYMMETRIES)
-    names = split_list(text)
-    bad = [s for s in names if s not in ATTENTION_SYMMETRIES]
-    if bad:
-        raise InvalidInputError(f"symmetry(ies) {', '.join(bad)} do not apply to the attention archs; applicable: all, "
-                                f"{', '.join(ATTENTION_SYMMETRIES)}")
-    return [s for s in ATTENTION_SYMMETRIES if s in names]
+    return parse_choices(text, ATTENTION_SYMMETRIES, what="attention symmetry", example="--symmetries vo,qk_general",
+                         normalize=str, valid_text="applicable: all, " + ", ".join(ATTENTION_SYMMETRIES))
 
 
 def explore_attention(args: argparse.Namespace):
