@@ -18,7 +18,7 @@ from coupled_curvature.numeric.layer_capabilities import layer_capabilities
 
 __all__ = ["Batch", "REDUCTIONS", "check_count", "check_flag", "check_increasing", "check_loss_fn", "check_positive",
            "check_targets", "checked_loss", "concatenated_inputs", "float64_copy", "forward_checked", "is_pair",
-           "loss_reduction", "prepare_batches", "prepare_inputs"]
+           "loss_reduction", "prepare_batches", "prepare_inputs", "tensor_inputs"]
 
 REDUCTIONS = ("mean", "sum")
 #: losses that take class-index targets (integers in 0..C-1, ``ignore_index`` allowed)
@@ -280,20 +280,25 @@ def prepare_batches(data: object, loss_fn: Callable, reduction: str | None = Non
     return [Batch(X, y, n_samples(X) / n_total if mean else 1.0) for X, y in pairs]
 
 
-def concatenated_inputs(batches: Sequence[Batch], caller: str) -> Tensor:
-    """The tensor inputs of all ``batches`` along the sample dimension. Mapping inputs are refused naming
-    ``caller`` (one that passed ``tensors_only=`` to :func:`prepare_batches` never has them).
-
-    >>> concatenated_inputs(prepare_batches([(torch.ones(2, 1), torch.ones(2))] * 2, nn.MSELoss()), "f").shape
-    torch.Size([4, 1])
-    """
+def tensor_inputs(batches: Sequence[Batch], caller: str) -> list[Tensor]:
+    """The tensor inputs of ``batches``, one per batch. Mapping inputs are refused naming ``caller`` (one
+    that passed ``tensors_only=`` to :func:`prepare_batches` never has them)."""
     inputs = []
     for b in batches:
         if isinstance(b.X, Mapping):
             raise InvalidInputError(f"{caller} takes tensor batches only, not mapping batches; pass data as (X, y) "
                                     "or a list of (X, y) pairs")
         inputs.append(b.X)
-    return torch.cat(inputs)
+    return inputs
+
+
+def concatenated_inputs(batches: Sequence[Batch], caller: str) -> Tensor:
+    """The tensor inputs of all ``batches`` along the sample dimension (:func:`tensor_inputs`, joined).
+
+    >>> concatenated_inputs(prepare_batches([(torch.ones(2, 1), torch.ones(2))] * 2, nn.MSELoss()), "f").shape
+    torch.Size([4, 1])
+    """
+    return torch.cat(tensor_inputs(batches, caller))
 
 
 def checked_loss(value: object, batch_index: int) -> Tensor:

@@ -19,7 +19,7 @@ from torch import nn
 
 from coupled_curvature.base.errors import InvalidInputError, UnsupportedModelError
 from coupled_curvature.numeric.core.blocks import resolve_blocks
-from coupled_curvature.numeric.core.inputs import check_loss_fn, check_targets, prepare_batches
+from coupled_curvature.numeric.core.inputs import check_loss_fn, check_targets, prepare_batches, tensor_inputs
 from coupled_curvature.numeric.layer_capabilities import layer_capabilities
 from coupled_curvature.numeric.highprec.arithmetic import (
     Dyadic,
@@ -105,14 +105,15 @@ def prepare_problem(model, loss_fn, data, blocks) -> Problem:
     check_loss_fn(loss_fn)
     layers = _layers_of(model)
     kind = _loss_kind(loss_fn)
-    batches = prepare_batches(data, loss_fn, tensors_only="the mpmath route (numeric.highprec)")
+    route = "the mpmath route (numeric.highprec)"
+    batches = prepare_batches(data, loss_fn, tensors_only=route)
     outputs = layers[-1].W.M.shape[0]
     for i, bt in enumerate(batches if kind == "ce" else []):  # diagnose()'s label checks, on the output shape
-        check_targets(loss_fn, (bt.X.shape[0], outputs), bt.y, i)
+        check_targets(loss_fn, (bt.n, outputs), bt.y, i)
         if bt.y.numel() and int(bt.y.min()) < 0:
             raise InvalidInputError(f"targets of batch {i} hold label {int(bt.y.min())} (ignore_index); highprec "
                                     "does not skip samples: pass labels in 0..C-1 only")
-    X = torch.cat([bt.X.reshape(bt.X.shape[0], -1) for bt in batches]).double()
+    X = torch.cat([x.reshape(x.shape[0], -1) for x in tensor_inputs(batches, route)]).double()
     if X.shape[1] != layers[0].W.M.shape[1]:
         raise InvalidInputError(f"data has {X.shape[1]} features but the first Linear expects {layers[0].W.M.shape[1]}")
     ys = torch.cat([bt.y.reshape(bt.y.shape[0], -1) if kind != "ce" else bt.y.reshape(-1) for bt in batches])
@@ -197,6 +198,7 @@ def layer_terms(prob: Problem, F: int):
         fu = fL = mpmath.mpf(1)
     else:
         t = prob.y
+        assert isinstance(t, Dyadic)  # prepare_problem stores MSE targets as a Dyadic
         if t.M.shape != f.M.shape:
             raise InvalidInputError(f"MSE targets have shape {t.M.shape}, outputs {f.M.shape}")
         e = min(f.e, t.e)
@@ -208,7 +210,7 @@ def layer_terms(prob: Problem, F: int):
     eye = np.zeros((N, C, C), dtype=object)
     eye[:, np.arange(C), np.arange(C)] = 1
     J = Dyadic(eye, 0)
-    out = [None] * len(layers)
+    out: list[tuple[Dyadic, Dyadic, Dyadic, int] | None] = [None] * len(layers)
     for li in range(len(layers) - 1, -1, -1):
         d = J.M.shape[2]
         delta = Dyadic((J.M * u.M[:, :, None]).sum(axis=1), J.e + u.e)
@@ -259,14 +261,13 @@ def rescale_problem(prob: Problem, layer: int, c: mpmath.mpf) -> Problem:
     True
     """
 
-    def scale(d: Dyadic | None, f) -> Dyadic | None:
-        if d is None:
-            return None
+    def scale(d: Dyadic, f) -> Dyadic:
         vals = [f(to_mpf(int(x), d.e)) for x in d.M.ravel().tolist()]
         return from_mpfs(vals, d.M.shape)
 
     layers = list(prob.layers)
     cur, nxt = layers[layer], layers[layer + 1]
-    layers[layer] = Layer(cur.name, scale(cur.W, lambda v: v * c), scale(cur.b, lambda v: v * c), cur.slope)
+    bias = None if cur.b is None else scale(cur.b, lambda v: v * c)
+    layers[layer] = Layer(cur.name, scale(cur.W, lambda v: v * c), bias, cur.slope)
     layers[layer + 1] = Layer(nxt.name, scale(nxt.W, lambda v: v / c), nxt.b, nxt.slope)
     return Problem(layers, prob.kind, prob.X, prob.y, prob.n_total, prob.mean, prob.partition, prob.names)
