@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,12 @@ def _documented_name(p: griffe.Parameter) -> str:
     return prefix + p.name
 
 
+#: the parser options of mkdocs.yml (``docstring_options``): a Returns section is one value described in prose
+PARSER_OPTIONS = {"returns_multiple_items": False, "returns_named_value": False}
+
+#: what a type reads like (names, dots, brackets, commas, ``|``), and not an article read off prose
+_TYPE = re.compile(r"(?!(?:A|An|The)$)[\w.\[\], |]*")
+
 #: public functions that raise nothing of their own, so have no ``Raises:`` section (with the reason)
 NO_RAISES = {"derive_all": "takes no argument; a failed step is recorded in Derivation.ok, not raised"}
 
@@ -62,7 +69,7 @@ def problems(fn: griffe.Function) -> list[str]:
     handler = Catch()
     log.addHandler(handler)
     try:
-        parsed = griffe.Docstring(fn.docstring.value, parent=fn).parse(griffe.Parser.google)
+        parsed = griffe.Docstring(fn.docstring.value, parent=fn).parse(griffe.Parser.google, **PARSER_OPTIONS)
     finally:
         log.removeHandler(handler)
     kinds = {s.kind.value for s in parsed}
@@ -77,6 +84,9 @@ def problems(fn: griffe.Function) -> list[str]:
     for kind, title in (("returns", "Returns:"), ("raises", "Raises:")):
         if kind not in kinds and not (kind == "raises" and fn.name in NO_RAISES):
             out.append(f"no {title} section")
+    for s in parsed:  # griffe reads a Returns section's first line up to its first colon as the type
+        if s.kind.value == "returns" and s.value and not _TYPE.fullmatch(str(s.value[0].annotation or "")):
+            out.append(f"Returns: its first line is read as the type {str(s.value[0].annotation)!r}")
     if not any(s.kind.value == "admonition" and s.title.lower() == "see also" for s in parsed):
         out.append("no See also: note")
     return out
@@ -89,6 +99,12 @@ def package() -> griffe.Module:
 
 def _function(package: griffe.Module, path: str) -> griffe.Function:
     return package[path.removeprefix("coupled_curvature.")]
+
+
+def test_the_parser_options_are_those_of_the_site():
+    config = (SRC.parent / "mkdocs.yml").read_text(encoding="utf-8")
+    for key, value in PARSER_OPTIONS.items():
+        assert f"{key}: {str(value).lower()}" in config, key
 
 
 def test_there_are_public_functions_to_check():
@@ -142,6 +158,12 @@ def test_the_check_fails_on_a_missing_part(cut, expected):
     assert expected in problems(_fake(GOOD.replace(cut, "")))
 
 
+def test_the_check_fails_on_returns_prose_read_as_a_type():
+    found = problems(_fake(GOOD.replace("    ``x + 1``.", "    A :class:`int`: ``x + 1``.")))
+    assert any(p.startswith("Returns: its first line is read as the type") for p in found)
+    assert problems(_fake(GOOD.replace("    ``x + 1``.", "    int: ``x + 1``."))) == []
+
+
 def test_the_check_fails_on_a_parameter_the_signature_lacks():
     found = problems(_fake(GOOD.replace("    x: a number.\n", "    x: a number.\n    y: another.\n")))
     assert "Args: names y, not in the signature" in found
@@ -156,7 +178,7 @@ def test_the_run_settings_entry_names_every_setting(package, name):
     from coupled_curvature.base.run_settings import SETTINGS
 
     fn = _function(package, public_functions()[name])
-    parsed = griffe.Docstring(fn.docstring.value, parent=fn).parse(griffe.Parser.google)
+    parsed = griffe.Docstring(fn.docstring.value, parent=fn).parse(griffe.Parser.google, **PARSER_OPTIONS)
     entry = next(d.description for s in parsed if s.kind.value == "parameters" for d in s.value
                  if d.name.lstrip("*") == "settings")
     assert [s.name for s in SETTINGS if f"``{s.name}``" not in entry] == []

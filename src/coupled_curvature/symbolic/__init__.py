@@ -58,7 +58,8 @@ def derive_all() -> dict[str, Derivation]:
     """All derivations keyed ``"T1"`` … ``"T14"`` (each records ``elapsed`` seconds).
 
     Returns:
-        ``{"T1": Derivation, …, "T14": Derivation}``: each derivation's steps, with their evidence and the instance
+        dict[str, Derivation]: ``{"T1": Derivation, …, "T14": Derivation}``, each derivation's steps, with their
+        evidence and the instance
         checked; a step that fails is recorded (``Derivation.ok`` is then false), not raised.
 
     See also:

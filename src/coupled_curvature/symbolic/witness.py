@@ -86,7 +86,8 @@ def witness(A: Any) -> Witness | None:
             ``Fraction``s or number strings (parsed, never evaluated).
 
     Returns:
-        ``None`` when ``A`` is conformal (``AᵀA = c²I``); otherwise a :class:`Witness`: ``w``, ``g`` and ``H`` where
+        Witness | None: ``None`` when ``A`` is conformal (``AᵀA = c²I``); otherwise a witness, ``w``, ``g`` and ``H``
+        where
         ``D`` moves under ``w ↦ Aw``, with ``factor = D'/D ≠ 1``.
 
     Raises:

@@ -206,7 +206,7 @@ def certify(model: nn.Module, loss_fn: Callable, data: object, *, prec: int = 25
         progress: print the stages and a block count on stderr (``None``: on a terminal, after a few seconds).
 
     Returns:
-        A :class:`~coupled_curvature.numeric.certify.api.Certificate`: per block, balls (:class:`Ball`) of ``D``,
+        Certificate: per block, balls (:class:`Ball`) of ``D``,
         ``D⁺``, ``RQ``, ``‖g‖²`` and ``wᵀHw``, or the reason a ball could not be made (a kink, an eigenvalue at the
         cutoff, a block too large).
 

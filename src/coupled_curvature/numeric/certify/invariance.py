@@ -112,7 +112,7 @@ def certify_invariance(model: nn.Module, loss_fn: Callable, data: object, symmet
         progress: print the stages and a block count on stderr (``None``: on a terminal, after a few seconds).
 
     Returns:
-        An :class:`~coupled_curvature.numeric.certify.invariance.InvarianceCertificate`: per block, balls of the
+        InvarianceCertificate: per block, balls of the
         changes of ``D``, ``D⁺``, ``RQ`` and ``‖g‖²``.
 
     Raises:

@@ -99,7 +99,7 @@ def compare(before: Diagnosis, after: Diagnosis) -> Comparison:
         after: the diagnosis of the transformed one, with the same blocks.
 
     Returns:
-        A :class:`~coupled_curvature.numeric.core.compare.Comparison`: per block the relative change of each
+        Comparison: per block the relative change of each
         measure (``None`` where undefined), with ``max_change(measure)``.
 
     Raises:

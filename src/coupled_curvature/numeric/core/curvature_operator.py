@@ -66,7 +66,7 @@ def block_hessian(model: nn.Module, loss_fn: Callable, data: object, block: str,
             ``output``, ``target``, ``allow_train_mode``, ``device``, ``gauge``).
 
     Returns:
-        A ``scipy.sparse.linalg.LinearOperator`` of shape ``(n_b, n_b)``, float64, symmetric: ``v ↦ H_bb v``.
+        LinearOperator: a SciPy operator of shape ``(n_b, n_b)``, float64 and symmetric, ``v ↦ H_bb v``.
 
     Raises:
         InvalidInputError: an unknown block name, a setting out of range, or data the model cannot take.

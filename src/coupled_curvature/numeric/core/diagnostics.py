@@ -149,7 +149,7 @@ def diagnose(
             meaning are declared once in :data:`~coupled_curvature.base.run_settings.SETTINGS`.
 
     Returns:
-        A :class:`~coupled_curvature.numeric.core.results.Diagnosis`: one
+        Diagnosis: one
         :class:`~coupled_curvature.numeric.core.results.BlockDiagnosis` per block, in partition order, with ``D``
         (``coupled``), ``D⁺`` (``inverse_coupled``), the sums they come from, the routes taken and the notes.
 

@@ -209,7 +209,7 @@ def spectral_profile(
             meaning are declared once in :data:`~coupled_curvature.base.run_settings.SETTINGS`.
 
     Returns:
-        A :class:`~coupled_curvature.numeric.core.profile.SpectralProfile`: per block the relative eigenvalues, the
+        SpectralProfile: per block the relative eigenvalues, the
         weights of ``w`` on them, ``ρ`` and ``‖g‖²``.
 
     Raises:

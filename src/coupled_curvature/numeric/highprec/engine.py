@@ -156,7 +156,7 @@ def diagnose(
         pinv_rtol: the relative cutoff (default ``10^(−⌈2·dps/3⌉)``); a number or a string such as ``"1e-30"``.
 
     Returns:
-        A :class:`~coupled_curvature.numeric.core.results.Diagnosis` whose fields hold ``mpmath.mpf``.
+        Diagnosis: the float64 path's shape, its fields holding ``mpmath.mpf``.
 
     Raises:
         InvalidInputError: a model or loss outside this path's reach, or a bad ``dps`` or cutoff.
@@ -232,7 +232,7 @@ def invariance_error(
         dps: the working precision in decimal digits.
 
     Returns:
-        ``{"D": error, "D_plus": error}``, ``mpmath.mpf`` relative errors.
+        dict[str, mpmath.mpf]: ``{"D": error, "D_plus": error}``, the relative errors.
 
     Raises:
         InvalidInputError: a factor that is not positive, a layer out of range, or inputs ``diagnose`` at this

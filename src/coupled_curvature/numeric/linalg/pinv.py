@@ -94,7 +94,7 @@ def pinv_quadratic_form(H: Tensor, w: Tensor, rtol: float) -> PinvForm:
         rtol: the relative cutoff, in ``[0, 1)``.
 
     Returns:
-        A :class:`~coupled_curvature.numeric.linalg.pinv.PinvForm`: the value, the kept rank, the cutoff and the
+        PinvForm: the value, the kept rank, the cutoff and the
         smallest kept relative eigenvalue.
 
     Raises:

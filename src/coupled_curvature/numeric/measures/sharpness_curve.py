@@ -79,7 +79,7 @@ def sharpness_curve(model: nn.Module, loss_fn: Callable, data: object, radii: Se
         allow_train_mode: measure a model in training mode.
 
     Returns:
-        A :class:`~coupled_curvature.numeric.measures.sharpness_curve.SharpnessCurve`: the kind, the radii and a
+        SharpnessCurve: the kind, the radii and a
         value per radius.
 
     Raises:

@@ -51,7 +51,7 @@ def load(name: str, *, test_fraction: float = 0.2, seed: int = 0, image: bool = 
         image: reshape digits to ``(N, 1, 8, 8)``.
 
     Returns:
-        A :class:`~coupled_curvature.numeric.models.datasets.Dataset` of float64 tensors (train and test splits).
+        Dataset: float64 tensors, the train and test splits.
 
     Raises:
         InvalidInputError: an unknown name, a fraction out of range, or ``image`` for a dataset that is not digits.

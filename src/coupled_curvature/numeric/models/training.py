@@ -99,7 +99,7 @@ def train_mlp(
         progress: print a line per epoch.
 
     Returns:
-        A :class:`~coupled_curvature.numeric.models.training.TrainedModel`: the model, its final train and test
+        TrainedModel: the model, its final train and test
         losses and accuracies, and the criterion it was trained to.
 
     Raises:

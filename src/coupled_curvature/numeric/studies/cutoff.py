@@ -68,7 +68,7 @@ def cutoff_sensitivity(
             cutoffs are ``rtols``).
 
     Returns:
-        ``{"method", "rtols", "blocks": {name: {"size", "inverse_coupled", "rank", "converged", "error", "route",
+        dict: ``{"method", "rtols", "blocks": {name: {"size", "inverse_coupled", "rank", "converged", "error", "route",
         "reason"}}, "left_out": {name: reason}}``, one list entry per ``rtol``.
 
     Raises:

@@ -130,7 +130,7 @@ def training_step(model: nn.Module, loss_fn: Callable, X: Tensor, y: Tensor, opt
         generator: the penalty's random stream (crr).
 
     Returns:
-        A :class:`~coupled_curvature.numeric.training.step.StepResult`: the method, the loss before the update and
+        StepResult: the method, the loss before the update and
         CRR's penalty (``None`` for the other methods).
 
     Raises:
