@@ -13,6 +13,7 @@ The rounding level of an eigenvalue cutoff (``n·ε``) is :func:`~.pinv.rounding
 from __future__ import annotations
 
 import math
+from typing import overload
 
 import torch
 from torch import Tensor
@@ -43,6 +44,14 @@ def agrees(a: float | Tensor, b: float | Tensor, *, rtol: float) -> bool:
         scale = max(float(a.abs().max()), float(b.abs().max()), _TINY)
         return float((a - b).abs().max()) <= rtol * scale
     return abs(a - b) <= rtol * max(abs(a), abs(b), _TINY)
+
+
+@overload
+def relative_change(before: float, after: float) -> float: ...
+
+
+@overload
+def relative_change(before: float | None, after: float | None) -> float | None: ...
 
 
 def relative_change(before: float | None, after: float | None) -> float | None:

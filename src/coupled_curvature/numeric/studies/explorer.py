@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from coupled_curvature.base.errors import InvalidInputError
+from coupled_curvature.numeric.core.inputs import is_pair
 from coupled_curvature.numeric.linalg.tolerance import EPS64, relative_change
 from coupled_curvature.numeric.measures import registry as M
 from coupled_curvature.numeric.studies.explorer_predictions import (  # noqa: F401  (re-exported)
@@ -203,15 +204,14 @@ def sweep(symmetry: str, model: nn.Module, loss_fn: Callable, X: torch.Tensor, *
             pts.append(SweepPoint(c, f"c={c:g}", SymmetryResult(m, None, function_gap(model, m, X),
                                                                 f"layer_rescale(layer={layer}, c={c:g})")))
     elif symmetry == "neuron":
-        units = weight_layers(model)[layer].weight.shape[0]
-        u = torch.rand(units, generator=gen, dtype=torch.float64) * 2 - 1
-        for t in ((2,) if quick else (1, 3)):
-            a = 2.0 ** torch.round(t * u)
+        u = torch.rand(_units(model, layer), generator=gen, dtype=torch.float64) * 2 - 1
+        for bound in ((2,) if quick else (1, 3)):
+            a = 2.0 ** torch.round(bound * u)
             m = neuron_rescale(model, layer, a)
-            pts.append(SweepPoint(2.0**t, f"b=2^{t}", SymmetryResult(
-                m, None, function_gap(model, m, X), f"neuron_rescale(a_i = 2^round({t}·U_i), U ~ U(−1, 1); {at})")))
+            pts.append(SweepPoint(2.0**bound, f"b=2^{bound}", SymmetryResult(
+                m, None, function_gap(model, m, X), f"neuron_rescale(a_i = 2^round({bound}·U_i), U ~ U(−1, 1); {at})")))
     elif symmetry == "perm":
-        units = weight_layers(model)[layer].weight.shape[0]
+        units = _units(model, layer)
         for k in ((max(1, units // 2),) if quick else (1, max(1, units // 2))):
             pick = torch.randperm(units, generator=gen)[: 2 * k]
             p = torch.arange(units)
@@ -223,13 +223,13 @@ def sweep(symmetry: str, model: nn.Module, loss_fn: Callable, X: torch.Tensor, *
         for c in ((2.0**4,) if quick else (2.0**-4, 2.0**4)):
             pts.append(SweepPoint(c, f"c={c:g}", bn_rescale(model, layer, c, X)))
     elif symmetry in ("orthogonal", "gl"):
-        n = weight_layers(model)[layer].weight.shape[0]
-        s = int(torch.randint(0, 2**31 - 1, (1,), generator=gen))
+        n = _units(model, layer)
+        mix_seed = int(torch.randint(0, 2**31 - 1, (1,), generator=gen))
         for t in ((1.0,) if quick else (0.5, 2.0)):
             if symmetry == "orthogonal":
-                pts.append(SweepPoint(t, f"t={t:g}", orthogonal_mix(model, layer, random_orthogonal(n, t, s), X)))
+                pts.append(SweepPoint(t, f"t={t:g}", orthogonal_mix(model, layer, random_orthogonal(n, t, mix_seed), X)))
             else:
-                pts.append(SweepPoint(t, f"t={t:g}", linear_mix(model, layer, random_invertible(n, t, s), X)))
+                pts.append(SweepPoint(t, f"t={t:g}", linear_mix(model, layer, random_invertible(n, t, mix_seed), X)))
     elif symmetry == "nonlinear":
         # θ = s·sinh(φ) is nearly linear (θ ≈ sφ, conformal) where s ≫ |θ|: s = 1 on weights of size
         # ~0.1 is close to the linear limit; s = 0.05 makes the Jacobian cosh(φ) far from constant.
@@ -241,6 +241,13 @@ def sweep(symmetry: str, model: nn.Module, loss_fn: Callable, X: torch.Tensor, *
     else:
         raise InvalidInputError(f"unknown symmetry {symmetry!r}; available: {', '.join(SYMMETRIES)}")
     return pts
+
+
+def _units(model: nn.Module, layer: int) -> int:
+    """The output units of weight layer ``layer``."""
+    weight = weight_layers(model)[layer].weight
+    assert isinstance(weight, torch.Tensor)  # a Linear's or Conv's weight
+    return int(weight.shape[0])
 
 
 def invariance_matrix(
@@ -271,11 +278,16 @@ def invariance_matrix(
     start = time.perf_counter()
     timings: dict[str, float] = {}
     baselines: dict[int, dict] = {}
-    cells, values, gaps = [], {}, {}
+    cells: list[Cell] = []
+    values: dict[str, dict[str, list[tuple[float, float | None]]]] = {}
+    gaps: dict[str, list[tuple[str, float]]] = {}
     for sym in symmetries:
         tkey = sym if sym in targets else "*"
         model, loss_fn, data, allow = targets[tkey]
         opts = (target_options or {}).get(tkey, options)
+        if not is_pair(data):
+            raise InvalidInputError(f"the explorer sweeps the inputs X of an (X, y) pair; the data for {tkey!r} is "
+                                    f"{type(data).__name__}: pass (X, y)")
         X = data[0]
         key = id(model)
         if key not in baselines:
@@ -289,7 +301,8 @@ def invariance_matrix(
             say(f"  {sym}: {p.label} (function gap {p.result.function_gap:.2e})")
             lf = p.result.loss_fn or loss_fn
             results.append(evaluate_all(p.result.model, lf, data, measures, opts, allow, timings))
-        ident = [] if IDENTITY[sym] is None else [(IDENTITY[sym], None)]
+        x0 = IDENTITY[sym]
+        ident = [] if x0 is None else [(x0, None)]
         values[sym] = {m: [(x, summary(base[m])) for x, _ in ident] + [(p.x, summary(r[m])) for p, r in zip(points, results)]
                        for m in measures}
         for m in measures:

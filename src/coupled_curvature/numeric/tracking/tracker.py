@@ -117,8 +117,7 @@ class CurvatureTracker:
         named = _sink_names(sinks, log_dir)
         self.model, self.loss_fn, self.probe, self.every, self.strict = model, loss_fn, probe, every, strict
         self.blocks, self.transform = blocks, transform
-        # diagnose's output=, target=, gauge=
-        self._io: dict[str, Any] = {"output": output, "target": target, "gauge": gauge}
+        self._io: dict[str, Any] = {"output": output, "target": target, "gauge": gauge}  # diagnose's keywords
         self.block_names = self._check_probe(background)
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="ccurv-tracker") if background else None
         self._pending: Future | None = None
@@ -193,8 +192,7 @@ class CurvatureTracker:
         return None
 
     def record(self, step: int) -> dict[str, Any] | None:
-        """Compute and log a record at ``step`` now, whatever ``every`` says (e.g. after the last step); returns
-        it (``None`` with ``background``: the record is logged when its computation ends).
+        """Compute and log a record at ``step`` now, whatever ``every`` says (e.g. after the last step).
 
         A record at a step not after the previous one (a run restarted from a checkpoint) supersedes
         the records at that step and after, in ``history`` as in the log.
@@ -203,10 +201,9 @@ class CurvatureTracker:
         if self._closed:
             raise InvalidInputError("the tracker is closed; make a new CurvatureTracker to log more")
         if self._pool is not None:
-            snapshot: nn.Module | Exception
             try:
                 with isolated_rng(), eval_mode(self.model), hooks_detached(self.model):
-                    snapshot = float64_copy(self._model())
+                    snapshot: nn.Module | Exception = float64_copy(self._model())
             except Exception as err:
                 if self.strict:
                     raise
@@ -300,8 +297,7 @@ class CurvatureTracker:
         try:
             self.flush()
         finally:
-            pool = getattr(self, "_pool", None)  # (a constructor that failed early set none)
-            if pool is not None:
+            if (pool := getattr(self, "_pool", None)) is not None:  # (a constructor that failed early set none)
                 pool.shutdown()
             for sink in self._sinks:
                 sink.close()
