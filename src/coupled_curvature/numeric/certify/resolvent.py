@@ -37,9 +37,11 @@ def _solve(H: arb_mat, w: arb_mat, vecs: np.ndarray, lam: np.ndarray, shifts: li
     """Balls of ``Re wᵀ(H − z_jI)⁻¹w`` for ``z_j = re_j + i·im_j`` with ``‖(H − z_jI)⁻¹‖₂ ≤ bounds[j]``,
     refined until each error bound is below ``goal`` or stops shrinking; ``None`` if none converges."""
     out = _refine(H, w, vecs, lam, shifts, bounds, goal)
-    if out is None:
-        return None
-    U, verr = out
+    return None if out is None else _forms(w, *out)
+
+
+def _forms(w: arb_mat, U: arb_mat, verr: list[arb]) -> list[arb]:
+    """Balls of ``Re wᵀu_j`` from the columns of :func:`_refine` and their error bounds."""
     wnorm = (w.transpose() * w).entries()[0].sqrt().upper()
     dots = (w.transpose() * U).entries()[0::2]
     return [d + arb(0, (e * wnorm).upper()) for d, e in zip(dots, verr)]
@@ -101,24 +103,22 @@ def _refine(H: arb_mat, w: arb_mat, vecs: np.ndarray, lam: np.ndarray, shifts: l
     return U, err
 
 
-def _inverse_goal(w: arb_mat, kappa: arb, top: arb, bits: int) -> arb | None:
-    """The error goal ``2^-bits·‖w‖²/top`` of a solve with ``H ≥ kappa > 0``; ``None`` when ``top/kappa`` is
-    beyond what the float64 corrections take (``2^_BUDGET``)."""
+def _inverse(H: arb_mat, w: arb_mat, vecs: np.ndarray, lam: np.ndarray, kappa: arb, top: arb,
+             bits: int) -> tuple[arb_mat, list[arb]] | None:
+    """:func:`_refine` of ``H⁻¹w`` (``H ≥ kappa > 0``) to the error goal ``2^-bits·‖w‖²/top``; ``None`` when
+    ``top/kappa`` is beyond what the float64 corrections take (``2^_BUDGET``) or they do not converge."""
     if not kappa > 0 or math.log2(float(top.mid()) / float(kappa.mid())) > _BUDGET:
         return None
     wsq = (w.transpose() * w).entries()[0]
-    return (wsq / top * arb(2) ** -bits).upper()
+    return _refine(H, w, vecs, lam, [(arb(0), arb(0))], [1 / kappa], (wsq / top * arb(2) ** -bits).upper())
 
 
 def inverse_form(H: arb_mat, w: arb_mat, vecs: np.ndarray, lam: np.ndarray, kappa: arb, top: arb,
                  bits: int) -> arb | None:
     """``wᵀH⁻¹w`` when every eigenvalue of ``H`` is ``≥ kappa > 0`` (certified by the caller), to about
     ``2^-bits·‖w‖²/top``; ``None`` when the float64 corrections cannot converge."""
-    goal = _inverse_goal(w, kappa, top, bits)
-    if goal is None:
-        return None
-    out = _solve(H, w, vecs, lam, [(arb(0), arb(0))], [1 / kappa], goal)
-    return None if out is None else out[0]
+    out = _inverse(H, w, vecs, lam, kappa, top, bits)
+    return None if out is None else _forms(w, *out)[0]
 
 
 def _order(c0: float, g: float, bits: int) -> tuple[int, int] | None:
@@ -193,14 +193,8 @@ def inverse_norm(H: arb_mat, w: arb_mat, vecs: np.ndarray, lam: np.ndarray, kapp
     """``‖H⁻¹w‖₂² = wᵀH⁻²w`` when every eigenvalue of ``H`` is ``≥ kappa > 0`` (certified by the caller), to
     about ``2^-bits`` relative: ``u`` with ``‖u − H⁻¹w‖₂ ≤ ‖r‖₂/κ`` (as in :func:`inverse_form`), then
     :func:`norm_sq`; ``None`` when the float64 corrections cannot converge."""
-    goal = _inverse_goal(w, kappa, top, bits)
-    if goal is None:
-        return None
-    out = _refine(H, w, vecs, lam, [(arb(0), arb(0))], [1 / kappa], goal)
-    if out is None:
-        return None
-    U, verr = out
-    return norm_sq(_real_mean(U, 1), verr[0])
+    out = _inverse(H, w, vecs, lam, kappa, top, bits)
+    return None if out is None else norm_sq(_real_mean(out[0], 1), out[1][0])
 
 
 def filtered_norm(H: arb_mat, w: arb_mat, vecs: np.ndarray, lam: np.ndarray, top: arb, kappa: arb, delta: arb,
