@@ -177,6 +177,13 @@ def _probe_int_width(dcopy: CFuncPtr) -> None:
         raise ImportError("scipy's BLAS reads 64-bit integers (ILP64) although its capsules name a 32-bit type")
 
 
+def bound_routines() -> dict[str, CFuncPtr]:
+    """:data:`ROUTINES` for the two-stage route, which runs only where they are bound (else a ``RuntimeError``)."""
+    if ROUTINES is None:
+        raise RuntimeError(f"the LAPACK routines are not bound ({STATUS.reason}); the eigh route needs none")
+    return ROUTINES
+
+
 def bind() -> FastRouteStatus:
     """Bind every routine of :data:`SPECS` (``ROUTINES``) and set :data:`STATUS`; on any failure the
     route is off and ``STATUS.reason`` says why. Run at import; tests run it again after patching."""

@@ -341,7 +341,7 @@ def _check(info: ctypes.c_int32, routine: str) -> None:
 
 def _reflect_to_e1(A: np.ndarray, w: np.ndarray) -> None:
     """``A ← PAP`` (lower part) with the Householder ``P = I − τvvᵀ``, ``Pw = βe₁``."""
-    n, L = A.shape[0], lapack_binding.ROUTINES
+    n, L = A.shape[0], lapack_binding.bound_routines()
     v = np.array(w, dtype=np.float64, order="F")
     tau, work, info = np.zeros(1), np.empty(max(n, 1)), ctypes.c_int32(0)
     L["dgeqrf"](_i(n), _i(1), _p(v), _i(n), _p(tau), _p(work), _i(work.size), ctypes.byref(info))
@@ -361,7 +361,7 @@ def _full_to_band(A: np.ndarray, b: int) -> np.ndarray:
     Panel ``j``: ``A[j+b:, j:j+b] = V R`` (QR), ``Q_j = I − VTVᵀ``; the trailing block
     becomes ``A₂₂ − VWᵀ − WVᵀ`` with ``X = A₂₂VT`` and ``W = X − ½V(TᵀVᵀX)``.
     """
-    n, L = A.shape[0], lapack_binding.ROUTINES
+    n, L = A.shape[0], lapack_binding.bound_routines()
     V = np.zeros((n, b), order="F")
     W = np.zeros((n, b), order="F")
     T = np.zeros((b, b), order="F")
@@ -393,7 +393,7 @@ def _band_to_tridiagonal(ab: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(d, e)`` of the tridiagonal form of a lower band matrix (rotations never touch row 0)."""
     kd, n = ab.shape[0] - 1, ab.shape[1]
     d, e, q, work, info = np.empty(n), np.empty(n), np.zeros(1), np.empty(n), ctypes.c_int32(0)
-    lapack_binding.ROUTINES["dsbtrd"](
+    lapack_binding.bound_routines()["dsbtrd"](
         b"N", b"L", _i(n), _i(kd), _p(ab), _i(kd + 1), _p(d), _p(e), _p(q), _i(1), _p(work), ctypes.byref(info)
     )
     _check(info, "dsbtrd")
