@@ -3,6 +3,9 @@
 An entry is one file ``<key>.pt`` holding ``{"state": state_dict, "meta": {...}}``. It is written to
 a temporary file in the same folder and moved into place with ``os.replace``, so an interrupted
 run leaves either no entry or a complete one; an unreadable entry counts as missing and is rebuilt.
+The studies read a trained model back with :meth:`ModelCache.load_model` (an entry whose parameters do
+not fit the model counts as missing too) and a measured row, stored without a state, with
+:meth:`ModelCache.load_row` / :meth:`ModelCache.store_row`.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import json
 import os
 
 import torch
+from torch import nn
 
 from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.base.output import to_bytes, write_file
@@ -63,6 +67,44 @@ class ModelCache:
         if not isinstance(entry, dict) or set(entry) != {"state", "meta"}:
             return None
         return entry
+
+    def load_model(self, key: str, model: nn.Module) -> dict | None:
+        """Load the entry's state into ``model`` (then in eval mode) and return a copy of its meta; ``None``, the
+        model untouched, when there is no usable entry or its parameters and buffers (names, shapes) are not
+        the model's: a stale entry is rebuilt, never trusted.
+
+        >>> import tempfile
+        >>> c, net = ModelCache(tempfile.mkdtemp()), nn.Linear(2, 1)
+        >>> c.store("k", net.state_dict(), {"epochs": 3})
+        >>> c.load_model("k", nn.Linear(2, 1)), c.load_model("k", nn.Linear(3, 1))
+        ({'epochs': 3}, None)
+        """
+        entry = self.load(key)
+        if entry is None:
+            return None
+        own, state = model.state_dict(), entry["state"]
+        if set(own) != set(state) or any(tuple(own[k].shape) != tuple(v.shape) for k, v in state.items()):
+            return None
+        model.load_state_dict(state)
+        model.eval()
+        return dict(entry["meta"])
+
+    def load_row(self, key: str, field: str = "row") -> dict | None:
+        """A copy of what :meth:`store_row` stored under ``field`` for ``key``; ``None`` when absent.
+
+        >>> import tempfile
+        >>> c = ModelCache(tempfile.mkdtemp())
+        >>> c.store_row("m", {"D": 1.5})
+        >>> c.load_row("m"), c.load_row("m", "fields"), c.load_row("other")
+        ({'D': 1.5}, None, None)
+        """
+        entry = self.load(key)
+        row = None if entry is None else entry["meta"].get(field)
+        return dict(row) if isinstance(row, dict) else None
+
+    def store_row(self, key: str, row: dict, field: str = "row") -> None:
+        """Store a measured ``row`` (plain values) under ``field``, with no model state, atomically."""
+        self.store(key, {}, {field: row})
 
     def store(self, key: str, state: dict, meta: dict) -> None:
         """Write the entry atomically (:func:`coupled_curvature.base.output.write_file`)."""

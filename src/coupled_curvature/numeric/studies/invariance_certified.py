@@ -53,9 +53,9 @@ def certified_fields(model: nn.Module, X, y, model_key: str, cache: ModelCache, 
 
     key = config_key({"kind": "invariance-certified", "model": model_key, "prec": prec, "c": str(CERTIFIED_FACTOR),
                       "samples": int(X.shape[0]), "version": 1})
-    entry = cache.load(key)
-    if entry is not None and isinstance(entry["meta"].get("fields"), dict):
-        return dict(entry["meta"]["fields"])
+    stored = cache.load_row(key, "fields")
+    if stored is not None:
+        return stored
     base = {"cert_prec": prec, "cert_c": str(CERTIFIED_FACTOR), "cert_D_zero": None, "cert_D_width": None,
             "cert_RQ_moves": None, "cert_note": None}
     t0 = time.perf_counter()
@@ -81,5 +81,5 @@ def certified_fields(model: nn.Module, X, y, model_key: str, cache: ModelCache, 
                       "cert_RQ_moves": None if rq is None else bool(rq.excludes_zero()),
                       "cert_note": f"no D ball for {', '.join(missing)} (see certify's reasons)" if missing else None}
     fields["cert_seconds"] = time.perf_counter() - t0
-    cache.store(key, {}, {"fields": fields})
+    cache.store_row(key, fields, "fields")
     return fields

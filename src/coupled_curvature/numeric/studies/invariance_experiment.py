@@ -143,11 +143,9 @@ def trained_model(spec: NetSpec, cfg: ExperimentConfig, cache: ModelCache) -> tu
     data = _dataset(spec.dataset, spec.arch)
     key = _model_key(spec, cfg)
     model = build_spec(spec, data)
-    entry = cache.load(key)
-    if entry is not None:
-        model.load_state_dict(entry["state"])
-        model.eval()
-        return model, data, dict(entry["meta"]), True
+    cached = cache.load_model(key, model)
+    if cached is not None:
+        return model, data, cached, True
     t0 = time.perf_counter()
     _train(model, data, cfg, spec.seed)
     meta = {"train_acc": accuracy(model, *data.train), "test_acc": accuracy(model, *data.test),
@@ -214,15 +212,15 @@ def _run_all(cfg, cache, quantities, say, t0, result, remeasure: bool = False) -
         model, data, meta, cached = trained_model(spec, cfg, cache)
         t1 = time.perf_counter()
         mkey = measure_key(spec, cfg)
-        entry = None if remeasure or quantities is not None else cache.load(mkey)
-        if entry is not None and isinstance(entry["meta"].get("row"), dict):
-            row, how = dict(entry["meta"]["row"]), "cached"
+        stored = None if remeasure or quantities is not None else cache.load_row(mkey)
+        if stored is not None:
+            row, how = stored, "cached"
         else:
             row = measure_net(model, spec, data, cfg, quantities, progress=say)
             how = "trained" if not cached else "model cached"
             row["measure_seconds"] = time.perf_counter() - t1
             if quantities is None:  # custom quantities are code, not part of the key: never cached
-                cache.store(mkey, {}, {"row": row})
+                cache.store_row(mkey, row)
         row.update(train_acc=meta["train_acc"], test_acc=meta["test_acc"], cached=cached,
                    train_seconds=meta["train_seconds"])
         if cfg.certify:

@@ -200,9 +200,9 @@ def run_one(cfg: TrainingConfig, cond: Condition, arm: TrainingArm, seed: int,
                                                                     "headline_scale", "sam_rho", "asam_rho")}
     key = config_key({"kind": "training-experiment", "condition": asdict(cond), "arm": asdict(arm), "seed": seed,
                       "settings": settings})
-    entry = None if remeasure else cache.load(key)
-    if entry is not None and isinstance(entry["meta"].get("row"), dict):
-        return {**entry["meta"]["row"], "cached": True}
+    stored = None if remeasure else cache.load_row(key)
+    if stored is not None:
+        return {**stored, "cached": True}
     data = load_condition(cfg, cond, seed)
     model = _model(cond, seed)
     loss = nn.CrossEntropyLoss()
@@ -238,7 +238,7 @@ def run_one(cfg: TrainingConfig, cond: Condition, arm: TrainingArm, seed: int,
            "D_curve": [{k[2:]: v for k, v in r.items() if k.startswith("D/")} for r in tracker.history],
            "piecewise_linear": cond.dataset == "digits",
            "train_seconds": train_seconds, "measure_seconds": time.perf_counter() - t1}
-    cache.store(key, {}, {"row": row})
+    cache.store_row(key, row)
     return {**row, "cached": False}
 
 

@@ -181,15 +181,10 @@ def train_net(data: Dataset, depth: int, width: int, seed: int, cfg: WidthConfig
 def trained_net(cfg: WidthConfig, data: Dataset, depth: int, width: int, seed: int, cache: ModelCache):
     """``(model, meta, cached)``: from ``cache`` if present, else trained (one thread) and stored atomically."""
     key = model_key(cfg, depth, width, seed)
-    entry = cache.load(key)
-    if entry is not None:
-        model = make_mlp(data.n_features, [width] * depth, data.n_classes, seed=seed)
-        try:
-            model.load_state_dict(entry["state"])
-        except RuntimeError:
-            entry = None  # a stale entry with other shapes is rebuilt, never trusted
-        else:
-            return model.eval(), dict(entry["meta"]), True
+    model = make_mlp(data.n_features, [width] * depth, data.n_classes, seed=seed)
+    cached = cache.load_model(key, model)  # a stale entry with other shapes is rebuilt, never trusted
+    if cached is not None:
+        return model, cached, True
     with torch_threads(1):  # the same bits on every machine with this torch build
         model, meta = train_net(data, depth, width, seed, cfg)
     cache.store(key, model.state_dict(), meta)
@@ -335,13 +330,13 @@ def _one_net(cfg, data, depth, width, seed, cache, extra, remeasure) -> dict:
     model, meta, cached_model = trained_net(cfg, data, depth, width, seed, cache)
     mkey = config_key({"kind": "width-sweep-measure", "model": model_key(cfg, depth, width, seed),
                        "settings": _measure_settings(cfg)})
-    entry = None if remeasure else cache.load(mkey)
+    stored = None if remeasure else cache.load_row(mkey)
     t = time.perf_counter()
-    if entry is not None and isinstance(entry["meta"].get("row"), dict):
-        measured, cached_measure = dict(entry["meta"]["row"]), True
+    if stored is not None:
+        measured, cached_measure = stored, True
     else:
         measured, cached_measure = measure_net(model, data, cfg), False
-        cache.store(mkey, {}, {"row": measured})
+        cache.store_row(mkey, measured)
     row = {"depth": depth, "width": width, "seed": seed, "params": sum(p.numel() for p in model.parameters()),
            "epochs": meta["epochs"], "reached_target": meta["reached_target"], **measured,
            "train_seconds": meta["train_seconds"], "measure_seconds": time.perf_counter() - t,
