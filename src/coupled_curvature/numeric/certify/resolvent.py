@@ -155,21 +155,30 @@ def _filter(top: arb, kappa: arb, delta: arb, bits: int) -> tuple[int, arb, list
     return k, e, [(mu * t.cos(), mu * t.sin()) for t in angles]
 
 
-def filtered_form(H: arb_mat, w: arb_mat, vecs: np.ndarray, lam: np.ndarray, top: arb, kappa: arb, delta: arb,
-                  bits: int) -> arb | None:
-    """``wᵀH⁺_τw`` when the kept eigenvalues satisfy ``|λ| ≥ κ`` and the dropped ones ``|λ| ≤ δ < κ``:
-    ``wᵀr(H)w ± e‖w‖²`` with ``e = max((μ/κ)^(2k)/κ, δ^(2k−1)/μ^(2k))`` (``r`` within ``e`` of ``1/λ`` on
-    the kept and of 0 on the dropped eigenvalues), aiming at ``e‖w‖² ≈ 2^-bits·‖w‖²/top``."""
+def _filtered(H: arb_mat, w: arb_mat, vecs: np.ndarray, lam: np.ndarray, top: arb, kappa: arb, delta: arb,
+              bits: int) -> tuple[int, arb, arb, arb_mat, list[arb]] | None:
+    """``(k, e, ‖w‖², U, verr)``: the ``k`` shifted solves of the filter of :func:`_filter` (error ``e``),
+    refined (:func:`_refine`) to the goal ``e‖w‖²/4``; ``None`` when no filter fits the budget or the solves do not
+    converge."""
     filt = _filter(top, kappa, delta, bits)
     if filt is None:
         return None
     k, e, shifts = filt
     wsq = (w.transpose() * w).entries()[0]
-    e = e * wsq
-    out = _solve(H, w, vecs, lam, shifts, [1 / b for _, b in shifts], (e / 4).upper().max(arb(0)))
+    out = _refine(H, w, vecs, lam, shifts, [1 / b for _, b in shifts], (e * wsq / 4).upper().max(arb(0)))
+    return None if out is None else (k, e, wsq, *out)
+
+
+def filtered_form(H: arb_mat, w: arb_mat, vecs: np.ndarray, lam: np.ndarray, top: arb, kappa: arb, delta: arb,
+                  bits: int) -> arb | None:
+    """``wᵀH⁺_τw`` when the kept eigenvalues satisfy ``|λ| ≥ κ`` and the dropped ones ``|λ| ≤ δ < κ``:
+    ``wᵀr(H)w ± e‖w‖²`` with ``e = max((μ/κ)^(2k)/κ, δ^(2k−1)/μ^(2k))`` (``r`` within ``e`` of ``1/λ`` on
+    the kept and of 0 on the dropped eigenvalues), aiming at ``e‖w‖² ≈ 2^-bits·‖w‖²/top``."""
+    out = _filtered(H, w, vecs, lam, top, kappa, delta, bits)
     if out is None:
         return None
-    return sum(out, arb(0)) / k + arb(0, e.upper())
+    k, e, wsq, U, verr = out
+    return sum(_forms(w, U, verr), arb(0)) / k + arb(0, (e * wsq).upper())
 
 
 def norm_sq(x: arb_mat, err: arb) -> arb:
@@ -206,15 +215,9 @@ def filtered_norm(H: arb_mat, w: arb_mat, vecs: np.ndarray, lam: np.ndarray, top
     ``r(H)w = (1/k)·Re Σ_j (H − μζ_jI)⁻¹w`` is approximated by ``x = (1/k)Σ_j Re u_j`` with
     ``‖x − r(H)w‖₂ ≤ (1/k)Σ_j ‖r_j‖₂/(μ sin θ_j)``. Hence ``‖H⁺_τw‖₂ ∈ ‖x‖₂ ± (that + e‖w‖₂)``
     (:func:`norm_sq`)."""
-    filt = _filter(top, kappa, delta, bits)
-    if filt is None:
-        return None
-    k, e, shifts = filt
-    e = e.upper()
-    wsq = (w.transpose() * w).entries()[0]
-    out = _refine(H, w, vecs, lam, shifts, [1 / b for _, b in shifts], (e * wsq / 4).upper().max(arb(0)))
+    out = _filtered(H, w, vecs, lam, top, kappa, delta, bits)
     if out is None:
         return None
-    U, verr = out
-    err = (sum(verr, arb(0)) / k + e * wsq.sqrt()).upper()
+    k, e, wsq, U, verr = out
+    err = (sum(verr, arb(0)) / k + e.upper() * wsq.sqrt()).upper()
     return norm_sq(_real_mean(U, k), err)
