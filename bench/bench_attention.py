@@ -11,14 +11,19 @@ Measured in one run and printed as measured (targets in brackets):
     per-block times and the largest relative D⁺ difference between the two; the
     time per block kind and per route, and the whole-tensor blocks (c_attn.weight 64×192, c_proj.weight 64×64)
     by method="auto" (dense up to max_dense, Krylov above) for comparison.
-  * With --big: n_layer=4, n_embd=128 (per-head blocks of 128×32 + 32 = 4,128 entries) by method="auto" with
-    max_dense=4096, so every head block goes to Krylov: each block's D⁺ is printed when Krylov converged, else
-    None with the reason diagnose gives (the error estimate after --krylov-max-iter products); then --big-exact
-    of those blocks by the exact per-head route (max_dense raised to the block size), timed per block.
+  * With --big: n_layer=4, n_embd=128 (per-head q/k/v blocks of 128×32 + 32 = 4,128 entries, o of 32×128) by
+    method="auto" at the default max_dense=4096: a q/k/v block's Hessian lies in R^32 ⊗ span(rows of its
+    projection input X̃ = [X, 1]), at most 64 tokens here, so the per-head route keeps it as H_bb = PMPᵀ (exact)
+    and eigendecomposes M, at most 32·64 = 2,048 rows; planning sends the block to that dense route because
+    2,048 ≤ max_dense (numeric/core/planning.py). It prints how many of the measured blocks got an exact D⁺ and
+    the time per block; then --big-krylov of them by Krylov (method="krylov": D⁺ when converged, else None with
+    the reason diagnose gives) and --big-exact by the full 4,128-row eigendecomposition (projection switched
+    off, max_dense raised), timed, with the largest relative D⁺ difference from the projected route.
 --limit N diagnoses only N head blocks, evenly spread over the list (q, k, v, o of each layer in turn); the time
 of all of them is then the measured time per block times their number, printed as an extrapolation, never as a
 measurement.
 Run (from the repository root): PYTHONPATH=src OMP_NUM_THREADS=1 python bench/bench_attention.py [--limit N] [--big]
+[--big-krylov N] [--big-exact N]
 
 Measured (2 shared CPU cores, load average 2.1, 1 torch thread; 4 x 16 tokens; --skip-whole): all 32 head
 blocks by the per-head projection route in 14.1, 12.1 and 12.6 s, median 12.6 s (0.39 s per block), every one
@@ -33,13 +38,25 @@ projection inputs. In a separate profiled run of the route alone (load ~2.8), th
 (3.5 s for 32). Not re-measured here: the
 whole-tensor comparison (earlier: 132 s for the 4 attention tensors, c_attn.weight by Krylov not converged).
 
---big, measured 2026-12-05 (--limit 8 --big-exact 2 --repeats 1 --old 0 --skip-whole, load average 2.9-3.6 from
-other jobs, 1 torch thread): 4 x 128 (810,240 parameters, 64 head blocks; the 8 measured are q and v blocks of
-head 0): Krylov on all 8 in 29.9 s (3.7 s per block, 310-318 products each), none converged (estimated relative
-errors 3e8 to 5e9), so every one is D⁺ = None with that reason; the exact per-head route on 2 of them
-(max_dense=4128): 73.9 s per block, D⁺ 0.0337 and -0.382 (layers 0 and 2) where the unconverged
-estimates were -1.6e3 and -1.0e3. One 4,128 x 4,128 eigendecomposition alone took 18.3 s on one thread in the same load (2,048: 2.0 s).
-The same run's 2 x 64 part: 8 head blocks in 8.1 s (1.0 s per block, against 0.39 s unloaded).
+--big before the projection (2026-12-05, --limit 8 --big-exact 2 --repeats 1 --old 0 --skip-whole, load average
+2.9-3.6 from other jobs, 1 torch thread): 4 x 128 (810,240 parameters, 64 head blocks; the 8 measured are q[0] and
+v[0] of each layer): at max_dense=4096 all 8 went to Krylov, 3.7 s per block (310-318 products each), none
+converged (estimated relative errors 3e8 to 5e9), so every one was D⁺ = None with that reason; the exact per-head
+route on 2 of them with max_dense raised to 4128: 73.9 s per block, of which one 4,128 x 4,128 eigendecomposition
+took 18.3 s (2,048: 2.0 s).
+
+--big with the projection (2026-12-05, 1 torch thread, no other jobs): all 64 head blocks (--limit 0, load average
+1.3 at the start) at the default max_dense: 64 of 64 with an exact D⁺ (48 q/k/v blocks projected to M of at most
+2,048 rows, the 16 o blocks of 4,096 entries dense as before) in 272.8 s, 4.3 s per block; D⁺ of q[0] in layers 0
+and 2 are 0.033682 and -0.38207, the values the full route gave before. With --limit 8 --big-krylov 8
+--big-exact 2 (load average 0.4-0.9): the 8 blocks in 83.1 s, 10.4 s per block (each attention module's products
+at its output are shared by its blocks, and here only 2 of its 16 are asked for), 8 of 8 exact; Krylov on the
+same 8: 4.5 s per block, 0 of 8 converged (errors 3e8 to 5e9, as before), all None with the reason; the full
+4,128-row eigendecomposition (projection off) on 2 of them: 32.7 s per block, D⁺ equal to the projected route's to
+4.6e-12 relative. Where the time goes now (cProfile, one block, load 2.1: 41.3 s): 39 s in the batched
+second-derivative products of the route (T·E = 2,048 at c_proj's output, plus those through attention), 0.7 s
+in the eigendecomposition of M (against 18 s for the 4,128 x 4,128 block). The same run's 2 x 64 part: 8 head
+blocks in 7.6 s (0.95 s per block); all 32 in 13.3 s (0.42 s per block) in the --limit 0 run.
 """
 
 from __future__ import annotations
@@ -116,8 +133,10 @@ def main() -> None:
     ap.add_argument("--skip-whole", action="store_true", help="skip the whole-tensor comparison")
     ap.add_argument("--big", action="store_true", help="also the 4-layer, 128-wide model (Krylov)")
     ap.add_argument("--krylov-max-iter", type=int, default=300, help="Lanczos products per block (--big)")
-    ap.add_argument("--big-exact", type=int, default=2,
-                    help="with --big: this many head blocks also by the exact per-head route (max_dense raised)")
+    ap.add_argument("--big-krylov", type=int, default=0,
+                    help="with --big: this many head blocks also by Krylov (method='krylov')")
+    ap.add_argument("--big-exact", type=int, default=0,
+                    help="with --big: this many head blocks also by the full eigendecomposition (projection off)")
     args = ap.parse_args()
     X = torch.randint(0, 100, (args.seqs, args.tokens), generator=torch.Generator().manual_seed(0))
     data = (X, X)
@@ -166,20 +185,35 @@ def main() -> None:
         heads = {b: ms for b, ms in head_blocks(big).blocks.items() if b.endswith("]")}
         todo = spread(heads, args.limit)
         print(f"4 layers x 128 wide ({sum(p.numel() for p in big.parameters()):,} parameters), {len(heads)} head blocks")
-        dt_k, db = run("head blocks, method='auto'", big, data, todo, method="auto",
-                       krylov_max_iter=args.krylov_max_iter)
-        show(db, True)
-        none = [b.name for b in db if b.inverse_coupled is None]
-        print(f"  {len(todo) - len(none)} of {len(todo)} with a converged D⁺, {len(none)} None with the reason")
+        dt_p, dp = run("head blocks, method='auto', default max_dense (the projected dense route)", big, data, todo,
+                       method="auto", krylov_max_iter=args.krylov_max_iter)
+        show(dp, True)
+        exact_n = sum(1 for b in dp if b.inverse_coupled is not None and b.method.value == "dense")
+        print(f"  {exact_n} of {len(todo)} with an exact D⁺ (dense), {dt_p / len(todo):.1f} s per block" + (
+              f"; all {len(heads)} ≈ {dt_p / len(todo) * len(heads):.0f} s (extrapolated linearly: an overstatement, "
+              "the products at each module's output are shared by all its head blocks)" if len(todo) < len(heads)
+              else ""))
+        if args.big_krylov:
+            some = spread(todo, args.big_krylov)
+            dt_k, dk = run("the same blocks by Krylov (method='krylov')", big, data, some, method="krylov",
+                           krylov_max_iter=args.krylov_max_iter)
+            show(dk, True)
+            none = [b.name for b in dk if b.inverse_coupled is None]
+            print(f"  Krylov: {len(some) - len(none)} of {len(some)} with a converged D⁺, {len(none)} None with the "
+                  f"reason; {dt_k / len(some):.1f} s per block")
         if args.big_exact:
             exact = spread(todo, args.big_exact)
-            size = max(b.size for b in db if b.name in exact)
-            dt_e, de = run(f"the same model, {len(exact)} head block(s) by the exact per-head route "
-                           f"(max_dense={size})", big, data, exact, method="dense", max_dense=size)
+            size = max(b.size for b in dp if b.name in exact)
+            with mock.patch("coupled_curvature.numeric.factors.head_hessians.row_basis", lambda X: None):
+                dt_e, de = run(f"{len(exact)} of them with the projection switched off (the full {size:,}-row "
+                               f"eigendecomposition, max_dense={size})", big, data, exact, method="dense",
+                               max_dense=size)
             show(de, True)
-            print(f"  exact route: {dt_e / len(exact):.1f} s per block; all {len(heads)} ≈ "
-                  f"{dt_e / len(exact) * len(heads):.0f} s (extrapolated)")
-
+            projected = {b.name: b for b in dp}
+            gap = max(abs(b.inverse_coupled - projected[b.name].inverse_coupled) / abs(b.inverse_coupled)
+                      for b in de)
+            print(f"  full route: {dt_e / len(exact):.1f} s per block; largest relative D⁺ difference from the "
+                  f"projected route: {gap:.1e}")
 
 if __name__ == "__main__":
     main()

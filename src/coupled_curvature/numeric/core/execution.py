@@ -128,7 +128,8 @@ def execute(p: Plan, bar: Progress | None = None) -> Execution:
         assert curv is not None  # the pre-pass built it
         if dense or retained is not None:
             again = block_curvature(objective, partition if retained is not None else
-                                    {b: partition[b] for b in dense}, dense, retain=retained)
+                                    {b: partition[b] for b in dense}, dense, retain=retained,
+                                    project_heads=collective is None)
             if collective is not None:
                 dist.reduce_block_curvature(again, o.process_group)
             for b in dense:
@@ -136,7 +137,7 @@ def execute(p: Plan, bar: Progress | None = None) -> Execution:
                 curv[b] = again[b]
         loss = objective.loss() if loss is None else loss
     elif curv is None:
-        curv = block_curvature(objective, partition, dense, retain=retained)
+        curv = block_curvature(objective, partition, dense, retain=retained, project_heads=collective is None)
         if collective is not None:
             dist.reduce_block_curvature(curv, o.process_group)
         loss = objective.loss()

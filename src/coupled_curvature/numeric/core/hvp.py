@@ -17,7 +17,7 @@ from torch.utils.checkpoint import CheckpointError
 
 from coupled_curvature.numeric.linalg.tolerance import agrees
 from coupled_curvature.numeric.factors.gauss_newton import linear_block_hessians
-from coupled_curvature.numeric.factors.head_hessians import head_block_hessians, head_block_requests
+from coupled_curvature.numeric.factors.head_hessians import ProjectedHessian, head_block_hessians, head_block_requests
 from coupled_curvature.numeric.factors.layers import linear_module_of
 from coupled_curvature.numeric.linalg.krylov_quadrature import KrylovForm, LanczosRun
 from coupled_curvature.numeric.core.objective import Objective
@@ -193,12 +193,18 @@ def hidden_dependence(objective: Objective, names: Sequence[str], *, seed: int =
 class CurvatureSums:
     """Sums over the data of ``g_b`` (flat), ``H_bb w_b`` (flat) and optionally dense ``H_bb``.
 
-    ``Hw`` is ``None`` where :func:`diagnose` took the tangent route (only ``wᵀH_bb w`` is known)."""
+    ``Hw`` is ``None`` where :func:`diagnose` took the tangent route (only ``wᵀH_bb w`` is known); ``dense`` is a
+    :class:`~..factors.head_hessians.ProjectedHessian` (``H_bb = PMPᵀ``, exact) for a per-head attention block
+    whose projection inputs have fewer independent rows than columns (:meth:`hessian` gives ``H_bb`` itself)."""
 
     grad: Tensor
     Hw: Tensor | None
-    dense: Tensor | None
+    dense: Tensor | ProjectedHessian | None
     notes: list[str] = field(default_factory=list)
+
+    def hessian(self) -> Tensor | None:
+        """The dense ``H_bb`` (a projected one expanded), ``None`` where none was built."""
+        return self.dense.full() if isinstance(self.dense, ProjectedHessian) else self.dense
 
 
 def block_vjp(
@@ -231,6 +237,8 @@ def block_curvature(
     partition: dict[str, list[str]],
     dense_blocks: set[str],
     retain: list | None = None,
+    *,
+    project_heads: bool = True,
 ) -> dict[str, CurvatureSums]:
     """For every block ``b``: ``g_b``, ``H_bb w_b`` and, for names in ``dense_blocks``, ``H_bb``.
 
@@ -244,7 +252,10 @@ def block_curvature(
     projections' outputs per sequence, ``T·E`` products through the network per attention module instead of one
     per entry) are accepted only if ``H_bb w`` and ``H_bb r`` (``r`` random) both match; other dense blocks are
     assembled column by column from the retained graph, in vmapped chunks. When ``retain`` is a list, every batch's
-    ``(leaves, grads)`` graph is appended to it for later products (:func:`block_krylov`).
+    ``(leaves, grads)`` graph is appended to it for later products (:func:`block_krylov`). With ``project_heads``
+    a per-head block whose projection inputs have fewer independent rows than columns is kept as
+    ``H_bb = PMPᵀ`` (:class:`~..factors.head_hessians.ProjectedHessian`, exact; the check compares ``PMPᵀw`` and
+    ``PMPᵀr``), summed over batches in a basis of all their rows.
     Graphs are built under :func:`math_attention`. When the per-sample factors fail to run
     (:func:`route_failure`: a checkpointed model, a missing derivative) the dense blocks come
     from the retained graph, with a note saying why; any other error propagates.
@@ -259,11 +270,11 @@ def block_curvature(
     acc: dict[str, CurvatureSums] = {}
     kron_failed: str | None = None
     for i, (leaves, grads) in enumerate(objective.graphs()):
-        kron: dict[str, Tensor] = {}
+        kron: dict[str, Tensor | ProjectedHessian] = {}
         if (kron_requests or heads) and kron_failed is None:
             try:
-                kron = linear_block_hessians(objective, i, kron_requests) if kron_requests else {}
-                kron.update(head_block_hessians(objective, i, heads) if heads else {})
+                kron = dict(linear_block_hessians(objective, i, kron_requests)) if kron_requests else {}
+                kron.update(head_block_hessians(objective, i, heads, project=project_heads) if heads else {})
             except RuntimeError as e:  # CheckpointError is a RuntimeError
                 kron_failed = route_failure(e)
                 if kron_failed is None:
@@ -284,7 +295,7 @@ def block_curvature(
                       "assembled from Hessian-vector products instead")
             elif block in heads:
                 dense = _checked_head_block(entry, dense, w, Hw, (grads, leaves, members))
-            elif dense is not None and not agrees(dense @ torch.cat([t.reshape(-1) for t in w]), Hw, rtol=1e-9):
+            elif dense is not None and not agrees(_times(dense, torch.cat([t.reshape(-1) for t in w])), Hw, rtol=1e-9):
                 _note(entry, "per-sample factored block disagreed with the Hessian-vector product (samples "
                       "coupled, or a Conv/sequence layer with a network not piecewise linear above it); "
                       "assembled from Hessian-vector products instead")
@@ -295,7 +306,7 @@ def block_curvature(
                       "assembled from Hessian-vector products")
             if dense is None:
                 dense = _dense_block(grads, leaves, members)
-            entry.dense = dense if entry.dense is None else entry.dense + dense
+            entry.dense = dense if entry.dense is None else _summed(entry.dense, dense)
         if retain is not None:
             retain.append((leaves, grads))
         del leaves, grads
@@ -346,26 +357,42 @@ def block_krylov(
     return {b: r.result() for b, r in runs.items()}
 
 
-def _checked_head_block(entry: CurvatureSums, dense: Tensor | None, w: Sequence[Tensor], Hw: Tensor,
-                        graph: tuple[dict[str, Tensor], dict[str, Tensor], Sequence[str]]) -> Tensor | None:
+def _checked_head_block(entry: CurvatureSums, dense: Tensor | ProjectedHessian | None, w: Sequence[Tensor], Hw: Tensor,
+                        graph: tuple[dict[str, Tensor], dict[str, Tensor], Sequence[str]]
+                        ) -> Tensor | ProjectedHessian | None:
     """A per-head block from :func:`head_block_hessians` when ``H_bb w`` and ``H_bb r`` (``r`` random, seeded)
-    match Hessian-vector products to ``1e-9``, else ``None`` with a note (the caller assembles it instead)."""
+    match Hessian-vector products to ``1e-9``, else ``None`` with a note (the caller assembles it instead). For a
+    projected block that is ``PMPᵀw`` and ``PMPᵀr``: a basis ``P`` missing a direction ``H_bb`` acts on fails it."""
     grads, leaves, members = graph
     if dense is None:
         _note(entry, "the per-head projection route does not apply (a projection called more than once, inputs "
               "not (sequences, tokens, features), an output it does not reproduce, or an output Hessian above "
               "1 GiB); dense block assembled from Hessian-vector products")
         return None
-    gen = torch.Generator(device=dense.device).manual_seed(0)
-    r = torch.randn(dense.shape[0], generator=gen, dtype=dense.dtype, device=dense.device)
+    like = dense.core if isinstance(dense, ProjectedHessian) else dense
+    n = dense.size if isinstance(dense, ProjectedHessian) else dense.shape[0]
+    gen = torch.Generator(device=like.device).manual_seed(0)
+    r = torch.randn(n, generator=gen, dtype=like.dtype, device=like.device)
     cot = [p.reshape(leaves[m].shape) for p, m in zip(torch.split(r, [leaves[m].numel() for m in members]), members)]
     Hr = torch.cat([t.reshape(-1) for t in block_vjp(grads, leaves, members, cot, False)])
-    if agrees(dense @ torch.cat([t.reshape(-1) for t in w]), Hw, rtol=1e-9) and agrees(dense @ r, Hr, rtol=1e-9):
+    if agrees(_times(dense, torch.cat([t.reshape(-1) for t in w])), Hw, rtol=1e-9) and agrees(_times(dense, r), Hr,
+                                                                                              rtol=1e-9):
         return dense
     _note(entry, "the per-head projection route disagreed with Hessian-vector products (sequences coupled, or a "
           "projection's output reaching the loss other than through attention); dense block assembled from "
           "Hessian-vector products instead")
     return None
+
+
+def _times(H: Tensor | ProjectedHessian, v: Tensor) -> Tensor:
+    return H.matvec(v) if isinstance(H, ProjectedHessian) else H @ v
+
+
+def _summed(a: Tensor | ProjectedHessian, b: Tensor | ProjectedHessian) -> Tensor | ProjectedHessian:
+    """Two batches' ``H_bb`` summed: projected while both are, else dense."""
+    if isinstance(a, ProjectedHessian) and isinstance(b, ProjectedHessian):
+        return a.plus(b)
+    return (a.full() if isinstance(a, ProjectedHessian) else a) + (b.full() if isinstance(b, ProjectedHessian) else b)
 
 
 def _note(entry: CurvatureSums, text: str) -> None:

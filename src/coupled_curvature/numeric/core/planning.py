@@ -7,6 +7,12 @@ Spectral route (when ``D⁺`` is asked for), by ``method``:
 - ``"auto"``: Gram, else dense up to ``max_dense``, else Krylov;
 - ``"dense"``: dense up to ``max_dense``, none above; ``"krylov"``: Krylov for every block.
 
+A per-head attention block above ``max_dense`` counts as dense when the matrix its eigendecomposition runs on fits:
+its Hessian lies in ``R^C ⊗ span(rows of the projection input)``, so the route eigendecomposes at most
+``C·min(rows, F)`` rows (:func:`~..factors.head_hessians.projected_sizes`, the tokens counted in one forward pass
+per batch; not on the data-parallel path, where the dense block is summed over ranks whole, nor with
+``check_inputs=False``, which runs no forward pass here).
+
 On the data-parallel path (a ``process_group``) every route sums over ranks; the Gram route gathers
 the rows of ``B`` from every rank within ``gram_memory``. ``wᵀHw`` takes the
 tangent route on a Gram block and, when no block is dense or Krylov, on a block without a spectral
@@ -53,6 +59,7 @@ from coupled_curvature.numeric.core.routes import (
     WHwRoute,
 )
 from coupled_curvature.numeric.core.slices import model_partition
+from coupled_curvature.numeric.factors.head_hessians import projected_sizes
 from coupled_curvature.numeric.symmetries.gauge import balance
 
 __all__ = ["plan"]
@@ -118,8 +125,11 @@ def plan(model: nn.Module, loss_fn: Callable, data: object, options: RunOptions,
         notes.append(f"skipped {len(skipped)} frozen parameter(s) (requires_grad=False): {', '.join(skipped)}; "
                      "pass frozen='include' to diagnose them")
     gram_ok = SpectralRoute.GRAM in routes
-    blocks = {b: _block_plan(b, ms, sum(objective.values[m].numel() for m in ms), o, gram_ok)
-              for b, ms in partition.items()}
+    sizes = {b: sum(objective.values[m].numel() for m in ms) for b, ms in partition.items()}
+    above = {b: ms for b, ms in partition.items() if sizes[b] > o.max_dense}
+    projected = projected_sizes(objective, above) if (above and check_inputs and o.inverse and not dist_on
+                                                       and o.method != "krylov" and SpectralRoute.DENSE in routes) else {}
+    blocks = {b: _block_plan(b, ms, sizes[b], o, gram_ok, projected.get(b)) for b, ms in partition.items()}
     if spectral_required:
         stuck = [bp for bp in blocks.values() if bp.spectral is SpectralRoute.NONE]
         if stuck:
@@ -133,14 +143,23 @@ def plan(model: nn.Module, loss_fn: Callable, data: object, options: RunOptions,
                 device, o.pinv_rtol if rtol is None else rtol, dist_on)
 
 
-def _block_plan(name: str, members: list[str], size: int, o: RunOptions, gram_ok: bool) -> BlockPlan:
-    """One block's spectral route with its reason, and its fallback if the route is Gram."""
+def _block_plan(name: str, members: list[str], size: int, o: RunOptions, gram_ok: bool,
+                projected: tuple[int, int] | None = None) -> BlockPlan:
+    """One block's spectral route with its reason, and its fallback if the route is Gram; ``projected``: a
+    per-head block's bound on the size it is eigendecomposed at, and its tokens (module docstring)."""
+    reduced = projected is not None and projected[0] <= o.max_dense
+
     def plain(method: str) -> tuple[SpectralRoute, str]:
-        if method == "krylov" or (method == "auto" and size > o.max_dense):
+        if method == "krylov" or (method == "auto" and size > o.max_dense and not reduced):
             why = "method='krylov'" if method == "krylov" else f"{size:,} parameters > max_dense = {o.max_dense:,}"
             return SpectralRoute.KRYLOV, f"Krylov: Lanczos quadrature from w/‖w‖ ({why})"
         if size <= o.max_dense:
             return SpectralRoute.DENSE, f"dense: {size:,} parameters ≤ max_dense = {o.max_dense:,}"
+        if projected is not None and reduced:
+            return SpectralRoute.DENSE, (
+                f"dense: a per-head attention block of {size:,} parameters whose Hessian lies in at most "
+                f"{projected[0]:,} dimensions (its output columns × the row space of {projected[1]:,} input "
+                f"token(s)) ≤ max_dense = {o.max_dense:,}: eigendecomposed there, exact")
         return SpectralRoute.NONE, (f"block has {size} parameters, above max_dense={o.max_dense} "
                                     "(raise max_dense to build the dense block, or use method='krylov' or 'auto')")
 

@@ -20,6 +20,7 @@ from coupled_curvature.numeric.core.objective import Objective
 from coupled_curvature.numeric.core.options import RunOptions
 from coupled_curvature.numeric.factors.forms import FactorSpectrum
 from coupled_curvature.numeric.factors.gram import GramForm
+from coupled_curvature.numeric.factors.head_hessians import ProjectedHessian
 from coupled_curvature.numeric.linalg.krylov_quadrature import KrylovForm, rethreshold
 from coupled_curvature.numeric.linalg.pinv import PinvForm
 
@@ -111,7 +112,7 @@ class BlockCurvature:
     krylov: KrylovForm | None = None
     gram: GramForm | None = None
     Hw: Tensor | None = None
-    dense: Tensor | None = None
+    dense: Tensor | ProjectedHessian | None = None
     notes: list[str] = field(default_factory=list)
     g_rounding: float | None = None  #: the rounding level of ``g``, ``m·ε·‖Σ_b |J_bᵀ|r_b||‖`` (``None``: not computed)
 
@@ -150,9 +151,10 @@ class Execution:
     tangent_refused: dict[str, str]
 
 
-def spectrum_of_dense(H: Tensor, w: Tensor) -> FactorSpectrum:
+def spectrum_of_dense(H: Tensor | ProjectedHessian, w: Tensor) -> FactorSpectrum:
     """The spectrum ``(λ_i, (u_iᵀw)²)`` of a dense symmetric block (:func:`symmetric_spectrum` refuses a
-    non-finite one before LAPACK sees it).
+    non-finite one before LAPACK sees it); of a projected one (``H = PMPᵀ``), ``M``'s with ``(u_iᵀPᵀw)²`` and
+    ``‖w − PPᵀw‖²`` at ``λ = 0`` (:meth:`~..factors.head_hessians.ProjectedHessian.spectrum`).
 
     >>> s = spectrum_of_dense(torch.diag(torch.tensor([4.0, -2.0, 0.0], dtype=torch.float64)),
     ...                       torch.ones(3, dtype=torch.float64))
@@ -161,6 +163,8 @@ def spectrum_of_dense(H: Tensor, w: Tensor) -> FactorSpectrum:
     """
     from coupled_curvature.numeric.linalg.pinv import symmetric_spectrum
 
+    if isinstance(H, ProjectedHessian):
+        return H.spectrum(w)
     return FactorSpectrum(*symmetric_spectrum(H, w), 1)
 
 

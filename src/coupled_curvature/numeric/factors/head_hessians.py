@@ -25,6 +25,13 @@ independent, ``Z`` reaching ``L`` only through ``A`` and ``A`` only through ``O`
 :func:`~coupled_curvature.numeric.core.hvp.block_curvature` compares ``H_bb w`` and ``H_bb r`` (``r`` random)
 with exact Hessian-vector products and falls back to them when either differs.
 
+The range of ``H_bb`` lies in ``R^C ⊗ span(rows of every X̃_n)`` (``C`` the block's output columns): with ``V``
+(``F × r``) orthonormal columns spanning the rows of the stacked ``X̃`` (:func:`row_basis`), ``H_bb = P M Pᵀ``
+exactly, ``P = I_C ⊗ V`` (in the block's entry order) and ``M = Pᵀ H_bb P`` the sandwich of ``X̃V`` in place of
+``X̃``. When there are fewer tokens than ``F`` (the input width, ``+ 1`` for a bias) the block is returned so, as
+a :class:`ProjectedHessian` of ``C·r`` rows: its non-zero spectrum is ``M``'s, eigenvectors ``P u``, and
+``wᵀH⁺_τw = (Pᵀw)ᵀ M⁺_τ (Pᵀw)`` at the same ``τ``, with ``‖w − PPᵀw‖²`` at ``λ = 0``.
+
 An example: a two-head attention module whose projections are submodules; :func:`head_block_requests` finds its
 per-head blocks and :func:`head_block_hessians` gives one equal to the exact Hessian of the block:
 
@@ -65,6 +72,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -72,9 +80,15 @@ from coupled_curvature.numeric.core.calling import n_samples
 from coupled_curvature.numeric.core.head_blocks import head_blocks
 from coupled_curvature.numeric.core.objective import Objective
 from coupled_curvature.numeric.core.slices import sliced_partition
-from coupled_curvature.numeric.symmetries.attention_kinds import AttentionLayout, Projection
+from coupled_curvature.numeric.factors.forms import FactorSpectrum
+from coupled_curvature.numeric.linalg.pinv import symmetric_spectrum
+from coupled_curvature.numeric.symmetries.attention_kinds import (
+    AttentionLayout,
+    Projection,
+)
 
-__all__ = ["HeadBlock", "head_block_hessians", "head_block_requests"]
+__all__ = ["HeadBlock", "ProjectedHessian", "head_block_hessians", "head_block_requests", "projected_sizes",
+           "row_basis"]
 
 _CHUNK = 16  # tangents per batched product
 _BUDGET = 1 << 30  # bytes of one module's output Hessian G (N·(T·E)² float64 entries); larger: left out
@@ -89,6 +103,164 @@ class HeadBlock:
     kind: str
     head: int
     entries: tuple[tuple[str, Tensor], ...]
+
+
+@dataclass(frozen=True)
+class ProjectedHessian:
+    """A block ``H_bb = P M Pᵀ`` (exact) with ``P = Π (I_C ⊗ V)`` orthonormal columns: ``core`` is ``M``
+    (``C·r × C·r``, ``c`` major), ``basis`` is ``V`` (``F × r``, orthonormal columns: the row space of the
+    projection inputs, :func:`row_basis`), ``order[k]`` the ``c``-major position (``c·F + i``) of the block's
+    entry ``k``. ``M`` is what gets eigendecomposed; ``full()`` is ``H_bb`` itself.
+
+    >>> V = torch.tensor([[1.0], [0.0]], dtype=torch.float64)
+    >>> ph = ProjectedHessian(torch.diag(torch.tensor([2.0, 4.0], dtype=torch.float64)), V, torch.tensor([0, 2, 1, 3]))
+    >>> ph.full()
+    tensor([[2., 0., 0., 0.],
+            [0., 4., 0., 0.],
+            [0., 0., 0., 0.],
+            [0., 0., 0., 0.]], dtype=torch.float64)
+    >>> w = torch.ones(4, dtype=torch.float64)
+    >>> ph.matvec(w), ph.spectrum(w).form(1e-10).value  # 1/2 + 1/4; (0, 0) of w sits at λ = 0
+    (tensor([2., 4., 0., 0.], dtype=torch.float64), 0.75)
+    """
+
+    core: Tensor
+    basis: Tensor
+    order: Tensor
+
+    @property
+    def size(self) -> int:
+        """Rows of ``H_bb`` (the block's entries)."""
+        return self.order.numel()
+
+    @property
+    def outputs(self) -> int:
+        """``C``: the block's output columns."""
+        return self.core.shape[0] // self.basis.shape[1]
+
+    def restrict(self, v: Tensor) -> Tensor:
+        """``Pᵀv`` (``v`` in the block's entry order)."""
+        u = torch.empty(self.outputs * self.basis.shape[0], dtype=v.dtype, device=v.device)
+        u[self.order] = v
+        return (u.reshape(self.outputs, -1) @ self.basis).reshape(-1)
+
+    def extend(self, y: Tensor) -> Tensor:
+        """``Py`` (in the block's entry order)."""
+        return (y.reshape(self.outputs, -1) @ self.basis.T).reshape(-1)[self.order]
+
+    def matvec(self, v: Tensor) -> Tensor:
+        """``H_bb v = P M Pᵀ v``."""
+        return self.extend(self.core @ self.restrict(v))
+
+    def full(self) -> Tensor:
+        """``H_bb`` (``size × size``, the block's entry order)."""
+        C, (F, r) = self.outputs, self.basis.shape
+        H = torch.einsum("ia,cadb,jb->cidj", self.basis, self.core.reshape(C, r, C, r), self.basis)
+        return H.reshape(C * F, C * F)[self.order][:, self.order]
+
+    def plus(self, other: ProjectedHessian) -> ProjectedHessian:
+        """The sum of two batches' ``H_bb`` of the same block, in a basis of both row spaces (:func:`row_basis`)."""
+        V = _orthonormal(torch.cat([self.basis, other.basis], dim=1))
+        return ProjectedHessian(self._in(V) + other._in(V), V, self.order)
+
+    def _in(self, V: Tensor) -> Tensor:
+        """``M`` in the basis ``V`` (whose span holds ``basis``'s): ``(I ⊗ R) M (I ⊗ R)ᵀ``, ``R = Vᵀ basis``."""
+        C, r, k = self.outputs, self.basis.shape[1], V.shape[1]
+        R = V.T @ self.basis
+        return torch.einsum("ai,cidj,bj->cadb", R, self.core.reshape(C, r, C, r), R).reshape(C * k, C * k)
+
+    def spectrum(self, w: Tensor) -> FactorSpectrum:
+        """``(λ_i, (u_iᵀw)²)`` of ``H_bb``: ``M``'s eigenvalues with ``(u_iᵀPᵀw)²``, and ``λ = 0`` with the part of
+        ``w`` outside ``P`` (``‖w − PPᵀw‖²``), so the weights sum to ``‖w‖²`` as a dense spectrum's do."""
+        u = self.restrict(w)
+        lam, c = symmetric_spectrum(self.core, u)
+        null = float(((w - self.extend(u)) ** 2).sum())
+        return FactorSpectrum(np.append(lam, 0.0), np.append(c, null), 1)
+
+
+def row_basis(X: Tensor) -> Tensor | None:
+    """Orthonormal columns ``V`` (``F × r``) spanning the rows of ``X`` (``rows × F``), or ``None`` when they span
+    all of ``R^F`` (nothing to gain). Singular values at or below ``max(rows, F)·ε·σ_max`` (the rank tolerance of
+    ``numpy.linalg.matrix_rank``: what float64 cannot tell from 0 in ``X`` itself) are dropped, and only they; with
+    fewer rows than ``F`` the span of the rows is kept whole.
+
+    >>> X = torch.tensor([[1.0, 0.0, 0.0], [2.0, 0.0, 0.0], [0.0, 1.0, 0.0]], dtype=torch.float64)
+    >>> V = row_basis(X)
+    >>> V.shape, bool(torch.allclose(X @ V @ V.T, X))
+    (torch.Size([3, 2]), True)
+    >>> row_basis(torch.eye(3, dtype=torch.float64)) is None
+    True
+    """
+    V = _orthonormal(X.T)
+    return None if V.shape[1] == X.shape[1] else V
+
+
+def _orthonormal(A: Tensor) -> Tensor:
+    """Left singular vectors of ``A`` above ``max(A.shape)·ε·σ_max``: an orthonormal basis of its column space."""
+    U, S, _ = torch.linalg.svd(A, full_matrices=False)
+    if not S.numel() or float(S[0]) == 0.0:
+        return U[:, :0]
+    keep = S > max(A.shape) * torch.finfo(A.dtype).eps * S[0]
+    return U[:, keep].contiguous()
+
+
+def projected_sizes(objective: Objective, partition: Mapping[str, Sequence[str]]) -> dict[str, tuple[int, int]]:
+    """Per per-head block of ``partition`` (:func:`head_block_requests`): ``(C·min(rows, F), rows)``, a bound on the
+    size of the matrix :func:`head_block_hessians` eigendecomposes (:class:`ProjectedHessian`), ``rows`` the
+    projection input's rows (tokens) over every batch, seen in one forward pass per batch (no graph; as the
+    probe of :func:`~coupled_curvature.numeric.core.probe.probe_batches`, with the RNG forked and the buffers
+    restored, so a train-mode Dropout or BatchNorm leaves no trace).
+
+    >>> from coupled_curvature.numeric.core.inputs import prepare_batches
+    >>> from coupled_curvature.numeric.core.slices import model_partition
+    >>> class Heads(nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.q, self.k, self.v, self.o, self.num_heads = (*(nn.Linear(4, 4) for _ in range(4)), 2)
+    ...     def forward(self, x):
+    ...         q, k, v = (m(x).unflatten(-1, (2, 2)).transpose(1, 2) for m in (self.q, self.k, self.v))
+    ...         return self.o((torch.softmax(q @ k.transpose(-1, -2), -1) @ v).transpose(1, 2).flatten(-2))
+    >>> torch.manual_seed(0) and None
+    >>> net = Heads().double()
+    >>> sp = model_partition(net, "head")
+    >>> X = torch.randn(1, 2, 4, dtype=torch.float64)
+    >>> ob = Objective(net, nn.MSELoss(), prepare_batches((X, X), nn.MSELoss()), pieces=sp.pieces)
+    >>> projected_sizes(ob, sp.partition)["q.q[0]"]  # 2 output columns x min(2 tokens, 4 + 1)
+    (4, 2)
+    """
+    requests = head_block_requests(objective, partition)
+    if not requests:
+        return {}
+    rows: dict[str, int] = {}
+
+    def count(path: str):
+        def hook(module: nn.Module, inputs: tuple, output: object) -> None:
+            x = inputs[0] if inputs else None
+            if isinstance(x, Tensor) and x.dim() >= 1:
+                rows[path] = rows.get(path, 0) + x[..., 0].numel()
+        return hook
+
+    paths = {getattr(r.layout, r.kind).module for r in requests.values()}
+    buffers = [(buf, buf.detach().clone()) for buf in objective.model.buffers()]
+    handles = [objective.model.get_submodule(p).register_forward_hook(count(p)) for p in paths]
+    try:
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            for i in range(len(objective.batches)):
+                objective.batch_loss(i, objective.values)
+    finally:
+        for h in handles:
+            h.remove()
+        with torch.no_grad():
+            for buf, saved in buffers:
+                buf.copy_(saved)
+    out = {}
+    for b, r in requests.items():
+        p = getattr(r.layout, r.kind)
+        C = _matrix(objective, p).shape[1] if r.kind == "o" else r.layout.head_dim
+        F = sum(flat.numel() for _, flat in r.entries) // C
+        n = rows.get(p.module, 0)
+        out[b] = (C * min(n, F), n)
+    return out
 
 
 def head_block_requests(objective: Objective, partition: Mapping[str, Sequence[str]]) -> dict[str, HeadBlock]:
@@ -124,12 +296,14 @@ def head_block_requests(objective: Objective, partition: Mapping[str, Sequence[s
     return out
 
 
-def head_block_hessians(objective: Objective, batch: int, requests: Mapping[str, HeadBlock]) -> dict[str, Tensor]:
+def head_block_hessians(objective: Objective, batch: int, requests: Mapping[str, HeadBlock], *,
+                        project: bool = False) -> dict[str, Tensor | ProjectedHessian]:
     """Dense ``H_bb`` of batch ``batch`` for every block of ``requests`` (:func:`head_block_requests`), by the
     projection-output route (module docstring); blocks whose attention module does not fit its premises that
     can be seen in one forward pass (a projection called twice, inputs not ``(N, T, d)``, an output ``xM + b``
     does not reproduce) are left out, and so are those whose ``G`` would exceed 1 GiB. Run it under :func:`~coupled_curvature.numeric.core.hvp.math_attention`.
-    The module docstring's example checks one block against the exact Hessian.
+    With ``project``, a block whose inputs' rows do not span ``R^F`` comes as a :class:`ProjectedHessian` (exact,
+    smaller: module docstring). The module docstring's example checks one block against the exact Hessian.
     """
     layouts = {r.layout.name: r.layout for r in requests.values()}
     model = objective.model
@@ -171,16 +345,17 @@ def head_block_hessians(objective: Objective, batch: int, requests: Mapping[str,
         GY = _pullback(gY if gY is not None else Y.detach(), Y, [range(Y.shape[2])], [range(Y.shape[2])])[0]
         mine = {b: r for b, r in requests.items() if r.layout.name == name}
         if any(r.kind != "o" for r in mine.values()):
-            result.update(_projection_blocks(objective, lay, mine, calls, shifts, into_o[name], gA, GY))
+            result.update(_projection_blocks(objective, lay, mine, calls, shifts, into_o[name], gA, GY, project))
         for b, r in mine.items():
             if r.kind == "o":
                 A = into_o[name].detach()[..., r.head * lay.value_dim:(r.head + 1) * lay.value_dim]
-                result[b] = _reorder(_sandwich(A, GY), r, objective)
+                result[b] = _block(A, GY, r, objective, project)
     return result
 
 
 def _projection_blocks(objective: Objective, lay: AttentionLayout, blocks: Mapping[str, HeadBlock], calls: dict,
-                       shifts: dict, A: Tensor, gA: Tensor | None, GY: Tensor) -> dict[str, Tensor]:
+                       shifts: dict, A: Tensor, gA: Tensor | None, GY: Tensor,
+                       project: bool) -> dict[str, Tensor | ProjectedHessian]:
     """The Q, K and V blocks of one attention module: ``G`` at their columns of the projection output by the
     chain rule through ``A`` (module docstring), then the sandwich with the projection input. The products
     through attention put one tangent on the same column of every head at once (heads do not interact)."""
@@ -192,7 +367,7 @@ def _projection_blocks(objective: Objective, lay: AttentionLayout, blocks: Mappi
     g_in = torch.autograd.grad(s, inner, create_graph=True, allow_unused=True) if s is not None and s.requires_grad \
         else [None] * len(inner)
     heads = [range(h * lay.value_dim, (h + 1) * lay.value_dim) for h in range(lay.heads)]
-    out = {}
+    out: dict[str, Tensor | ProjectedHessian] = {}
     for kind in dict.fromkeys(r.kind for r in blocks.values() if r.kind != "o"):
         p = getattr(lay, kind)
         x = shifts[p.module]
@@ -212,7 +387,7 @@ def _projection_blocks(objective: Objective, lay: AttentionLayout, blocks: Mappi
             G = Jm @ GAh @ Jm.transpose(1, 2)
             if Ss is not None:
                 G = G + Ss[r.head].reshape(N, T * d, T * d)
-            out[b] = _reorder(_sandwich(Xt, G.reshape(N, T, d, T, d)), r, objective)
+            out[b] = _block(Xt, G.reshape(N, T, d, T, d), r, objective, project)
     return out
 
 
@@ -249,9 +424,26 @@ def _sandwich(X: Tensor, G: Tensor) -> Tensor:
     return 0.5 * (H + H.T)
 
 
-def _reorder(H: Tensor, r: HeadBlock, objective: Objective) -> Tensor:
-    """``H`` (``c``-major over the head's columns and the input features + 1 for a bias, or ``i``-major over
-    the head's input rows and the outputs for O) in the block's own entry order."""
+def _block(X: Tensor, G: Tensor, r: HeadBlock, objective: Objective, project: bool) -> Tensor | ProjectedHessian:
+    """The block's ``H_bb`` from its input ``X`` (``(N, T, F)``) and ``G``: the sandwich in the block's entry order,
+    or, with ``project`` and fewer independent input rows than the columns the block uses, the sandwich of
+    ``X V`` as a :class:`ProjectedHessian`."""
+    at = _order(r, objective).to(X.device)
+    C, F = G.shape[2], X.shape[-1]
+    if project:
+        used = torch.unique(at % F)  # input columns the block has entries for (no bias entry: the ones column left out)
+        if at.numel() == C * used.numel():
+            Xu = X[..., used.to(X.device)]
+            V = row_basis(Xu.reshape(-1, used.numel()))
+            if V is not None:
+                position = torch.searchsorted(used, at % F)
+                return ProjectedHessian(_sandwich(Xu @ V, G), V, (at // F) * used.numel() + position)
+    return _sandwich(X, G)[at][:, at]
+
+
+def _order(r: HeadBlock, objective: Objective) -> Tensor:
+    """Per block entry, its position in ``H`` (``c``-major over the head's columns and the input features + 1 for a
+    bias, or over the outputs and the head's input rows for O): ``H[at][:, at]`` is in the block's own order."""
     lay = r.layout
     p = getattr(lay, r.kind)
     weight = _param(p, p.weight)
@@ -268,8 +460,7 @@ def _reorder(H: Tensor, r: HeadBlock, objective: Objective) -> Tensor:
         else:
             start = dict(p.vectors)[param.rpartition(".")[2]]
             idx.append((flat - start - r.head * lay.head_dim) * (fan + 1) + fan)
-    at = torch.cat(idx).to(H.device)
-    return H[at][:, at]
+    return torch.cat(idx)
 
 
 def _reproduces(objective: Objective, p: Projection, x: object, z: object) -> bool:

@@ -125,7 +125,7 @@ class MeasureContext:
         sums = self.dense(names)
         out = {}
         for n in names:
-            H = sums[n].dense
+            H = sums[n].hessian()
             assert H is not None, n  # block_curvature builds H_bb of every block it is asked for densely
             out[n] = H
         return out

@@ -198,7 +198,7 @@ def newton_decrement(model: nn.Module, loss_fn: Callable, data: object, **option
     rest = [n for n in live if n not in factored]
     dense = ctx.dense(rest) if rest else {}
     for n in rest:
-        form = pinv_quadratic_form(dense[n].dense, dense[n].grad, rtol)
+        form = pinv_quadratic_form(dense[n].hessian(), dense[n].grad, rtol)
         blocks[n], routes[n], ranks[n] = form.value, "pinv", form.rank
         if form.value is None:
             notes.append(f"{n}: gᵀH⁺g ≈ 1e{form.exact.log10:.0f} does not fit float64 (the block's scale is too "
