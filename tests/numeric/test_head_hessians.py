@@ -24,11 +24,8 @@ from coupled_curvature.numeric.core.profile import spectral_profile
 from coupled_curvature.numeric.core.routes import SpectralRoute
 from coupled_curvature.numeric.core.slices import model_partition
 from coupled_curvature.numeric.factors import head_hessians
-from coupled_curvature.numeric.factors.head_hessians import (
-    ProjectedHessian,
-    head_block_hessians,
-    head_block_requests,
-)
+from coupled_curvature.numeric.factors.head_hessians import head_block_hessians, head_block_requests
+from coupled_curvature.numeric.factors.projected_hessian import ProjectedHessian
 from coupled_curvature.numeric.linalg.pinv import conditioned_rtol
 
 CE = nn.CrossEntropyLoss()

@@ -17,7 +17,8 @@ from torch.utils.checkpoint import CheckpointError
 
 from coupled_curvature.numeric.linalg.tolerance import agrees
 from coupled_curvature.numeric.factors.gauss_newton import linear_block_hessians
-from coupled_curvature.numeric.factors.head_hessians import ProjectedHessian, head_block_hessians, head_block_requests
+from coupled_curvature.numeric.factors.head_hessians import head_block_hessians, head_block_requests
+from coupled_curvature.numeric.factors.projected_hessian import ProjectedHessian
 from coupled_curvature.numeric.factors.layers import linear_module_of
 from coupled_curvature.numeric.linalg.krylov_quadrature import KrylovForm, LanczosRun
 from coupled_curvature.numeric.core.objective import Objective

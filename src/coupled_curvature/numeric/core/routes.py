@@ -20,7 +20,7 @@ from coupled_curvature.numeric.core.objective import Objective
 from coupled_curvature.numeric.core.options import RunOptions
 from coupled_curvature.numeric.factors.forms import FactorSpectrum
 from coupled_curvature.numeric.factors.gram import GramForm
-from coupled_curvature.numeric.factors.head_hessians import ProjectedHessian
+from coupled_curvature.numeric.factors.projected_hessian import ProjectedHessian
 from coupled_curvature.numeric.linalg.krylov_quadrature import KrylovForm, rethreshold
 from coupled_curvature.numeric.linalg.pinv import PinvForm
 
