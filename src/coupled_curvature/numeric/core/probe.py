@@ -3,7 +3,8 @@ output suits the loss and the targets, and the loss is a finite scalar that depe
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 
 import torch
 from torch import nn
@@ -14,7 +15,7 @@ from coupled_curvature.numeric.core.calling import (
 )
 from coupled_curvature.numeric.core.inputs import Batch, check_targets, checked_loss
 
-__all__ = ["PROBE_SAMPLES", "probe_batches"]
+__all__ = ["PROBE_SAMPLES", "leaves_no_trace", "probe_batches"]
 
 #: the probe runs the model on this many samples of each batch first (the whole batch only if they fail)
 PROBE_SAMPLES = 4
@@ -39,19 +40,34 @@ def probe_batches(model: nn.Module, loss_fn: Callable, batches: list[Batch], cal
     ...
     coupled_curvature.base.errors.InvalidInputError: targets of batch 0 have shape (4, 2) but the outputs (4, 3), and MSELoss would broadcast them; pass targets of the outputs' shape
     """
-    buffers = [(b, b.detach().clone()) for b in model.buffers()]
     X0 = batches[0].X
     first = None if isinstance(X0, Mapping) else tuple(X0.shape[1:])
+    with leaves_no_trace(model):
+        for i, batch in enumerate(batches):
+            if batch.n > PROBE_SAMPLES:
+                try:
+                    _probe(model, loss_fn, batch, i, first, PROBE_SAMPLES, call)
+                    continue
+                except InvalidInputError:
+                    pass
+            _probe(model, loss_fn, batch, i, first, None, call)
+
+
+@contextmanager
+def leaves_no_trace(model: nn.Module) -> Iterator[None]:
+    """Forward passes inside leave ``model`` and the RNG as they were: the buffers (BatchNorm running
+    statistics) are restored afterwards, even on an error, and the CPU RNG is forked (Dropout's draws).
+
+    >>> bn = nn.BatchNorm1d(2).double()
+    >>> with leaves_no_trace(bn):
+    ...     _ = bn(torch.randn(8, 2, dtype=torch.float64) + 5)
+    >>> bn.running_mean.tolist()
+    [0.0, 0.0]
+    """
+    buffers = [(b, b.detach().clone()) for b in model.buffers()]
     try:
         with torch.random.fork_rng(devices=[]):
-            for i, batch in enumerate(batches):
-                if batch.n > PROBE_SAMPLES:
-                    try:
-                        _probe(model, loss_fn, batch, i, first, PROBE_SAMPLES, call)
-                        continue
-                    except InvalidInputError:
-                        pass
-                _probe(model, loss_fn, batch, i, first, None, call)
+            yield
     finally:
         with torch.no_grad():
             for b, saved in buffers:

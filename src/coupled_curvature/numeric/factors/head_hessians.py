@@ -65,6 +65,8 @@ per-head blocks and :func:`head_block_hessians` gives one equal to the exact Hes
 ...     for i in range(H.shape[0])])
 >>> tuple(H.shape), bool(torch.allclose(H, exact, rtol=1e-10, atol=1e-12))
 ((10, 10), True)
+>>> projected_sizes(ob, sp.partition)["q.q[0]"]  # 2 output columns x min(6 tokens, 4 + 1); 6 tokens seen
+(10, 6)
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ from torch import Tensor, nn
 from coupled_curvature.numeric.core.calling import n_samples
 from coupled_curvature.numeric.core.head_blocks import head_blocks
 from coupled_curvature.numeric.core.objective import Objective
+from coupled_curvature.numeric.core.probe import leaves_no_trace
 from coupled_curvature.numeric.core.slices import sliced_partition
 from coupled_curvature.numeric.factors.projected_hessian import ProjectedHessian, row_basis
 from coupled_curvature.numeric.symmetries.attention_kinds import (
@@ -107,24 +110,8 @@ def projected_sizes(objective: Objective, partition: Mapping[str, Sequence[str]]
     size of the matrix :func:`head_block_hessians` eigendecomposes (:class:`ProjectedHessian`), ``rows`` the
     projection input's rows (tokens) over every batch, seen in one forward pass per batch (no graph; as the
     probe of :func:`~coupled_curvature.numeric.core.probe.probe_batches`, with the RNG forked and the buffers
-    restored, so a train-mode Dropout or BatchNorm leaves no trace).
-
-    >>> from coupled_curvature.numeric.core.inputs import prepare_batches
-    >>> from coupled_curvature.numeric.core.slices import model_partition
-    >>> class Heads(nn.Module):
-    ...     def __init__(self):
-    ...         super().__init__()
-    ...         self.q, self.k, self.v, self.o, self.num_heads = (*(nn.Linear(4, 4) for _ in range(4)), 2)
-    ...     def forward(self, x):
-    ...         q, k, v = (m(x).unflatten(-1, (2, 2)).transpose(1, 2) for m in (self.q, self.k, self.v))
-    ...         return self.o((torch.softmax(q @ k.transpose(-1, -2), -1) @ v).transpose(1, 2).flatten(-2))
-    >>> torch.manual_seed(0) and None
-    >>> net = Heads().double()
-    >>> sp = model_partition(net, "head")
-    >>> X = torch.randn(1, 2, 4, dtype=torch.float64)
-    >>> ob = Objective(net, nn.MSELoss(), prepare_batches((X, X), nn.MSELoss()), pieces=sp.pieces)
-    >>> projected_sizes(ob, sp.partition)["q.q[0]"]  # 2 output columns x min(2 tokens, 4 + 1)
-    (4, 2)
+    restored, so a train-mode Dropout or BatchNorm leaves no trace). The module docstring's example sizes its
+    blocks.
     """
     requests = head_block_requests(objective, partition)
     if not requests:
@@ -139,18 +126,14 @@ def projected_sizes(objective: Objective, partition: Mapping[str, Sequence[str]]
         return hook
 
     paths = {getattr(r.layout, r.kind).module for r in requests.values()}
-    buffers = [(buf, buf.detach().clone()) for buf in objective.model.buffers()]
     handles = [objective.model.get_submodule(p).register_forward_hook(count(p)) for p in paths]
     try:
-        with torch.random.fork_rng(devices=[]), torch.no_grad():
+        with leaves_no_trace(objective.model), torch.no_grad():
             for i in range(len(objective.batches)):
                 objective.batch_loss(i, objective.values)
     finally:
         for h in handles:
             h.remove()
-        with torch.no_grad():
-            for buf, saved in buffers:
-                buf.copy_(saved)
     out = {}
     for b, r in requests.items():
         p = getattr(r.layout, r.kind)
