@@ -21,9 +21,9 @@ from coupled_curvature.numeric.core.blocks import resolve_blocks
 from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.core.inputs import check_flag, check_loss_fn, check_targets, forward_checked
 from coupled_curvature.numeric.core.options import check_pinv_rtol
-from coupled_curvature.numeric.core.progress import AUTO_DELAY, Progress, progress_enabled
+from coupled_curvature.numeric.core.progress import Progress, progress_bar, progress_enabled
 
-__all__ = ["Certificate", "certify", "progress_bar"]
+__all__ = ["Certificate", "certify"]
 
 
 @dataclass(frozen=True)
@@ -117,16 +117,6 @@ def evaluate(prep: Prepared, params: Mapping[str, arb_mat], prec: int) -> tuple[
         return net, loss, used
     finally:
         ctx.prec = saved
-
-
-def progress_bar(label: str, total: int, progress: bool | None) -> Progress:
-    """The progress display of a certified run: ``total`` blocks, on as ``progress_enabled`` says
-    (``None``: on a terminal, after :data:`~...core.progress.AUTO_DELAY` seconds).
-
-    >>> progress_bar("certify", 4, False).enabled
-    False
-    """
-    return Progress(label, total, enabled=progress_enabled(progress), delay=AUTO_DELAY if progress is None else 0.0)
 
 
 def run(prep: Prepared, params: Mapping[str, arb_mat], *, prec: int, inverse: bool,

@@ -9,7 +9,7 @@ from flint import arb, ctx
 from torch import nn
 
 from coupled_curvature.base.errors import InvalidInputError
-from coupled_curvature.numeric.certify.api import Certificate, evaluate, prepare, progress_bar, run
+from coupled_curvature.numeric.certify.api import Certificate, evaluate, prepare, run
 from coupled_curvature.numeric.certify.ball import Ball, from_arb, ratio
 from coupled_curvature.numeric.certify.blocks import BlockCertificate
 from coupled_curvature.numeric.certify.exact import exact_params
@@ -18,7 +18,7 @@ from coupled_curvature.numeric.certify.symmetry import ExactSymmetry, apply_exac
 from coupled_curvature.numeric.certify.trace import trace
 from coupled_curvature.numeric.core.inputs import check_flag
 from coupled_curvature.numeric.core.options import check_pinv_rtol
-from coupled_curvature.numeric.core.progress import progress_enabled
+from coupled_curvature.numeric.core.progress import progress_bar, progress_enabled
 
 __all__ = ["InvarianceBlock", "InvarianceCertificate", "certify_invariance"]
 

@@ -56,11 +56,10 @@ def block_hessian(model: nn.Module, loss_fn: Callable, data: object, block: str,
     ``device``, ``gauge``); ``block`` names one of the blocks ``diagnose`` would report.
 
     Args:
-        model: the network, any ``nn.Module``; measured on a float64 copy, never modified.
-        loss_fn: ``loss_fn(output, target)``, a scalar (a torch loss module such as ``nn.CrossEntropyLoss()`` or a
-            function); its ``reduction`` sets the batch weights.
-        data: one batch ``(X, y)``, a mapping batch (``{"input_ids", …, "labels"}``) or an iterable of batches (a
-            ``DataLoader``).
+        model: the network, as for :func:`~coupled_curvature.numeric.core.diagnostics.diagnose`
+            (the operator runs on a float64 copy).
+        loss_fn: the loss ``loss_fn(output, target)`` whose Hessian block is handed out, as for ``diagnose``.
+        data: the batches the Hessian sums over, as for ``diagnose``.
         block: the name of one block, as :func:`~coupled_curvature.numeric.core.diagnostics.diagnose` reports it.
         **options: the run settings that describe the model and the data (``blocks``, ``reduction``, ``frozen``,
             ``output``, ``target``, ``allow_train_mode``, ``device``, ``gauge``).

@@ -15,7 +15,7 @@ from coupled_curvature.numeric.linalg.pinv import rounding_level
 from coupled_curvature.numeric.core.options import RunOptions, run_options
 from coupled_curvature.base.run_settings import with_settings
 from coupled_curvature.numeric.core.planning import ALL_ROUTES, plan
-from coupled_curvature.numeric.core.progress import AUTO_DELAY, Progress, progress_enabled
+from coupled_curvature.numeric.core.progress import progress_bar
 from coupled_curvature.numeric.core.derived import fitting_value, gradient_at_rounding, rounding_note
 from coupled_curvature.numeric.core.results import BlockDiagnosis, Diagnosis, derived_quantities, missing_note
 from coupled_curvature.numeric.core.routes import BlockCurvature, Plan, SpectralRoute, WHwRoute
@@ -198,8 +198,7 @@ def diagnose_plan(p: Plan) -> Diagnosis:
     """
     o = p.options
     blocks, inverse, progress = o.blocks, o.inverse, o.progress
-    bar = Progress("diagnose", len(p.partition), enabled=progress_enabled(progress),
-                   delay=AUTO_DELAY if progress is None else 0.0)
+    bar = progress_bar("diagnose", len(p.partition), progress)
     run = execute(p, bar)
     records = []
     for c in run.blocks.values():

@@ -14,10 +14,11 @@ off :class:`~coupled_curvature.numeric.core.routes.BlockCurvature`. Routes are
 :class:`WHwRoute` and :class:`SpectralRoute` values, each with a reason in words.
 
 >>> import torch
+>>> from torch import nn
 >>> torch.manual_seed(0) and None
->>> net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+>>> net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
 >>> X, y = torch.randn(16, 3), torch.randint(0, 2, (16,))
->>> p = plan(net, torch.nn.CrossEntropyLoss(), (X, y), run_options())
+>>> p = plan(net, nn.CrossEntropyLoss(), (X, y), run_options())
 >>> p.blocks["0.weight"].spectral, p.blocks["0.weight"].wHw
 (<SpectralRoute.GRAM: 'gram'>, <WHwRoute.TANGENT: 'tangent'>)
 >>> run = execute(p)

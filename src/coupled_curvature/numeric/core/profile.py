@@ -46,7 +46,7 @@ from coupled_curvature.numeric.core.by_block import ByBlock
 from coupled_curvature.numeric.core.execution import execute
 from coupled_curvature.numeric.core.options import run_options
 from coupled_curvature.numeric.core.planning import plan
-from coupled_curvature.numeric.core.progress import AUTO_DELAY, Progress, progress_enabled
+from coupled_curvature.numeric.core.progress import progress_bar
 from coupled_curvature.numeric.core.routes import SpectralRoute
 from coupled_curvature.numeric.factors.gram import GramForm
 from coupled_curvature.numeric.linalg.krylov_quadrature import KrylovForm
@@ -198,15 +198,15 @@ def spectral_profile(
     no allowed route takes raises ``InvalidInputError`` saying which method takes it.
 
     Args:
-        model: the network, any ``nn.Module``; measured on a float64 copy, never modified.
-        loss_fn: ``loss_fn(output, target)``, a scalar (a torch loss module such as ``nn.CrossEntropyLoss()`` or a
-            function); its ``reduction`` sets the batch weights.
-        data: one batch ``(X, y)``, a mapping batch (``{"input_ids", …, "labels"}``) or an iterable of batches (a
-            ``DataLoader``).
-        **settings: the run settings, by keyword (``blocks``, ``inverse``, ``pinv_rtol``, ``method``, ``max_dense``,
-            ``krylov_max_iter``, ``krylov_tol``, ``gram_memory``, ``frozen``, ``reduction``, ``allow_train_mode``,
-            ``process_group``, ``progress``, ``device``, ``output``, ``target``, ``gauge``): each one's default and
-            meaning are declared once in :data:`~coupled_curvature.base.run_settings.SETTINGS`.
+        model: the network whose blocks are profiled (a float64 copy), as for
+            :func:`~coupled_curvature.numeric.core.diagnostics.diagnose`.
+        loss_fn: the scalar loss ``loss_fn(output, target)``, as for ``diagnose``.
+        data: a batch or an iterable of batches, as for ``diagnose``.
+        **settings: ``diagnose``'s run settings by keyword, each declared once in
+            :data:`~coupled_curvature.base.run_settings.SETTINGS`: the blocks (``blocks``, ``frozen``, ``gauge``),
+            the routes and their targets (``method``, ``max_dense``, ``pinv_rtol``, ``krylov_max_iter``, ``krylov_tol``,
+            ``gram_memory``, ``inverse``), the data (``reduction``, ``output``, ``target``, ``allow_train_mode``) and
+            the run (``process_group``, ``progress``, ``device``).
 
     Returns:
         SpectralProfile: per block the relative eigenvalues, the
@@ -221,23 +221,21 @@ def spectral_profile(
         :func:`~coupled_curvature.numeric.core.diagnostics.diagnose`,
         :func:`~coupled_curvature.numeric.studies.cutoff.cutoff_sensitivity`.
 
-    >>> import torch
+    >>> from coupled_curvature.numeric.core.diagnostics import diagnose
     >>> torch.manual_seed(0) and None
-    >>> net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    >>> net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
     >>> X, y = torch.randn(16, 3), torch.randint(0, 2, (16,))
-    >>> p = spectral_profile(net, torch.nn.CrossEntropyLoss(), (X, y))
+    >>> p = spectral_profile(net, nn.CrossEntropyLoss(), (X, y))
     >>> b = p["0.weight"]
     >>> b.route, round(float(b.weights.sum()), 12), float(b.rel_eigs.max())
     ('gram', 1.0, 1.0)
-    >>> from coupled_curvature.numeric.core.diagnostics import diagnose
-    >>> d = diagnose(net, torch.nn.CrossEntropyLoss(), (X, y))["0.weight"]
+    >>> d = diagnose(net, nn.CrossEntropyLoss(), (X, y))["0.weight"]
     >>> abs(b.D() - d.coupled) < 1e-10 * d.coupled, abs(b.dplus(1e-10) - d.inverse_coupled) < 1e-9 * d.inverse_coupled
     (True, True)
     """
     o = run_options(**settings)
     p = plan(model, loss_fn, data, o, spectral_required=True)
-    bar = Progress("spectral_profile", len(p.partition), enabled=progress_enabled(o.progress),
-                   delay=AUTO_DELAY if o.progress is None else 0.0)
+    bar = progress_bar("spectral_profile", len(p.partition), o.progress)
     run = execute(p, bar)
     bar.close()
     records = []

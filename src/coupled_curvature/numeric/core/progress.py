@@ -16,7 +16,7 @@ from typing import TextIO
 
 from coupled_curvature.base.errors import InvalidInputError
 
-__all__ = ["AUTO_DELAY", "Progress", "progress_enabled"]
+__all__ = ["AUTO_DELAY", "Progress", "progress_bar", "progress_enabled"]
 
 #: seconds an automatic (``progress=None``) progress display waits before its first line
 AUTO_DELAY = 2.0
@@ -115,3 +115,13 @@ class Progress:
             self._out().write("\n")
             self._out().flush()
             self._open = False
+
+
+def progress_bar(label: str, total: int, progress: bool | None) -> Progress:
+    """The progress display of a long call with the ``progress=None/True/False`` option: ``total`` steps, on as
+    :func:`progress_enabled` says, and with ``None`` silent for its first :data:`AUTO_DELAY` seconds.
+
+    >>> progress_bar("certify", 4, False).enabled, progress_bar("diagnose", 4, True).delay
+    (False, 0.0)
+    """
+    return Progress(label, total, enabled=progress_enabled(progress), delay=AUTO_DELAY if progress is None else 0.0)

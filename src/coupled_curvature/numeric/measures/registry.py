@@ -214,11 +214,9 @@ def evaluate(name: str, model: nn.Module, loss_fn: Callable, data: object, **opt
 
     Args:
         name: a measure's name in :data:`MEASURES`.
-        model: the network, any ``nn.Module``; measured on a float64 copy, never modified.
-        loss_fn: ``loss_fn(output, target)``, a scalar (a torch loss module such as ``nn.CrossEntropyLoss()`` or a
-            function); its ``reduction`` sets the batch weights.
-        data: one batch ``(X, y)``, a mapping batch (``{"input_ids", …, "labels"}``) or an iterable of batches (a
-            ``DataLoader``).
+        model: the network to measure, as for :func:`~coupled_curvature.numeric.core.diagnostics.diagnose`.
+        loss_fn: ``loss_fn(output, target)``, as for ``diagnose``.
+        data: a batch, a mapping batch or an iterable of batches, as for ``diagnose``.
         **options: that measure's own options.
 
     Returns:

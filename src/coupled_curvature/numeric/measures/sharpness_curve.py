@@ -64,11 +64,10 @@ def sharpness_curve(model: nn.Module, loss_fn: Callable, data: object, radii: Se
     rescaling's twin has the same curve); the ``l2`` curve moves.
 
     Args:
-        model: the network, any ``nn.Module``; measured on a float64 copy, never modified.
-        loss_fn: ``loss_fn(output, target)``, a scalar (a torch loss module such as ``nn.CrossEntropyLoss()`` or a
-            function); its ``reduction`` sets the batch weights.
-        data: one batch ``(X, y)``, a mapping batch (``{"input_ids", …, "labels"}``) or an iterable of batches (a
-            ``DataLoader``).
+        model: the network whose parameters are perturbed (on a float64 copy), as for
+            :func:`~coupled_curvature.numeric.core.diagnostics.diagnose`.
+        loss_fn: the loss ``L`` the curve measures, as for ``diagnose``.
+        data: the batch or batches ``L`` is summed over, as for ``diagnose``.
         radii: the radii ``ρ``, positive and increasing (default :data:`DEFAULT_RADII`).
         adaptive: measure ``δ`` relative to ``|θ|``.
         average: the mean over random directions instead of the worst case.

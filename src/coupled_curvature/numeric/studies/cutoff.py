@@ -23,7 +23,7 @@ from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.core.execution import execute
 from coupled_curvature.numeric.core.options import run_options
 from coupled_curvature.numeric.core.planning import plan
-from coupled_curvature.numeric.core.progress import AUTO_DELAY, Progress, progress_enabled
+from coupled_curvature.numeric.core.progress import progress_bar
 from coupled_curvature.numeric.core.routes import SpectralRoute
 from coupled_curvature.numeric.linalg.krylov_quadrature import KrylovForm
 from coupled_curvature.numeric.linalg.pinv import PinvForm
@@ -55,17 +55,16 @@ def cutoff_sensitivity(
     allowed route takes is in ``left_out`` with the reason.
 
     Args:
-        model: the network, any ``nn.Module``; measured on a float64 copy, never modified.
-        loss_fn: ``loss_fn(output, target)``, a scalar (a torch loss module such as ``nn.CrossEntropyLoss()`` or a
-            function); its ``reduction`` sets the batch weights.
-        data: one batch ``(X, y)``, a mapping batch (``{"input_ids", …, "labels"}``) or an iterable of batches (a
-            ``DataLoader``).
+        model: the network, as for :func:`~coupled_curvature.numeric.core.diagnostics.diagnose`; copied
+            to float64, never modified.
+        loss_fn: the scalar loss, as for ``diagnose`` (its ``reduction`` sets the batch weights).
+        data: one batch or an iterable of them, as for ``diagnose``.
         rtols: the relative cutoffs, each in ``[0, 1)``.
-        **settings: the run settings, by keyword (``blocks``, ``inverse``, ``pinv_rtol``, ``method``, ``max_dense``,
-            ``krylov_max_iter``, ``krylov_tol``, ``gram_memory``, ``frozen``, ``reduction``, ``allow_train_mode``,
-            ``process_group``, ``progress``, ``device``, ``output``, ``target``, ``gauge``): each one's default and
-            meaning are declared once in :data:`~coupled_curvature.base.run_settings.SETTINGS` (but ``pinv_rtol``: the
-            cutoffs are ``rtols``).
+        **settings: ``diagnose``'s run settings by keyword but ``pinv_rtol`` (the cutoffs are ``rtols``), each
+            declared once in :data:`~coupled_curvature.base.run_settings.SETTINGS`: ``method``, ``max_dense``,
+            ``krylov_max_iter``, ``krylov_tol`` and ``gram_memory`` choose and bound the routes; ``blocks``, ``frozen``,
+            ``gauge``, ``reduction``, ``output``, ``target``, ``allow_train_mode``, ``inverse``, ``process_group``,
+            ``progress`` and ``device`` are as for ``diagnose``.
 
     Returns:
         dict: ``{"method", "rtols", "blocks": {name: {"size", "inverse_coupled", "rank", "converged", "error", "route",
@@ -78,11 +77,10 @@ def cutoff_sensitivity(
         :func:`~coupled_curvature.numeric.core.profile.spectral_profile` (the spectrum itself),
         :func:`~coupled_curvature.numeric.core.diagnostics.diagnose` (one cutoff).
 
-    >>> import torch
     >>> torch.manual_seed(0) and None
-    >>> net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    >>> net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
     >>> X, y = torch.randn(16, 3), torch.randint(0, 2, (16,))
-    >>> r = cutoff_sensitivity(net, torch.nn.CrossEntropyLoss(), (X, y), rtols=[1e-12, 1e-2])
+    >>> r = cutoff_sensitivity(net, nn.CrossEntropyLoss(), (X, y), rtols=[1e-12, 1e-2])
     >>> dp = r["blocks"]["0.weight"]["inverse_coupled"]
     >>> len(dp), dp[0] >= dp[1] > 0, r["blocks"]["0.weight"]["route"]
     (2, True, 'gram')
@@ -92,8 +90,7 @@ def cutoff_sensitivity(
         raise InvalidInputError("cutoff_sensitivity takes its cutoffs as rtols=[...], not pinv_rtol; pass rtols")
     o = run_options(**settings, pinv_rtol=rtols[0])
     p = plan(model, loss_fn, data, o)
-    bar = Progress("cutoff_sensitivity", len(p.partition), enabled=progress_enabled(o.progress),
-                   delay=AUTO_DELAY if o.progress is None else 0.0)
+    bar = progress_bar("cutoff_sensitivity", len(p.partition), o.progress)
     run = execute(p, bar)
     bar.close()
     out: dict = {}
