@@ -99,6 +99,15 @@ def prepare(model: nn.Module, loss_fn: Callable, data: object, *, prec: int,
     return Prepared(model64, ops, X, y, resolve_blocks(names, blocks), terms)
 
 
+def check_run_options(inverse: object, pinv_rtol: object, progress: object) -> float:
+    """A certified run's own options checked before any work (``inverse`` a flag, ``progress`` ``None``, ``True``
+    or ``False``, ``pinv_rtol`` in ``[0, 1)``); returns ``pinv_rtol`` as a float."""
+    check_flag(inverse, "inverse")
+    rtol = check_pinv_rtol(pinv_rtol)
+    progress_enabled(progress)
+    return rtol
+
+
 def evaluate(prep: Prepared, params: Mapping[str, arb_mat], prec: int) -> tuple[Network, ArbLoss, int]:
     """The network and loss at ``prec`` bits, at ``2·prec`` if a kink was undecided (once); the
     precision used is the third value (``ctx.prec`` is left as it was). The certified loss is checked
@@ -219,9 +228,7 @@ def certify(model: nn.Module, loss_fn: Callable, data: object, *, prec: int = 25
     >>> cert["0.weight"].coupled.relative_width < 1e-25
     True
     """
-    check_flag(inverse, "inverse")
-    rtol = check_pinv_rtol(pinv_rtol)
-    progress_enabled(progress)  # checked before any work
+    rtol = check_run_options(inverse, pinv_rtol, progress)
     prep = prepare(model, loss_fn, data, prec=prec, blocks=blocks)
     bar = progress_bar("certify", len(prep.partition), progress)
     try:

@@ -9,16 +9,14 @@ from flint import arb, ctx
 from torch import nn
 
 from coupled_curvature.base.errors import InvalidInputError
-from coupled_curvature.numeric.certify.api import Certificate, evaluate, prepare, run
+from coupled_curvature.numeric.certify.api import Certificate, check_run_options, evaluate, prepare, run
 from coupled_curvature.numeric.certify.ball import Ball, from_arb, ratio
 from coupled_curvature.numeric.certify.blocks import BlockCertificate
 from coupled_curvature.numeric.certify.exact import exact_params
 from coupled_curvature.numeric.certify.network import Network
 from coupled_curvature.numeric.certify.symmetry import ExactSymmetry, apply_exact, parse_symmetry
 from coupled_curvature.numeric.certify.trace import trace
-from coupled_curvature.numeric.core.inputs import check_flag
-from coupled_curvature.numeric.core.options import check_pinv_rtol
-from coupled_curvature.numeric.core.progress import progress_bar, progress_enabled
+from coupled_curvature.numeric.core.progress import progress_bar
 
 __all__ = ["InvarianceBlock", "InvarianceCertificate", "certify_invariance"]
 
@@ -104,12 +102,11 @@ def certify_invariance(model: nn.Module, loss_fn: Callable, data: object, symmet
         data: one batch ``(X, y)`` or an iterable of batches, float64.
         symmetry: ``(name, layer, argument)``: ``("layer_rescale", layer, c)``, ``("neuron_rescale", layer,
             scales)`` or ``("permute_neurons", layer, perm)``; ``c`` and the scales may be ``Fraction`` (exact).
-        prec: the ball arithmetic's working precision in bits (at least 53).
-        blocks: the partition, as in :func:`~coupled_curvature.numeric.core.diagnostics.diagnose` (``"tensor"``,
-            ``"layer"`` or ``{block: [parameter names]}``).
-        inverse: certify ``D⁺`` too (it needs every eigenvalue of ``H`` enclosed).
-        pinv_rtol: the relative cutoff ``τ = pinv_rtol·max|λ|`` of ``H⁺``, in ``[0, 1)``.
-        progress: print the stages and a block count on stderr (``None``: on a terminal, after a few seconds).
+        prec: the working precision in bits, as for ``certify``.
+        blocks: the partition, as for ``certify`` and ``diagnose``.
+        inverse: certify the change of ``D⁺`` too, as for ``certify``.
+        pinv_rtol: the relative cutoff of ``H⁺``, as for ``certify``.
+        progress: print the stages and a count of both runs' blocks on stderr, as for ``certify``.
 
     Returns:
         InvarianceCertificate: per block, balls of the
@@ -133,9 +130,7 @@ def certify_invariance(model: nn.Module, loss_fn: Callable, data: object, symmet
     >>> 0 in inv["0.weight"].coupled_change, inv["0.weight"].rayleigh_change.excludes_zero()
     (True, True)
     """
-    check_flag(inverse, "inverse")
-    rtol = check_pinv_rtol(pinv_rtol)
-    progress_enabled(progress)  # checked before any work
+    rtol = check_run_options(inverse, pinv_rtol, progress)
     prep = prepare(model, loss_fn, data, prec=prec, blocks=blocks)
     sym = parse_symmetry(prep.model64, symmetry)
     params = exact_params(prep.model64)
