@@ -37,7 +37,7 @@ from coupled_curvature.numeric.symmetries.reparam import (
     reparametrize, scale_loss,
 )
 from coupled_curvature.numeric.symmetries.homogeneous import (
-    function_gap, layer_rescale, neuron_rescale, permute_neurons, weight_layers,
+    function_gap, layer_rescale, layer_weight, neuron_rescale, permute_neurons, weight_layers,
 )
 
 if TYPE_CHECKING:
@@ -245,9 +245,7 @@ def sweep(symmetry: str, model: nn.Module, loss_fn: Callable, X: torch.Tensor, *
 
 def _units(model: nn.Module, layer: int) -> int:
     """The output units of weight layer ``layer``."""
-    weight = weight_layers(model)[layer].weight
-    assert isinstance(weight, torch.Tensor)  # a Linear's or Conv's weight
-    return int(weight.shape[0])
+    return int(layer_weight(weight_layers(model)[layer]).shape[0])
 
 
 def invariance_matrix(

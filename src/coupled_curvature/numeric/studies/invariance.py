@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from torch import Tensor, nn
+from torch import nn
 
 from coupled_curvature.numeric.linalg.tolerance import EPS64, relative_change
 from coupled_curvature.numeric.core.results import Diagnosis
@@ -16,6 +16,7 @@ from coupled_curvature.numeric.core.diagnostics import diagnose
 from coupled_curvature.numeric.symmetries.homogeneous import (
     function_gap,
     layer_rescale,
+    layer_weight,
     permute_neurons,
     weight_layers,
 )
@@ -94,9 +95,8 @@ def random_symmetry_chain(
         steps.append(f"layer_rescale(layer={layer}, c={c:.6g})")
     if permute:
         for layer in range(n_hidden):
-            weight = weight_layers(model)[layer].weight
-            assert isinstance(weight, Tensor)  # a Linear's or Conv's weight
-            model = permute_neurons(model, layer, rng.permutation(weight.shape[0]).tolist())
+            units = layer_weight(weight_layers(model)[layer]).shape[0]
+            model = permute_neurons(model, layer, rng.permutation(units).tolist())
             steps.append(f"permute_neurons(layer={layer})")
     return model, steps
 

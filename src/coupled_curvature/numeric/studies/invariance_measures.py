@@ -39,7 +39,7 @@ from coupled_curvature.numeric.factors.relu_mlp import with_factor_dplus
 from coupled_curvature.numeric.measures.hessian import top_eigenvalue
 from coupled_curvature.numeric.models.datasets import Dataset
 from coupled_curvature.numeric.studies.invariance import euler_residual, random_symmetry_chain
-from coupled_curvature.numeric.symmetries.homogeneous import function_gap, neuron_rescale, weight_layers
+from coupled_curvature.numeric.symmetries.homogeneous import function_gap, layer_weight, neuron_rescale, weight_layers
 from coupled_curvature.numeric.symmetries.reparam import bn_rescale
 
 if TYPE_CHECKING:
@@ -168,9 +168,8 @@ def measure_net(
             stage(f"neuron-rescaling control {trial + 1}/{cfg.neuron_trials}")
             scaled = net
             for layer in hidden_layers:
-                weight = weight_layers(scaled)[layer].weight
-                assert isinstance(weight, torch.Tensor)  # a Linear's or Conv's weight
-                scaled = neuron_rescale(scaled, layer, (10.0 ** rng.uniform(-1, 1, size=weight.shape[0])).tolist())
+                units = layer_weight(weight_layers(scaled)[layer]).shape[0]
+                scaled = neuron_rescale(scaled, layer, (10.0 ** rng.uniform(-1, 1, size=units)).tolist())
             d = diagnose(scaled, loss_fn, sample, inverse=False, **opts)
             control.append(_max_change(before, d, DEFAULT_QUANTITIES["D"], set(degenerate)))
     controls = [c for c in control if c is not None]

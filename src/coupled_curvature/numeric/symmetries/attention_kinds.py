@@ -31,12 +31,14 @@ anything else.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from torch import Tensor, nn
 from torch.nn.utils import parametrize
 
 from coupled_curvature.base.errors import InvalidInputError, UnsupportedModelError
+from coupled_curvature.numeric.symmetries.tied import check_untied, parameter_owners
 
 __all__ = ["AttentionLayout", "Projection", "attention_layout", "attention_modules", "input_rows", "output_columns"]
 
@@ -278,9 +280,7 @@ def _bert(m: nn.Module, name: str) -> AttentionLayout:
     if len(linears) != len(mods):
         raise UnsupportedModelError(f"{name!r}: query, key, value and output.dense must be nn.Linear; pass a "
                                     "standard BertAttention")
-    sub = f"{name}." if name else ""
-    q, k, v, o = (Projection(f"{sub}{a}", "weight", 0, x.out_features, True, (("bias", 0),))
-                  for a, x in zip(paths, linears))
+    q, k, v, o = _whole_linears(name, paths, linears)
     d = _int_attribute(s, "attention_head_size", name)
     return AttentionLayout(name, "BERT", q, k, v, o, _int_attribute(s, "num_attention_heads", name), d, d)
 
@@ -301,17 +301,19 @@ def _linear_heads(m: nn.Module, name: str, kind: str, attrs: tuple[str, str, str
             f"{name!r}: q, k, v, o give {q.out_features}, {k.out_features}, {v.out_features} features and o reads "
             f"{o.in_features}; {heads} heads need q and k of equal width and q, v widths divisible by num_heads, "
             "with o reading v's width: fix the declaration")
-    sub = f"{name}." if name else ""
-    q, k, v, o = (Projection(f"{sub}{a}", "weight", 0, x.out_features, True, (("bias", 0),))
-                  for a, x in zip(attrs, mods))
+    q, k, v, o = _whole_linears(name, attrs, mods)
     return AttentionLayout(name, kind, q, k, v, o, heads, q.width // heads, v.width // heads)
+
+
+def _whole_linears(name: str, paths: Sequence[str], linears: Sequence[nn.Linear]) -> list[Projection]:
+    """Each ``nn.Linear`` (at ``paths`` under ``name``) as one projection of all its rows, its bias mapped alike."""
+    sub = f"{name}." if name else ""
+    return [Projection(f"{sub}{a}", "weight", 0, x.out_features, True, (("bias", 0),)) for a, x in zip(paths, linears)]
 
 
 def _check_tensors(model: nn.Module, lay: AttentionLayout) -> None:
     """Float, materialised, unparametrized tensors owned by this attention alone."""
-    owners: dict[int, set[str]] = {}
-    for pname, param in model.named_parameters(remove_duplicate=False):
-        owners.setdefault(id(param), set()).add(pname)
+    owners = parameter_owners(model)
     for p in (lay.q, lay.k, lay.v, lay.o):
         mod = model.get_submodule(p.module)
         if parametrize.is_parametrized(mod):
@@ -327,7 +329,4 @@ def _check_tensors(model: nn.Module, lay: AttentionLayout) -> None:
                                             "(model.to_empty(device='cpu'), then load_state_dict)")
             if not t.is_floating_point():
                 raise UnsupportedModelError(f"{full!r} holds {t.dtype}; the maps need float weights: call .double()")
-            others = owners.get(id(t), set()) - {full}
-            if others:
-                raise InvalidInputError(f"{full!r} is shared with {sorted(others)}: changing it would change those "
-                                        "too; untie the weights first")
+            check_untied(owners.get(id(t), set()), full, "is shared with")

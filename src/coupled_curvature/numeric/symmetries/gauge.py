@@ -50,7 +50,8 @@ from coupled_curvature.numeric.symmetries.attention_kinds import (
     input_rows,
     output_columns,
 )
-from coupled_curvature.numeric.symmetries.homogeneous import layer_pair, weight_layers
+from coupled_curvature.numeric.symmetries.homogeneous import (LayerPair, layer_bias, layer_pair, layer_weight,
+                                                                weight_layers)
 
 __all__ = ["Balanced", "balance"]
 
@@ -195,26 +196,27 @@ def _balance_units(model: nn.Module, tol: float, max_sweeps: int) -> tuple[int, 
                                 f"still moved by {math.expm1(moved):.1e}); diagnose without gauge")
 
 
-def _unit_norms(pair) -> tuple[Tensor, Tensor]:
+def _unit_norms(pair: LayerPair) -> tuple[Tensor, Tensor]:
     """Squared norms of each unit's incoming weights and bias (``a``) and of its outgoing weights (``b``)."""
-    W = pair.this.weight.double()
+    W = layer_weight(pair.this).double()
     a = W.reshape(W.shape[0], -1).pow(2).sum(1)
-    if getattr(pair.this, "bias", None) is not None:
-        a = a + pair.this.bias.double().pow(2)
-    V = pair.nxt.weight.double()
+    bias = layer_bias(pair.this)
+    if bias is not None:
+        a = a + bias.double().pow(2)
+    V = layer_weight(pair.nxt).double()
     cols = V.transpose(0, 1).reshape(W.shape[0], -1) if pair.spread is None else \
         V.reshape(V.shape[0], W.shape[0], pair.spread).transpose(0, 1).reshape(W.shape[0], -1)
     return a, cols.pow(2).sum(1)
 
 
-def _scale_units(pair, s: Tensor) -> None:
-    this, nxt = pair.this, pair.nxt
-    shape = (-1,) + (1,) * (this.weight.dim() - 1)
-    this.weight.mul_(s.reshape(shape).to(this.weight.dtype))
-    if getattr(this, "bias", None) is not None:
-        this.bias.mul_(s.to(this.bias.dtype))
-    inv = (1.0 / s).to(nxt.weight.dtype)
+def _scale_units(pair: LayerPair, s: Tensor) -> None:
+    weight, bias, nxt = layer_weight(pair.this), layer_bias(pair.this), layer_weight(pair.nxt)
+    shape = (-1,) + (1,) * (weight.dim() - 1)
+    weight.mul_(s.reshape(shape).to(weight.dtype))
+    if bias is not None:
+        bias.mul_(s.to(bias.dtype))
+    inv = (1.0 / s).to(nxt.dtype)
     if pair.spread is None:
-        nxt.weight.mul_(inv.reshape((1, -1) + (1,) * (nxt.weight.dim() - 2)))
+        nxt.mul_(inv.reshape((1, -1) + (1,) * (nxt.dim() - 2)))
     else:
-        nxt.weight.mul_(inv.repeat_interleave(pair.spread).reshape(1, -1))
+        nxt.mul_(inv.repeat_interleave(pair.spread).reshape(1, -1))

@@ -23,6 +23,7 @@ from torch.nn.utils import parametrize
 from coupled_curvature.base.errors import InvalidInputError, UnsupportedModelError
 from coupled_curvature.numeric.layer_capabilities import layer_capabilities
 from coupled_curvature.numeric.symmetries.passthrough import KINDS, Kind, Layout, Refused, is_shape, layout_after
+from coupled_curvature.numeric.symmetries.tied import check_untied, parameter_owners
 
 __all__ = ["ChannelPath", "Kind", "channel_path"]
 
@@ -150,15 +151,11 @@ def _module(model: nn.Module, name: object, role: str) -> nn.Module:
 
 
 def _check_not_shared(model: nn.Module, mods: dict[str, nn.Module]) -> None:
-    owners: dict[int, set[str]] = {}
-    for name, p in model.named_parameters(remove_duplicate=False):
-        owners.setdefault(id(p), set()).add(name.rpartition(".")[0])
+    owners = parameter_owners(model)
     for name, m in mods.items():
         for p in m.parameters(recurse=False):
-            others = owners.get(id(p), set()) - {name}
-            if others:
-                raise InvalidInputError(f"{name!r} shares a parameter with {sorted(others)}: changing it would "
-                                        "change those modules too; untie the weights first")
+            users = {n.rpartition(".")[0] for n in owners.get(id(p), set())}  # the modules holding it
+            check_untied(users, name, "shares a parameter with")
 
 
 def _trace(model: nn.Module) -> fx.Graph:
@@ -182,7 +179,15 @@ def _call_of(graph: fx.Graph, name: str, role: str) -> fx.Node:
 
 def _units(m: nn.Module) -> int:
     caps = layer_capabilities(m)
-    return m.out_features if caps.unit_axis == "last" else m.num_features if caps.batch_statistics else m.out_channels
+    return _size(m, "out_features" if caps.unit_axis == "last" else "num_features" if caps.batch_statistics
+                 else "out_channels")
+
+
+def _size(m: nn.Module, attr: str) -> int:
+    """``m.<attr>``, a size of a Linear, Conv or BatchNorm (the modules the capabilities admit as src or dst)."""
+    value = getattr(m, attr)
+    assert isinstance(value, int), f"{type(m).__name__}.{attr} is a size"
+    return value
 
 
 def _initial_layout(m: nn.Module) -> Layout:
@@ -197,12 +202,14 @@ def _spread(dst: str, m: nn.Module, layout: Layout, units: int) -> int:
         if layout == "first":
             raise InvalidInputError(f"{dst!r} (Linear) would read the last, spatial dim of src's channels; "
                                     "flatten with flatten(x, 1) first")
-        matched = m.in_features % units == 0 if layout == "flat" else m.in_features == units
+        inputs = _size(m, "in_features")
+        matched = inputs % units == 0 if layout == "flat" else inputs == units
         if not matched:
-            raise InvalidInputError(f"{dst!r} takes {m.in_features} inputs for the {units} units of src; "
+            raise InvalidInputError(f"{dst!r} takes {inputs} inputs for the {units} units of src; "
                                     "they cannot be matched unit by unit")
-        return m.in_features // units
-    if layout not in ("first", "dim1") or m.in_channels != units:
-        raise InvalidInputError(f"{dst!r} (Conv) must read src's {units} units as its {m.in_channels} input "
+        return inputs // units
+    channels = _size(m, "in_channels")
+    if layout not in ("first", "dim1") or channels != units:
+        raise InvalidInputError(f"{dst!r} (Conv) must read src's {units} units as its {channels} input "
                                 "channels, without a reshape in between")
     return 1

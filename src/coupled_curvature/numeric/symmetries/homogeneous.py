@@ -66,6 +66,25 @@ def weight_layers(model: nn.Module) -> list[nn.Module]:
     return [m for _, m in leaf_modules(model) if "chain" in layer_capabilities(m).symmetry]
 
 
+def layer_weight(m: nn.Module) -> Tensor:
+    """The weight of a weight layer (Linear, Conv, an affine BatchNorm), whose rows are the layer's units.
+
+    >>> tuple(layer_weight(nn.Linear(2, 3)).shape)
+    (3, 2)
+    """
+    weight = getattr(m, "weight", None)
+    if not isinstance(weight, Tensor):
+        raise UnsupportedModelError(f"{type(m).__name__} has no weight tensor; a symmetry acts on the weights of "
+                                    "Linear, Conv or affine BatchNorm layers: pass one of those")
+    return weight
+
+
+def layer_bias(m: nn.Module) -> Tensor | None:
+    """The bias of a weight layer, or None for a layer built without one."""
+    bias = getattr(m, "bias", None)
+    return bias if isinstance(bias, Tensor) else None
+
+
 def leaf_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
     """``(path, module)`` of every module without children, in definition order.
 
@@ -108,8 +127,8 @@ def layer_pair(model: nn.Module, layer: int | ChannelPath) -> LayerPair:
                 "change the function; supported: ReLU, LeakyReLU, Identity, pooling, Flatten"
             )
     this, nxt = layers[layer], layers[layer + 1]
-    units = this.weight.shape[0]
-    fan_in = nxt.weight.shape[1]
+    units = layer_weight(this).shape[0]
+    fan_in = layer_weight(nxt).shape[1]
     if fan_in % units:
         raise UnsupportedModelError(
             f"weight layer {layer + 1} takes {fan_in} inputs, not a multiple of the {units} "
@@ -120,9 +139,10 @@ def layer_pair(model: nn.Module, layer: int | ChannelPath) -> LayerPair:
 
 def _usable_range(pair: LayerPair) -> tuple[float, float]:
     """Factors ``c`` for which ``c·(this layer)`` and ``(next layer)/c`` stay finite and normal in the dtype."""
-    info = torch.finfo(pair.this.weight.dtype)
-    this = torch.cat([p.detach().abs().reshape(-1) for p in (pair.this.weight, pair.this.bias) if p is not None])
-    nxt = pair.nxt.weight.detach().abs().reshape(-1)
+    weight = layer_weight(pair.this)
+    info = torch.finfo(weight.dtype)
+    this = torch.cat([p.detach().abs().reshape(-1) for p in (weight, layer_bias(pair.this)) if p is not None])
+    nxt = layer_weight(pair.nxt).detach().abs().reshape(-1)
     this, nxt = this[this > 0].double(), nxt[nxt > 0].double()
     lo, hi = info.tiny / info.max, info.max / info.tiny
     if this.numel():
@@ -158,20 +178,20 @@ def _transform(model: nn.Module, layer: int | ChannelPath, row_scale: Tensor, pe
     Refuses (before returning) scales whose products overflow or underflow the model's dtype."""
     new = copy.deepcopy(model)
     pair = layer_pair(new, layer)
-    dtype = pair.this.weight.dtype
-    if pair.this.weight.is_meta or pair.nxt.weight.is_meta:
+    weight, bias, W = layer_weight(pair.this), layer_bias(pair.this), layer_weight(pair.nxt)
+    dtype = weight.dtype
+    if weight.is_meta or W.is_meta:
         raise UnsupportedModelError(f"{pair.label} are on the meta device (no values); materialize the "
                                     "model first (model.to_empty(device='cpu'), then load_state_dict)")
     if not dtype.is_floating_point:
         raise UnsupportedModelError(f"{pair.label} hold {dtype} weights; symmetries need float weights: call .double()")
-    olds = [p.detach().clone() for p in (pair.this.weight, pair.this.bias, pair.nxt.weight) if p is not None]
+    olds = [p.detach().clone() for p in (weight, bias, W) if p is not None]
     with torch.no_grad():
-        a = row_scale.to(pair.this.weight.dtype)
-        shape = (-1,) + (1,) * (pair.this.weight.dim() - 1)
-        pair.this.weight.copy_(pair.this.weight[perm] * a.reshape(shape))
-        if pair.this.bias is not None:
-            pair.this.bias.copy_(pair.this.bias[perm] * a)
-        W = pair.nxt.weight
+        a = row_scale.to(dtype)
+        shape = (-1,) + (1,) * (weight.dim() - 1)
+        weight.copy_(weight[perm] * a.reshape(shape))
+        if bias is not None:
+            bias.copy_(bias[perm] * a)
         if pair.spread is None:  # one factor for every unit (a named layer_rescale): divide all of W
             idx = torch.arange(W.shape[1])
             W.div_(a[0])
@@ -184,8 +204,8 @@ def _transform(model: nn.Module, layer: int | ChannelPath, row_scale: Tensor, pe
             for t in (getattr(m, k, None) for k in ("weight", "bias", "running_mean", "running_var")):
                 if t is not None:
                     t.copy_(t[perm])
-    news = [p.detach() for p in (pair.this.weight, pair.this.bias, pair.nxt.weight) if p is not None]
-    olds = [olds[0][perm], *([olds[1][perm]] if pair.this.bias is not None else []), olds[-1][:, idx]]
+    news = [p.detach() for p in (weight, bias, W) if p is not None]
+    olds = [olds[0][perm], *([olds[1][perm]] if bias is not None else []), olds[-1][:, idx]]
     if not all(_representable(o, n, dtype) for o, n in zip(olds, news)):
         lo, hi = _usable_range(layer_pair(model, layer))
         raise InvalidInputError(
@@ -331,7 +351,7 @@ def permute_neurons(model: nn.Module, layer: Layer, perm: Sequence[int] | Tensor
 def symmetry_target(model: nn.Module, layer: Layer, kind: Kind) -> tuple[int | ChannelPath, int]:
     """Where the map of ``kind`` acts for ``layer`` (checked), and how many units it acts on."""
     where = _locate(model, layer, kind)
-    return where, layer_pair(model, where).this.weight.shape[0]
+    return where, layer_weight(layer_pair(model, where).this).shape[0]
 
 
 def _numbers(values: object, name: str, *, integer: bool, units: int, layer: Layer) -> Tensor:
@@ -390,7 +410,7 @@ def function_gap(a: nn.Module, b: nn.Module, X: Tensor, *, allow_train_mode: boo
     0.0
     """
     Xd = prepare_inputs(X, "X")
-    if Xd.dim() == 0 or Xd.shape[0] == 0:
+    if isinstance(Xd, Tensor) and (Xd.dim() == 0 or Xd.shape[0] == 0):
         raise InvalidInputError(f"X holds no samples (shape {tuple(Xd.shape)}): the gap over no inputs says nothing; "
                                 "pass at least one sample")
     check_flag(allow_train_mode, "allow_train_mode")
@@ -402,19 +422,24 @@ def function_gap(a: nn.Module, b: nn.Module, X: Tensor, *, allow_train_mode: boo
                                  "and a net would differ from itself; call .eval() first, or pass "
                                  "allow_train_mode=True if you mean it")
     copies = [(k, float64_copy(m, allow_train_mode=True)) for k, m in (("a", a), ("b", b))]
-    ya, yb = (forward_checked(m, Xd, f"model {k}") for k, m in copies)
-    for k, y in (("a", ya), ("b", yb)):
-        if not isinstance(y, Tensor):
-            raise InvalidInputError(f"model {k} returned {type(y).__name__}, not a tensor; pass models that return tensors")
-        if y.is_floating_point() and not bool(torch.isfinite(y).all()):
-            raise InvalidInputError(f"model {k} gives non-finite outputs (NaN or inf) on X; check its weights "
-                                    "(a symmetry factor outside the dtype's range?) and X")
+    outputs = [(k, forward_checked(m, Xd, f"model {k}")) for k, m in copies]
+    ya, yb = (_finite_output(k, y) for k, y in outputs)
     if ya.shape != yb.shape:
         raise InvalidInputError(f"the models' outputs differ in shape: {tuple(ya.shape)} vs {tuple(yb.shape)}")
     if not ya.numel():
         raise InvalidInputError(f"the models give empty outputs (shape {tuple(ya.shape)}) on X; there is no gap to "
                                 "measure")
     return float((ya - yb).abs().max())
+
+
+def _finite_output(k: str, y: object) -> Tensor:
+    """The output ``y`` of model ``k``, refused unless it is a tensor, finite where it is floating point."""
+    if not isinstance(y, Tensor):
+        raise InvalidInputError(f"model {k} returned {type(y).__name__}, not a tensor; pass models that return tensors")
+    if y.is_floating_point() and not bool(torch.isfinite(y).all()):
+        raise InvalidInputError(f"model {k} gives non-finite outputs (NaN or inf) on X; check its weights "
+                                "(a symmetry factor outside the dtype's range?) and X")
+    return y
 
 
 from coupled_curvature.numeric.symmetries.reparam import (  # noqa: E402,F401  (the symmetries of reparam.py, re-exported)

@@ -18,7 +18,8 @@ from torch.nn.utils import parametrize
 
 from coupled_curvature.base.errors import InvalidInputError, UnsupportedModelError
 from coupled_curvature.numeric.layer_capabilities import layer_capabilities
-from coupled_curvature.numeric.symmetries.homogeneous import function_gap, leaf_modules, weight_layers
+from coupled_curvature.numeric.symmetries.homogeneous import (function_gap, layer_bias, layer_weight, leaf_modules,
+                                                                weight_layers)
 
 
 @dataclass
@@ -62,7 +63,7 @@ def bn_rescale(model: nn.Module, layer: int, c: float, X: Tensor) -> SymmetryRes
     if not (c > 0.0) or not math.isfinite(c):
         raise InvalidInputError(f"c must be a finite positive number, got {c!r}")
     this, nxt, _ = _module_after(model, layer)
-    if not layer_capabilities(nxt).batch_statistics:
+    if nxt is None or not layer_capabilities(nxt).batch_statistics:
         raise UnsupportedModelError(
             f"weight layer {layer} is followed by {type(nxt).__name__ if nxt is not None else 'nothing'}, "
             "not BatchNorm; bn_rescale needs Linear/Conv -> BatchNorm"
@@ -73,13 +74,13 @@ def bn_rescale(model: nn.Module, layer: int, c: float, X: Tensor) -> SymmetryRes
             "the scale; put the model in train mode (batch statistics) to use bn_rescale"
         )
     new = copy.deepcopy(model)
-    this_new, bn_new, _ = _module_after(new, layer)
+    this_new = _module_after(new, layer)[0]
     with torch.no_grad():
-        this_new.weight.mul_(c)
-        if this_new.bias is not None:
-            this_new.bias.mul_(c)
+        for t in (layer_weight(this_new), layer_bias(this_new)):
+            if t is not None:
+                t.mul_(c)
     gap = function_gap(model, new, X)
-    return SymmetryResult(new, None, gap, f"bn_rescale(layer={layer}, c={c:.6g}; BatchNorm eps={bn_new.eps:g})")
+    return SymmetryResult(new, None, gap, f"bn_rescale(layer={layer}, c={c:.6g}; BatchNorm eps={nxt.eps:g})")
 
 
 def random_orthogonal(n: int, t: float = 1.0, seed: int = 0) -> Tensor:
@@ -125,14 +126,14 @@ def linear_mix(model: nn.Module, layer: int, M: Tensor, X: Tensor) -> SymmetryRe
     if not bool(torch.isfinite(M).all()) or abs(float(torch.linalg.det(M))) == 0.0:
         raise InvalidInputError("M must be finite and invertible")
     new = copy.deepcopy(model)
-    a = weight_layers(new)[layer]
-    b = weight_layers(new)[layer + 1]
+    a, b = weight_layers(new)[layer:layer + 2]
+    Wa, ba, Wb = layer_weight(a), layer_bias(a), layer_weight(b)
     with torch.no_grad():
-        Mt = M.to(a.weight.dtype)
-        a.weight.copy_(Mt @ a.weight)
-        if a.bias is not None:
-            a.bias.copy_(Mt @ a.bias)
-        b.weight.copy_(torch.linalg.solve(Mt.T, b.weight.T).T)
+        Mt = M.to(Wa.dtype)
+        Wa.copy_(Mt @ Wa)
+        if ba is not None:
+            ba.copy_(Mt @ ba)
+        Wb.copy_(torch.linalg.solve(Mt.T, Wb.T).T)
     gap = function_gap(model, new, X)
     return SymmetryResult(new, None, gap, f"linear_mix(layer={layer}, cond(M)={float(torch.linalg.cond(M)):.3g})")
 
@@ -222,7 +223,7 @@ class ScaledLoss(nn.Module):
 
     @reduction.setter
     def reduction(self, value: str) -> None:
-        self.base.reduction = value
+        setattr(self.base, "reduction", value)  # any callable: a torch loss, or a function that takes the attribute
 
     def forward(self, out: Tensor, y: Tensor) -> Tensor:
         return self.s * self.base(out, y)
