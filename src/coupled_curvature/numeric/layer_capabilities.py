@@ -50,7 +50,8 @@ from typing import Any, Literal
 from torch import nn
 
 __all__ = ["CertifyKind", "FactorRole", "LAYER_CAPABILITIES", "LayerCapabilities", "NO_CAPABILITIES", "PoolKind",
-           "SymmetryRole", "TangentBroadcast", "UnitAxis", "layer_capabilities", "register_layer", "unregister_layer"]
+           "SymmetryRole", "TangentBroadcast", "UnitAxis", "layer_capabilities", "register_layer", "train_mode_coupled",
+           "unregister_layer"]
 
 #: a pooling layer's reduction over each window
 PoolKind = Literal["max", "avg", "adaptive_max", "adaptive_avg"]
@@ -233,6 +234,17 @@ def layer_capabilities(layer: type | object, *, subclasses: bool = True) -> Laye
         if row is not None:
             return row if ancestor is cls else row.inherited()
     return NO_CAPABILITIES
+
+
+def train_mode_coupled(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """``(path, module)`` of every submodule of ``model`` in train mode whose output then depends on the batch
+    or on chance (:attr:`LayerCapabilities.mode_dependent`), in ``named_modules`` order.
+
+    >>> net = nn.Sequential(nn.Linear(2, 2), nn.Dropout())
+    >>> [path for path, _ in train_mode_coupled(net)], train_mode_coupled(net.eval())
+    (['1'], [])
+    """
+    return [(path, m) for path, m in model.named_modules() if m.training and layer_capabilities(m).mode_dependent]
 
 
 def register_layer(cls: type[nn.Module], capabilities: LayerCapabilities, *, replace_existing: bool = False) -> None:

@@ -8,9 +8,8 @@ import torch
 from flint import arb_mat
 from torch import Tensor, nn
 
-from coupled_curvature.base.errors import InvalidInputError, TrainModeError, UnsupportedModelError
-from coupled_curvature.numeric.core.inputs import concatenated_inputs, float64_copy, prepare_batches
-from coupled_curvature.numeric.layer_capabilities import layer_capabilities
+from coupled_curvature.base.errors import InvalidInputError, UnsupportedModelError
+from coupled_curvature.numeric.core.inputs import concatenated_inputs, float64_copy, prepare_batches, refuse_train_mode
 
 __all__ = ["as_arb", "check_model", "exact_data", "exact_params", "MIN_PREC", "MAX_PREC", "check_prec"]
 
@@ -61,11 +60,8 @@ def check_model(model: nn.Module) -> None:
     """
     if not isinstance(model, nn.Module):
         raise InvalidInputError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    for name, module in model.named_modules():
-        if module.training and layer_capabilities(module).mode_dependent:
-            raise TrainModeError(f"module {name or type(module).__name__!r} ({type(module).__name__}) is in train mode, "
-                                 "so its output depends on the batch; certify certifies the eval-mode function only: "
-                                 "call model.eval() first")
+    refuse_train_mode(model, ", so its output depends on the batch; certify certifies the eval-mode function only: "
+                             "call model.eval() first")
     names: dict[int, list[str]] = {}
     for name, p in model.named_parameters(remove_duplicate=False):
         names.setdefault(id(p), []).append(name)

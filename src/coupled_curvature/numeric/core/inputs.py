@@ -14,11 +14,11 @@ from torch import Tensor, nn
 from coupled_curvature.base.errors import InvalidInputError, TrainModeError, UnsupportedModelError
 from coupled_curvature.numeric.core.calling import Inputs, forward_checked, n_samples
 from coupled_curvature.numeric.core.dict_batches import DEFAULT_TARGET, check_target, dict_batch_parts
-from coupled_curvature.numeric.layer_capabilities import layer_capabilities
+from coupled_curvature.numeric.layer_capabilities import train_mode_coupled
 
 __all__ = ["Batch", "REDUCTIONS", "check_count", "check_flag", "check_increasing", "check_loss_fn", "check_positive",
            "check_targets", "checked_loss", "concatenated_inputs", "float64_copy", "forward_checked", "is_pair",
-           "loss_reduction", "prepare_batches", "prepare_inputs", "tensor_inputs"]
+           "loss_reduction", "prepare_batches", "prepare_inputs", "refuse_train_mode", "tensor_inputs"]
 
 REDUCTIONS = ("mean", "sum")
 #: losses that take class-index targets (integers in 0..C-1, ``ignore_index`` allowed)
@@ -42,6 +42,24 @@ class Batch:
         return n_samples(self.X)
 
 
+def refuse_train_mode(model: nn.Module, consequence: str) -> None:
+    """Raise ``TrainModeError`` on the first module of
+    :func:`~coupled_curvature.numeric.layer_capabilities.train_mode_coupled`, if any: ``module 'path' (Type) is in
+    train mode`` and then ``consequence`` (what the mode changes, and what to do).
+
+    >>> refuse_train_mode(nn.Sequential(nn.Dropout()).eval(), "")
+    >>> refuse_train_mode(nn.Sequential(nn.Dropout()), ": put it in eval mode")
+    Traceback (most recent call last):
+    ...
+    coupled_curvature.base.errors.TrainModeError: module '0' (Dropout) is in train mode: put it in eval mode
+    """
+    coupled = train_mode_coupled(model)
+    if coupled:
+        path, module = coupled[0]
+        raise TrainModeError(f"module {path or type(module).__name__!r} ({type(module).__name__}) is in train mode"
+                             + consequence)
+
+
 def float64_copy(model: nn.Module, *, allow_train_mode: bool = False) -> nn.Module:
     """A float64 deep copy of ``model``; the user's model is never touched. Raises ``TrainModeError`` when the
     model is in train mode and holds a module whose output depends on the mode (BatchNorm, Dropout), unless
@@ -57,13 +75,8 @@ def float64_copy(model: nn.Module, *, allow_train_mode: bool = False) -> nn.Modu
             "then load_state_dict with its weights)"
         )
     if not allow_train_mode:
-        for name, module in model.named_modules():
-            if module.training and layer_capabilities(module).mode_dependent:
-                raise TrainModeError(
-                    f"module {name or type(module).__name__!r} ({type(module).__name__}) is in "
-                    "train mode, so the loss depends on the mode and on the batch split. Call "
-                    "model.eval() first, or pass allow_train_mode=True if you mean it."
-                )
+        refuse_train_mode(model, ", so the loss depends on the mode and on the batch split. Call model.eval() first, "
+                                 "or pass allow_train_mode=True if you mean it.")
     for name, p in model.named_parameters():
         if not p.is_floating_point() and not p.is_complex():
             continue

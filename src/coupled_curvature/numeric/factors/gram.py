@@ -43,7 +43,7 @@ from coupled_curvature.numeric.factors.layers import layer_rows, linear_module_o
 from coupled_curvature.numeric.factors.outputs import OutputFactors, output_factors
 from coupled_curvature.numeric.factors.patch_gram import patch_gram, patch_gram_cost, rows_cost
 from coupled_curvature.numeric.factors.rows import block_rows
-from coupled_curvature.numeric.layer_capabilities import layer_capabilities
+from coupled_curvature.numeric.layer_capabilities import train_mode_coupled
 from coupled_curvature.numeric.linalg.scaled import Scaled
 from coupled_curvature.base.run_settings import DEFAULTS
 
@@ -190,8 +190,7 @@ def gram_forms(
     ('gram', 5)
     """
     names = list(partition)
-    bad = [n for n, m in objective.model.named_modules()
-           if m.training and layer_capabilities(m).mode_dependent]
+    bad = [n for n, _ in train_mode_coupled(objective.model)]
     if bad:
         return _refuse(names, f"module {bad[0]!r} is in train mode (samples are coupled through the batch)")
 

@@ -21,7 +21,7 @@ from coupled_curvature.numeric.core.objective import Objective
 from coupled_curvature.numeric.factors.cotangents import cotangent_rows, shifted_forward
 from coupled_curvature.numeric.layer_capabilities import layer_capabilities
 
-__all__ = ["LayerRows", "is_factorable", "layer_rows", "linear_module_of"]
+__all__ = ["LayerRows", "is_factorable", "layer_rows", "linear_module_of", "weight_bias_owner"]
 
 
 def is_factorable(module: nn.Module) -> bool:
@@ -34,6 +34,25 @@ def is_factorable(module: nn.Module) -> bool:
     return factor == "linear" or (factor == "conv" and module.groups == 1)
 
 
+def weight_bias_owner(model: nn.Module, members: Sequence[str]) -> tuple[str, nn.Module, tuple[str, ...]] | None:
+    """``(path, module, attributes)`` when ``members`` are the ``weight`` and/or ``bias`` (each once) of one
+    submodule of ``model``, else ``None``.
+
+    >>> net = nn.Sequential(nn.Linear(2, 3), nn.Tanh())
+    >>> weight_bias_owner(net, ["0.bias"])[::2], weight_bias_owner(net, ["0.weight", "0.weight"])
+    (('0', ('bias',)), None)
+    """
+    paths = {m.rpartition(".")[0] for m in members}
+    attrs = tuple(m.rpartition(".")[2] for m in members)
+    if len(paths) != 1 or len(set(attrs)) != len(attrs) or not set(attrs) <= {"weight", "bias"}:
+        return None
+    path = paths.pop()
+    try:
+        return path, model.get_submodule(path), attrs
+    except AttributeError:
+        return None
+
+
 def linear_module_of(model: nn.Module, members: Sequence[str]) -> str | None:
     """The path of the ``nn.Linear`` or ``nn.Conv2d`` (``groups=1``) whose ``weight``/``bias`` make up
     ``members``, else ``None``.
@@ -42,16 +61,8 @@ def linear_module_of(model: nn.Module, members: Sequence[str]) -> str | None:
     >>> linear_module_of(net, ["0.weight", "0.bias"]), linear_module_of(net, ["0.weight", "3.bias"])
     ('0', None)
     """
-    prefixes = {m.rpartition(".")[0] for m in members}
-    attrs = [m.rpartition(".")[2] for m in members]
-    if len(prefixes) != 1 or len(set(attrs)) != len(attrs) or not set(attrs) <= {"weight", "bias"}:
-        return None
-    path = prefixes.pop()
-    try:
-        module = model.get_submodule(path)
-    except AttributeError:
-        return None
-    return path if is_factorable(module) else None
+    found = weight_bias_owner(model, members)
+    return found[0] if found is not None and is_factorable(found[1]) else None
 
 
 @dataclass(frozen=True)

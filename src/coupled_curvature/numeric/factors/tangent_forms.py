@@ -32,8 +32,9 @@ from coupled_curvature.numeric.core.inputs import checked_loss
 from coupled_curvature.numeric.core.objective import Objective
 from coupled_curvature.numeric.factors.affinity import affine_outputs, leaf_uses
 from coupled_curvature.numeric.factors.cotangents import ShiftedForward, cotangent_rows, shifted_forward
+from coupled_curvature.numeric.factors.layers import weight_bias_owner
 from coupled_curvature.numeric.factors.outputs import output_factors
-from coupled_curvature.numeric.layer_capabilities import layer_capabilities
+from coupled_curvature.numeric.layer_capabilities import layer_capabilities, train_mode_coupled
 
 __all__ = ["TangentForms", "module_block", "tangent_forms"]
 
@@ -64,15 +65,10 @@ def module_block(model: nn.Module, members: Sequence[str]) -> tuple[str, tuple[s
     >>> module_block(net, ["1.weight"]), module_block(net, ["0.weight", "1.bias"])
     (('1', ('weight',)), None)
     """
-    paths = {m.rpartition(".")[0] for m in members}
-    attrs = tuple(m.rpartition(".")[2] for m in members)
-    if len(paths) != 1 or len(set(attrs)) != len(attrs) or not set(attrs) <= {"weight", "bias"}:
+    found = weight_bias_owner(model, members)
+    if found is None:
         return None
-    path = paths.pop()
-    try:
-        module = model.get_submodule(path)
-    except AttributeError:
-        return None
+    path, module, attrs = found
     # the registry's tangent field: exact types (a subclass may change forward) whose output is linear in weight
     # (and bias), with where the bias and a normalisation's weight broadcast
     if layer_capabilities(module).tangent is None or (type(module) is nn.Bilinear and "weight" in attrs):
@@ -108,8 +104,8 @@ def tangent_forms(objective: Objective, partition: Mapping[str, Sequence[str]], 
     the caller falls back to Hessian-vector products.
 
     >>> from coupled_curvature.numeric.core.inputs import prepare_batches
-    >>> torch.manual_seed(0); net = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2)).double()
-    <torch._C.Generator object at ...>
+    >>> torch.manual_seed(0) and None
+    >>> net = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2)).double()
     >>> X, y = torch.randn(5, 3, dtype=torch.float64), torch.tensor([0, 1, 0, 1, 1])
     >>> ob = Objective(net, nn.CrossEntropyLoss(), prepare_batches((X, y), nn.CrossEntropyLoss()))
     >>> tf = tangent_forms(ob, {"0.weight": ["0.weight"], "2.weight": ["2.weight"]})
@@ -130,8 +126,7 @@ def tangent_forms(objective: Objective, partition: Mapping[str, Sequence[str]], 
             reasons[b] = "the block is not the weight and/or bias of one Linear, Conv, normalisation or Embedding module"
         else:
             where[b] = found
-    train = [n for n, m in model.named_modules()
-             if m.training and layer_capabilities(m).mode_dependent]
+    train = [n for n, _ in train_mode_coupled(model)]
     if train:
         reasons.update({b: f"module {train[0]!r} is in train mode (samples are coupled through the batch)" for b in where})
         where = {}
