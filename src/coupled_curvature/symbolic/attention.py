@@ -13,14 +13,15 @@ For one head with ``Q = XW_Q``, ``K = XW_K``, ``V = XW_V`` (``X`` of size ``t ×
   ``c·[[3/5, -4/5], [4/5, 3/5]]``; the fused tensor's slice ``diag(Aᵀ, A⁻¹, I)`` is not conformal even for
   ``A = cQ`` (``c ≠ 1``): a witness.
 
->>> derive_T13().ok
-True
+>>> d = derive_T13()
+>>> d.ok, len(d.witnesses)
+(True, 3)
 """
 from __future__ import annotations
 
 import sympy as sp
 
-from coupled_curvature.symbolic.derivation import Derivation
+from coupled_curvature.symbolic.derivation import Derivation, derivation
 from coupled_curvature.symbolic.unevaluated import frac, matmul
 from coupled_curvature.symbolic.witness import coupled_D, transform, witness_step
 
@@ -47,22 +48,17 @@ def inverse_by_adjugate(A: sp.MatrixBase) -> sp.ImmutableMatrix:
     return sp.ImmutableMatrix(A.adjugate() / A.det())
 
 
-def derive_T13() -> Derivation:
+@derivation("T13")
+def derive_T13(d: Derivation) -> None:
     """Derive T13: exact identities on symbolic 2×3 and 3×2 matrices, the row actions, witnesses.
 
     Formula: ``(XW_Q·A)(XW_K·A⁻ᵀ)ᵀ = XW_Q A A⁻¹ W_Kᵀ Xᵀ = (XW_Q)(XW_K)ᵀ``; each step is an entrywise
     ``expand``/``cancel`` identity of rational functions.
-
-    >>> d = derive_T13()
-    >>> d.ok, len(d.witnesses)
-    (True, 3)
     """
-    d = Derivation.for_theorem("T13", [
-        "A, B invertible h × h (entries real symbols, det A ≠ 0, det B ≠ 0); A⁻¹ = adj(A)/det A",
-        "X: t × d inputs (t = 2 tokens, d = 3), W_Q, W_K, W_V: d × h (h = 2), W_O^h: h × m; Q = XW_Q (rows are tokens)",
-        "P: any t × t attention pattern (the softmax of the logits, after any mask and scaling)",
-        "c > 0; the norm layers without ε (ε > 0 breaks the invariance by O(ε/var))",
-    ])
+    d.assume("A, B invertible h × h (entries real symbols, det A ≠ 0, det B ≠ 0); A⁻¹ = adj(A)/det A",
+             "X: t × d inputs (t = 2 tokens, d = 3), W_Q, W_K, W_V: d × h (h = 2), W_O^h: h × m; Q = XW_Q (rows are tokens)",
+             "P: any t × t attention pattern (the softmax of the logits, after any mask and scaling)",
+             "c > 0; the norm layers without ε (ε > 0 breaks the invariance by O(ε/var))")
     X, WQ, WK = symbol_matrix("x", 2, 3), symbol_matrix("q", 3, 2), symbol_matrix("k", 3, 2)
     A = symbol_matrix("a", 2, 2)
     Ai = inverse_by_adjugate(A)
@@ -102,7 +98,6 @@ def derive_T13() -> Derivation:
     fused = sp.ImmutableMatrix(sp.diag(A2.T, A2.inv(), sp.eye(2)))
     witness_step(d, "fused Q|K|V slice of one input feature under the per-head A = 2·[[3/5, -4/5], [4/5, 3/5]]: "
                      "diag(Aᵀ, A⁻¹, I)", fused)
-    return d.finish()
 
 
 def _norms(d: Derivation) -> None:

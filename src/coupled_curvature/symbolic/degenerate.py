@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from coupled_curvature.symbolic.derivation import Derivation
+from coupled_curvature.symbolic.derivation import Derivation, derivation
 from coupled_curvature.symbolic.functions import smooth_function
 from coupled_curvature.symbolic.unevaluated import Form, matmul
 
@@ -33,12 +33,10 @@ def scale_invariant_instance(n: int) -> tuple[sp.Matrix, sp.Matrix, sp.Matrix]:
     return w, g, H
 
 
-def derive_T10() -> Derivation:
+@derivation("T10")
+def derive_T10(d: Derivation) -> None:
     """Derive T10 generically (ray argument) and on F(w_i/w_n) for n = 2, 3, 4."""
-    d = Derivation.for_theorem(
-        "T10",
-        ["L is C² on w != 0 and L(sw) = L(w) for all s > 0; on w_n > 0 every such L is F(w_1/w_n, ..., w_{n-1}/w_n) with F C²"],
-    )
+    d.assume("L is C² on w != 0 and L(sw) = L(w) for all s > 0; on w_n > 0 every such L is F(w_1/w_n, ..., w_{n-1}/w_n) with F C²")
     s = sp.Symbol("s", positive=True)
     L2 = smooth_function("L2", 2)
     w1, w2 = sp.symbols("w1 w2")
@@ -55,4 +53,3 @@ def derive_T10() -> Derivation:
         d.exact(f"F(w_i/w_n), n={n}: wᵀg = 0", Form(matmul(w.T, g)), 0)
         d.exact(f"F(w_i/w_n), n={n}: Hw = -g", matmul(H, w), -g)
         d.exact(f"F(w_i/w_n), n={n}: wᵀHw = 0, hence D = wᵀHw/(wᵀw‖g‖²) = 0", Form(matmul(w.T, H, w)), 0)
-    return d.finish()

@@ -42,7 +42,7 @@ from coupled_curvature.symbolic.evaluation import At, evaluate
 from coupled_curvature.symbolic.methods import MethodKind, StepMethod
 from coupled_curvature.theorems import get as get_theorem
 
-__all__ = ["Step", "Derivation", "Witness", "is_zero_exact", "exact_equal"]
+__all__ = ["Step", "Derivation", "Witness", "derivation", "is_zero_exact", "exact_equal"]
 
 
 def _scalar_zero(e: Any) -> bool:
@@ -309,6 +309,10 @@ class Derivation:
         return cls(theorem.id, theorem.statement, list(hypotheses or []))
 
     # -- building -------------------------------------------------------------------------
+    def assume(self, *hypotheses: str) -> None:
+        """Declare ``hypotheses``: what the steps take as given."""
+        self.hypotheses.extend(hypotheses)
+
     def add(self, step: Step) -> Step:
         self.steps.append(step)
         return step
@@ -361,6 +365,33 @@ class Derivation:
             f"\\paragraph{{{self.theorem}}} {_tex_escape(self.statement)}\n"
             f"\\begin{{align*}}\n{rows}\n\\end{{align*}}"
         )
+
+
+def derivation(theorem_id: str) -> Callable[[Callable[[Derivation], None]], Callable[[], Derivation]]:
+    """Make ``steps(d)``, which adds a theorem's hypotheses and steps to ``d``, into ``derive() -> Derivation``.
+
+    ``derive`` starts :meth:`Derivation.for_theorem` of ``theorem_id``, runs the steps and returns the
+    derivation finished (timed); it keeps the name, docstring and module of ``steps``.
+
+    >>> @derivation("T12")
+    ... def derive_demo(d):
+    ...     d.assume("s > 0")
+    ...     d.exact("s·1 = s", sp.Symbol("s") * 1, sp.Symbol("s"))
+    >>> derive_demo().ok, derive_demo.__name__, derive_demo().hypotheses
+    (True, 'derive_demo', ['s > 0'])
+    """
+
+    def make(steps: Callable[[Derivation], None]) -> Callable[[], Derivation]:
+        def derive() -> Derivation:
+            d = Derivation.for_theorem(theorem_id)
+            steps(d)
+            return d.finish()
+
+        derive.__name__, derive.__qualname__ = steps.__name__, steps.__qualname__
+        derive.__doc__, derive.__module__ = steps.__doc__, steps.__module__
+        return derive
+
+    return make
 
 
 def _tex_escape(s: str) -> str:

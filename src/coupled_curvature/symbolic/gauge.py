@@ -23,15 +23,16 @@ only thing the logits see.
 What is not derived here: that two balanced pairs of one orbit differ by an orthogonal map
 (``balanced_unique`` in the Coq development, pinned in ``statements/T13.txt``).
 
->>> derive_T14().ok
-True
+>>> d = derive_T14()
+>>> d.ok, len(d.witnesses)
+(True, 2)
 """
 from __future__ import annotations
 
 import sympy as sp
 
 from coupled_curvature.symbolic.attention import inverse_by_adjugate, symbol_matrix
-from coupled_curvature.symbolic.derivation import Derivation
+from coupled_curvature.symbolic.derivation import Derivation, derivation
 from coupled_curvature.symbolic.unevaluated import frac, matmul, prod
 from coupled_curvature.symbolic.witness import coupled_D, transform, witness_step
 
@@ -84,31 +85,25 @@ def _row_data() -> tuple[sp.ImmutableMatrix, sp.ImmutableMatrix, sp.ImmutableMat
     return w, g, sp.ImmutableMatrix([[h1, h2], [h2, h3]])
 
 
-def derive_T14() -> Derivation:
+@derivation("T14")
+def derive_T14(d: Derivation) -> None:
     """Derive T14: the balanced representative of a symbolic Q/K pair, its dependence on the orbit only,
     the residual orthogonal freedom, a witness pair (raw ``D`` moves, gauge-fixed ``D`` does not) and the ReLU
     unit's balancing scale.
 
     Formula: ``X* = UΣ^{1/2}``, ``Z* = VΣ^{1/2}``; ``X*ᵀX* = Σ = Z*ᵀZ*``; ``(X*A)(Z*A⁻ᵀ)ᵀ = X*Z*ᵀ``;
     ``(XᵀX)⁻¹XᵀX* = A⁻¹`` for ``X = X*A``; each step an entrywise ``expand``/``cancel`` identity.
-
-    >>> d = derive_T14()
-    >>> d.ok, len(d.witnesses)
-    (True, 2)
     """
-    d = Derivation.for_theorem("T14", [
-        "X = W_Q, Z = W_K: d × h head maps (d = 3 inputs, h = 2); (X, Z) balanced iff XᵀX = ZᵀZ",
-        "U = first two columns of the Cayley map (I − S)(I + S)⁻¹ of a skew 3 × 3 S (entries s_1, s_2, s_3), "
-        "V likewise with t_1, t_2, t_3; σ_1, σ_2 > 0, Σ^{1/2} = diag(σ_1, σ_2), Σ = diag(σ_1², σ_2²)",
-        "A invertible h × h (entries real symbols, det A ≠ 0); A⁻¹ = adj(A)/det A",
-        "a ReLU unit: incoming weights and bias (m_11, m_21, m_31), outgoing weights (o_11, o_21), norms "
-        "N_in = ‖in‖ > 0, N_out = ‖out‖ > 0; "
-        "r > 0 any prior rescaling",
-    ])
+    d.assume("X = W_Q, Z = W_K: d × h head maps (d = 3 inputs, h = 2); (X, Z) balanced iff XᵀX = ZᵀZ",
+             "U = first two columns of the Cayley map (I − S)(I + S)⁻¹ of a skew 3 × 3 S (entries s_1, s_2, s_3), "
+             "V likewise with t_1, t_2, t_3; σ_1, σ_2 > 0, Σ^{1/2} = diag(σ_1, σ_2), Σ = diag(σ_1², σ_2²)",
+             "A invertible h × h (entries real symbols, det A ≠ 0); A⁻¹ = adj(A)/det A",
+             "a ReLU unit: incoming weights and bias (m_11, m_21, m_31), outgoing weights (o_11, o_21), norms "
+             "N_in = ‖in‖ > 0, N_out = ‖out‖ > 0; "
+             "r > 0 any prior rescaling")
     _pair(d)
     _witness_pair(d)
     _units(d)
-    return d.finish()
 
 
 def _pair(d: Derivation) -> None:

@@ -26,9 +26,9 @@ from sympy.matrices.expressions.matexpr import MatrixElement
 
 from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.symbolic.checker import check_certificate
-from coupled_curvature.symbolic.derivation import Derivation, Step, exact_equal
+from coupled_curvature.symbolic.derivation import Derivation, Step, derivation, exact_equal
 from coupled_curvature.symbolic.methods import MethodKind, StepMethod
-from coupled_curvature.symbolic.rules import word_rule
+from coupled_curvature.symbolic.rules import generic_block, word_rule
 from coupled_curvature.symbolic.unevaluated import TexSymbol, frac, matmul, prod
 from coupled_curvature.symbolic.witness import witness, witness_step
 
@@ -91,19 +91,13 @@ def _combination(S: dict, t: dict) -> Any:
     return sp.Add(*[to_expr(c) * S["hyps"][tuple(key)] for key, c in t["combination"]]), to_expr(t["target"])
 
 
-def derive_T4() -> Derivation:
+@derivation("T4")
+def derive_T4(d: Derivation) -> None:
     """T4: (i) D invariant ⇔ (ii) ‖Aw‖‖A⁻ᵀg‖ = ‖w‖‖g‖ ⇔ (iii) AᵀA = c²I; witnesses otherwise."""
-    d = Derivation.for_theorem(
-        "T4",
-        [
-            "T1 block action w -> Aw, g -> A^-T g, H -> A^-T H A^-1",
-            "for (iii) => (i): A = cQ with c > 0 and Q^T Q = I (rule 'orthogonality')",
-            "for the eigenvector reduction: M = A^T A is symmetric positive definite (Cauchy-Schwarz in the M-inner product)",
-        ],
-    )
-    n = sp.Symbol("n", integer=True, positive=True)
-    A, Q = sp.MatrixSymbol("A", n, n), sp.MatrixSymbol("Q", n, n)
-    w, g, H = sp.MatrixSymbol("w", n, 1), sp.MatrixSymbol("g", n, 1), sp.MatrixSymbol("H", n, n)
+    d.assume("T1 block action w -> Aw, g -> A^-T g, H -> A^-T H A^-1",
+             "for (iii) => (i): A = cQ with c > 0 and Q^T Q = I (rule 'orthogonality')",
+             "for the eigenvector reduction: M = A^T A is symmetric positive definite (Cauchy-Schwarz in the M-inner product)")
+    n, w, g, H, (A, Q) = generic_block("A", "Q")
     c = sp.Symbol("c", positive=True)
     # (i) <=> (ii): numerator invariant, denominators carry the whole change
     Aw, Ag = matmul(A, w), matmul(A.I.T, g)
@@ -164,4 +158,3 @@ def derive_T4() -> Derivation:
     AtA = matmul(sp.Transpose(A2), A2)
     d.add(Step("conformal A = 2·[[3/5,-4/5],[4/5,3/5]]: AᵀA = 4I, so A has no non-invariance witness (witness(A) finds none)", AtA, 4 * sp.eye(2),
                StepMethod.of(MethodKind.EXACT), exact_equal(AtA, 4 * sp.eye(2)) and witness(A2) is None))
-    return d.finish()

@@ -17,7 +17,7 @@ from typing import Any
 
 import sympy as sp
 
-from coupled_curvature.symbolic.derivation import Derivation
+from coupled_curvature.symbolic.derivation import Derivation, derivation
 from coupled_curvature.symbolic.functions import activation, smooth_function
 from coupled_curvature.symbolic.instances import at, block_grad_hess, layer_scaling, mlp
 from coupled_curvature.symbolic.rules import RewriteRule, homogeneity, penrose_block, sum_linearity, sum_reindex
@@ -45,17 +45,13 @@ def two_layer_generic():
     return dict(n0=n0, n1=n1, i=i, j=j, r=r, W1=W1, b1=b1, W2=W2, b2=b2, h=h, sig=sig, out=out)
 
 
-def derive_T2() -> Derivation:
+@derivation("T2")
+def derive_T2(d: Derivation) -> None:
     """Derive T2 at symbolic widths (layer-wise, neuron-wise, permutation) and max-pooling."""
-    d = Derivation.for_theorem(
-        "T2",
-        [
-            "σ positively homogeneous of degree k (rule 'sigma_homogeneity')",
-            "finite sums are linear (rule 'sum_linearity'); re-indexing by a bijection (rule 'sum_reindex')",
-            "network = composition of layers: only layers l, l+1 are changed and h (the input of layer l) is an "
-            "arbitrary symbol, so equality of z^(l+1) for all h gives equality of the output at any depth",
-        ],
-    )
+    d.assume("σ positively homogeneous of degree k (rule 'sigma_homogeneity')",
+             "finite sums are linear (rule 'sum_linearity'); re-indexing by a bijection (rule 'sum_reindex')",
+             "network = composition of layers: only layers l, l+1 are changed and h (the input of layer l) is an "
+             "arbitrary symbol, so equality of z^(l+1) for all h gives equality of the output at any depth")
     G = two_layer_generic()
     i, j, W1, b1, W2, h, sig, out = (G[s] for s in ("i", "j", "W1", "b1", "W2", "h", "sig", "out"))
     n0, n1, r, b2 = G["n0"], G["n1"], G["r"], G["b2"]
@@ -93,7 +89,6 @@ def derive_T2() -> Derivation:
     sub = layer_scaling(net, 1, c, k)
     d.rewrite(homogeneity(k, {c}), "instance 2-3-2-1, generic σ: f(Tθ) = f(θ) after σ(c z) = c^k σ(z)",
               at(net.outputs[0], sub), net.outputs[0])
-    return d.finish()
 
 
 def _abs_pull(q: Any, c: Any) -> Any:
@@ -106,17 +101,13 @@ def _abs_pull(q: Any, c: Any) -> Any:
     return s * sp.Abs(sp.expand(arg / s)) if s != 1 else q
 
 
-def derive_T3() -> Derivation:
+@derivation("T3")
+def derive_T3(d: Derivation) -> None:
     """Derive the c⁻² law per block (generic dimension) and on explicit instances."""
-    d = Derivation.for_theorem(
-        "T3",
-        [
-            "T2: the layer-wise map is a linear symmetry acting on each block as αI (α = c on W_l, b_l; "
-            "α = c^-k on W_{l+1}; α = 1 elsewhere), so T1 gives w -> αw, g -> g/α, H -> H/α²",
-            "H⁺ is the Moore–Penrose pseudo-inverse (rule 'penrose')",
-            "instances: ReLU with a fixed activation pattern (preserved by c > 0), generic C² loss ℓ",
-        ],
-    )
+    d.assume("T2: the layer-wise map is a linear symmetry acting on each block as αI (α = c on W_l, b_l; "
+             "α = c^-k on W_{l+1}; α = 1 elsewhere), so T1 gives w -> αw, g -> g/α, H -> H/α²",
+             "H⁺ is the Moore–Penrose pseudo-inverse (rule 'penrose')",
+             "instances: ReLU with a fixed activation pattern (preserved by c > 0), generic C² loss ℓ")
     n, w, g, H, Hp, pen = penrose_block()
     form = lambda *fs: Form(matmul(*fs))
     gg0, ww0 = quadratic_scalar(g.T * g), quadratic_scalar(w.T * w)
@@ -164,20 +155,15 @@ def derive_T3() -> Derivation:
         # g', H' = the block gradient and Hessian at the rescaled parameters, Subs(·, θ, Tθ)
         d.rewrite(hom, f"2-2-1 generic σ, block {name}: g' = g/α (α = {sp.sstr(al)})", at_point(gb, sub), gb / al)
         d.rewrite(hom, f"2-2-1 generic σ, block {name}: H' = H/α²", at_point(Hb, sub), Hb / al**2)
-    return d.finish()
 
 
-def derive_T9() -> Derivation:
+@derivation("T9")
+def derive_T9(d: Derivation) -> None:
     """Euler identities for bias-free homogeneous nets, generic and on instances."""
-    d = Derivation.for_theorem(
-        "T9",
-        [
-            "σ positively homogeneous of degree k (rule 'sigma_homogeneity'); finite sums linear (rule 'sum_linearity')",
-            "fixed activation pattern along the ray t -> tW_l",
-            "E is a finite average over samples (shown for two samples, two outputs)",
-            "for the bound: cos² <= 1 (Cauchy–Schwarz; Lagrange identity checked for n = 3) and Q >= 0 (ℓ convex in f)",
-        ],
-    )
+    d.assume("σ positively homogeneous of degree k (rule 'sigma_homogeneity'); finite sums linear (rule 'sum_linearity')",
+             "fixed activation pattern along the ray t -> tW_l",
+             "E is a finite average over samples (shown for two samples, two outputs)",
+             "for the bound: cos² <= 1 (Cauchy–Schwarz; Lagrange identity checked for n = 3) and Q >= 0 (ℓ convex in f)")
     t = sp.Symbol("t", positive=True)
     k = _k
     q = sp.Symbol("q", positive=True)
@@ -241,4 +227,3 @@ def derive_T9() -> Derivation:
             tag = f"{'-'.join(map(str, widths))} {act}, W{lay} (p = {pp})"
             d.exact(f"{tag}: wᵀg = pP", (wv.T * gb)[0], pp * Pe)
             d.exact(f"{tag}: wᵀHw = p(p-1)P + p²Q", (wv.T * Hb * wv)[0], pp * (pp - 1) * Pe + pp**2 * Qe)
-    return d.finish()

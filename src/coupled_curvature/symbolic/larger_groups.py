@@ -11,24 +11,23 @@ from __future__ import annotations
 import sympy as sp
 
 from coupled_curvature.symbolic.degenerate import scale_invariant_instance
-from coupled_curvature.symbolic.derivation import Derivation
+from coupled_curvature.symbolic.derivation import Derivation, derivation
 from coupled_curvature.symbolic.instances import block_grad_hess, layer_scaling, mlp
+from coupled_curvature.symbolic.rules import generic_block
 from coupled_curvature.symbolic.evaluation import at
 from coupled_curvature.symbolic.unevaluated import Form, frac, matmul
 
 __all__ = ["derive_T11"]
 
 
-def derive_T11() -> Derivation:
+@derivation("T11")
+def derive_T11(d: Derivation) -> None:
     """Derive T11 (generic MatrixSymbol algebra; neuron-wise instance; T10/T9 corollaries)."""
-    d = Derivation.for_theorem(
-        "T11",
-        ["T1 transformation law", "T9 (k = 1: wᵀHw = Q, wᵀg = P)", "T10 (scale-invariant: wᵀg = 0)",
-         "instance: 2-3-2-1 ReLU, fixed pattern, positive neuron scales a_i"],
-    )
-    n = sp.Symbol("n", integer=True, positive=True)
-    A, T = sp.MatrixSymbol("A", n, n), sp.MatrixSymbol("T", n, n)
-    w, g, H = sp.MatrixSymbol("w", n, 1), sp.MatrixSymbol("g", n, 1), sp.MatrixSymbol("H", n, n)
+    d.assume("T1 transformation law",
+             "T9 (k = 1: wᵀHw = Q, wᵀg = P)",
+             "T10 (scale-invariant: wᵀg = 0)",
+             "instance: 2-3-2-1 ReLU, fixed pattern, positive neuron scales a_i")
+    _, w, g, H, (A, T) = generic_block("A", "T")
     Aw, Tg = matmul(A, w), matmul(T.I.T, g)
     d.exact("numerator of ρ invariant", matmul(sp.Transpose(Aw), matmul(A.I.T, H, A.I), Aw), w.T * H * w)
     d.exact("P = wᵀg invariant, so ρ = wᵀHw/P² invariant", matmul(sp.Transpose(Aw), matmul(A.I.T, g)), w.T * g)
@@ -58,4 +57,3 @@ def derive_T11() -> Derivation:
     P, Q, p = sp.symbols("P Q p")
     d.exact("bias-free, k = 1 (T9): ρ_l = wᵀHw/(wᵀg)² = (p(p-1)P + p²Q)/(pP)² at p = 1 is Q/P² for every layer",
             at(frac(p * (p - 1) * P + p**2 * Q, (p * P) ** 2), {p: 1}), Q / P**2)
-    return d.finish()

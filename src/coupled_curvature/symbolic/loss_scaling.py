@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from coupled_curvature.symbolic.derivation import Derivation
+from coupled_curvature.symbolic.derivation import Derivation, derivation
 from coupled_curvature.symbolic.functions import smooth_function
 from coupled_curvature.symbolic.homogeneous import quadratic_scalar
 from coupled_curvature.symbolic.rules import penrose_block
@@ -17,9 +17,10 @@ from coupled_curvature.symbolic.unevaluated import Form, PseudoInverse, frac, ma
 __all__ = ["derive_T12"]
 
 
-def derive_T12() -> Derivation:
+@derivation("T12")
+def derive_T12(d: Derivation) -> None:
     """Derive T12 (generic MatrixSymbol algebra and an explicit rational check)."""
-    d = Derivation.for_theorem("T12", ["s > 0; H⁺ the Moore–Penrose pseudo-inverse (rule 'penrose')"])
+    d.assume("s > 0; H⁺ the Moore–Penrose pseudo-inverse (rule 'penrose')")
     s = sp.Symbol("s", positive=True)
     x1, x2 = sp.symbols("x1 x2")
     L = smooth_function("L2", 2)
@@ -60,4 +61,3 @@ def derive_T12() -> Derivation:
     (D0, P0), (D1, P1) = dd(Hm, gm), dd(matmul(sv, Hm), matmul(sv, gm), shown=True)
     d.exact(f"instance (singular H, s = 5/2): D -> D/s (D = {D0})", D1, frac(D0, sv))
     d.exact(f"instance: D⁺ -> s·D⁺ (pinv of rational matrices; D⁺ = {P0})", P1, prod(sv, P0))
-    return d.finish()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from coupled_curvature.symbolic.derivation import Derivation
+from coupled_curvature.symbolic.derivation import Derivation, derivation
 from coupled_curvature.symbolic.homogeneous import quadratic_scalar
 from coupled_curvature.symbolic.rules import penrose_block, positivity
 from coupled_curvature.symbolic.unevaluated import Form, frac, matmul, prod
@@ -18,14 +18,12 @@ from coupled_curvature.symbolic.unevaluated import Form, frac, matmul, prod
 __all__ = ["derive_T8"]
 
 
-def derive_T8() -> Derivation:
+@derivation("T8")
+def derive_T8(d: Derivation) -> None:
     """Derive T8 (scaling laws, derivative signs, KL curvature terms)."""
-    d = Derivation.for_theorem(
-        "T8",
-        ["t > 0, δ > 0, σ > 0, and H + δI positive definite (λ_i + δ > 0; shown with λ_i > 0)",
-         "log det and tr(·)^-1 are spectral: computed in an eigenbasis of H (orthogonal invariance)",
-         "H⁺ is the Moore–Penrose pseudo-inverse (rule 'penrose')"],
-    )
+    d.assume("t > 0, δ > 0, σ > 0, and H + δI positive definite (λ_i + δ > 0; shown with λ_i > 0)",
+             "log det and tr(·)^-1 are spectral: computed in an eigenbasis of H (orthogonal invariance)",
+             "H⁺ is the Moore–Penrose pseudo-inverse (rule 'penrose')")
     _, w, g, H, Hp, pen = penrose_block()
     t = sp.Symbol("t", positive=True)
     d.rewrite(pen, "(tH)⁺ = H⁺/t: Penrose 1", (t * H) * (Hp / t) * (t * H), t * H)
@@ -61,4 +59,3 @@ def derive_T8() -> Derivation:
     d.exact("d/dt ½log det(tH+δI) = ½Σ λ_i/(tλ_i+δ)", sp.Derivative(ld_t, t),
             sp.Rational(1, 2) * sum(x / (t * x + delta) for x in lam))
     d.rewrite(pos, "... > 0", sp.Rational(1, 2) * sum(x / (t * x + delta) for x in lam), sp.true)
-    return d.finish()

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import sympy as sp
 
-from coupled_curvature.symbolic.derivation import Derivation, Step
+from coupled_curvature.symbolic.derivation import Derivation, Step, derivation
 from coupled_curvature.symbolic.methods import MethodKind, StepMethod
 from coupled_curvature.symbolic.functions import smooth_function
 from coupled_curvature.symbolic.evaluation import at
@@ -68,17 +68,13 @@ def _coeffs(expr: Any, gens: list) -> list:
     return [c for c in sp.Poly(sp.expand(expr), *gens).coeffs()]
 
 
-def derive_T6() -> Derivation:
+@derivation("T6")
+def derive_T6(d: Derivation) -> None:
     """Derive T6 (Hessian law; n = 2 cubic φ by Gröbner bases; n = 1 affine; witnesses)."""
-    d = Derivation.for_theorem(
-        "T6",
-        [
-            "scope of the checked steps: n = 2 with φ a generic polynomial map of degree ≤ 3",
-            "L is C² (mixed partials commute); φ is a diffeomorphism (det J != 0, Rabinowitsch variable t)",
-            "invariance for all (g, H) is used through the specialisations H = 0 (D = 0) and generic symmetric H",
-            "n = 1: φ'' ≡ 0 on an interval implies φ affine (integrate twice)",
-        ],
-    )
+    d.assume("scope of the checked steps: n = 2 with φ a generic polynomial map of degree ≤ 3",
+             "L is C² (mixed partials commute); φ is a diffeomorphism (det J != 0, Rabinowitsch variable t)",
+             "invariance for all (g, H) is used through the specialisations H = 0 (D = 0) and generic symmetric H",
+             "n = 1: φ'' ≡ 0 on an interval implies φ affine (integrate twice)")
     # Hessian law by differentiating, n = 2, generic φ and L
     u1, u2 = sp.symbols("u1 u2")
     f1, f2 = sp.Function("phi1")(u1, u2), sp.Function("phi2")(u1, u2)
@@ -158,4 +154,3 @@ def derive_T6() -> Derivation:
         D2, D1 = nonlinear_D_pair(fn, u0, gw, Hw)
         d.witnesses.append({"phi": name, "w'": u0, "g": gw, "H": Hw, "factor": str(D2 / D1)})
         d.exact(f"{desc}: D'/D = {want} (D' = {D2}, D = {D1})", frac(D2, D1), want)
-    return d.finish()

@@ -18,11 +18,11 @@ import sympy as sp
 
 from coupled_curvature.symbolic.checker import check_certificate, check_pinv_witness
 from coupled_curvature.base.errors import InvalidInputError
-from coupled_curvature.symbolic.derivation import Derivation, Step, exact_equal
+from coupled_curvature.symbolic.derivation import Derivation, Step, derivation, exact_equal
 from coupled_curvature.symbolic.methods import MethodKind, StepMethod
 from coupled_curvature.symbolic.exact import exact_matrix, exact_vector
 from coupled_curvature.symbolic.group import certificate
-from coupled_curvature.symbolic.rules import positivity, word_rule
+from coupled_curvature.symbolic.rules import generic_block, positivity, word_rule
 from coupled_curvature.symbolic.unevaluated import Form, TexSymbol, frac, matmul, prod
 
 __all__ = ["derive_T7", "shear_pinv_witness", "penrose_conditions"]
@@ -75,17 +75,14 @@ def shear_pinv_witness(A: Any = None, H: Any = None, w: Any = None) -> dict[str,
     }
 
 
-def derive_T7() -> Derivation:
+@derivation("T7")
+def derive_T7(d: Derivation) -> None:
     """Derive T7 (sufficiency with cutoff, converse, shear witness)."""
-    hypotheses = [
-        "H symmetric; H⁺ its Moore–Penrose pseudo-inverse (rule 'penrose': HH⁺H = H, H⁺HH⁺ = H⁺, HH⁺ = (HH⁺)ᵀ = H⁺H)",
-        "Q orthogonal (rule 'orthogonality'), c > 0",
-        "converse: a polynomial identity on the dense set wᵀu != 0 holds everywhere (continuity)",
-    ]
-    d = Derivation.for_theorem("T7", hypotheses)
-    n = sp.Symbol("n", integer=True, positive=True)
-    Q, H, Hp = (sp.MatrixSymbol(s, n, n) for s in ("Q", "H", "H^+"))
-    w, g, u = (sp.MatrixSymbol(s, n, 1) for s in ("w", "g", "u"))
+    d.assume("H symmetric; H⁺ its Moore–Penrose pseudo-inverse (rule 'penrose': HH⁺H = H, H⁺HH⁺ = H⁺, HH⁺ = (HH⁺)ᵀ = H⁺H)",
+             "Q orthogonal (rule 'orthogonality'), c > 0",
+             "converse: a polynomial identity on the dense set wᵀu != 0 holds everywhere (continuity)")
+    n, w, g, H, (Q, Hp) = generic_block("Q", "H^+")
+    u = sp.MatrixSymbol("u", n, 1)
     c = sp.Symbol("c", positive=True)
     lam, rtol, mx = sp.symbols("lambda_i rtol m")
     pats = [((Q.T, Q), ()), ((Q.T.I,), (Q,)), ((Q.I.T,), (Q,)), ((Q.I,), (Q.T,)),
@@ -153,4 +150,3 @@ def derive_T7() -> Derivation:
     d.add(Step("shear: wᵀH⁺w changes, (Aw)ᵀH'⁺(Aw) / wᵀH⁺w = 1/4 != 1 with the witness's H⁺, H'⁺ (Penrose-checked "
                "above; the checker re-verifies)", ratio, sp.Rational(1, 4), StepMethod.of(MethodKind.CERTIFICATE),
                check_pinv_witness(W) and exact_equal(ratio, sp.Rational(1, 4))))
-    return d.finish()

@@ -15,7 +15,7 @@ from typing import Any
 
 import sympy as sp
 
-from coupled_curvature.symbolic.derivation import Derivation, Step, exact_equal
+from coupled_curvature.symbolic.derivation import Derivation, Step, derivation, exact_equal
 from coupled_curvature.symbolic.methods import MethodKind, StepMethod
 from coupled_curvature.symbolic.exact import exact_number
 from coupled_curvature.symbolic.unevaluated import frac, matmul
@@ -37,12 +37,10 @@ def kron_action(a: list, b: list, k: Any = 1) -> sp.Matrix:
     return sp.kronecker_product(sp.diag(*[num(x, "b") ** (-k) for x in b]), sp.diag(*[num(x, "a") for x in a]))
 
 
-def derive_T5() -> Derivation:
+@derivation("T5")
+def derive_T5(d: Derivation) -> None:
     """Derive T5 with symbolic scales (2×3 weight) and exact witnesses."""
-    d = Derivation.for_theorem(
-        "T5",
-        ["a_i, b_j > 0 (positive scalings); k != 0", "T4 (conformal <=> AᵀA = c²I)"],
-    )
+    d.assume("a_i, b_j > 0 (positive scalings); k != 0", "T4 (conformal <=> AᵀA = c²I)")
     k = sp.Symbol("k", positive=True)
     a = sp.symbols("a1:3", positive=True)
     b = sp.symbols("b1:4", positive=True)
@@ -81,4 +79,3 @@ def derive_T5() -> Derivation:
     d.add(Step("uniform a = b = 2, k = 1 on W_l: the action K = diag(b)^-1 ⊗ diag(a) has KᵀK = I (conformal), "
                "so K has no non-invariance witness (witness(K) finds none)", AtA, sp.eye(6), StepMethod.of(MethodKind.EXACT),
                exact_equal(AtA, sp.eye(6)) and witness(Au) is None and is_conformal(Au)))
-    return d.finish()

@@ -28,7 +28,7 @@ from coupled_curvature.symbolic.functions import activation
 
 __all__ = [
     "RewriteRule", "rebuild", "homogeneity", "sum_linearity", "sum_reindex", "word_rule", "positivity", "PenroseBlock",
-    "penrose_block",
+    "generic_block", "penrose_block",
 ]
 
 
@@ -237,6 +237,19 @@ class PenroseBlock(NamedTuple):
     penrose: RewriteRule
 
 
+def generic_block(*maps: str) -> tuple[sp.Symbol, sp.MatrixSymbol, sp.MatrixSymbol, sp.MatrixSymbol,
+                                       tuple[sp.MatrixSymbol, ...]]:
+    """A block of generic size ``n``: ``n``, ``w``, ``g`` (n×1), ``H`` (n×n) and an n×n symbol per name in ``maps``.
+
+    >>> n, w, g, H, (A,) = generic_block("A")
+    >>> (A * w).shape, H.shape == A.shape
+    ((n, 1), True)
+    """
+    n = sp.Symbol("n", integer=True, positive=True)
+    square = tuple(sp.MatrixSymbol(name, n, n) for name in maps)
+    return n, sp.MatrixSymbol("w", n, 1), sp.MatrixSymbol("g", n, 1), sp.MatrixSymbol("H", n, n), square
+
+
 def penrose_block() -> PenroseBlock:
     """The generic block of the pseudo-inverse derivations (T3, T8, T12).
 
@@ -244,7 +257,6 @@ def penrose_block() -> PenroseBlock:
     >>> pen(H * Hp * H), pen(Hp * H * Hp)
     (H, H^+)
     """
-    n = sp.Symbol("n", integer=True, positive=True)
-    H, Hp = sp.MatrixSymbol("H", n, n), sp.MatrixSymbol("H^+", n, n)
+    n, w, g, H, (Hp,) = generic_block("H^+")
     pen = word_rule("penrose", "HH⁺H = H, H⁺HH⁺ = H⁺", [((H, Hp, H), (H,)), ((Hp, H, Hp), (Hp,))])
-    return PenroseBlock(n, sp.MatrixSymbol("w", n, 1), sp.MatrixSymbol("g", n, 1), H, Hp, pen)
+    return PenroseBlock(n, w, g, H, Hp, pen)

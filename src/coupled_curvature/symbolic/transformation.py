@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from coupled_curvature.symbolic.derivation import Derivation
+from coupled_curvature.symbolic.derivation import Derivation, derivation
 from coupled_curvature.symbolic.functions import smooth_function
 from coupled_curvature.symbolic.unevaluated import Form, matmul
 
@@ -56,12 +56,10 @@ def _chain_rule_claims(n: int) -> tuple[sp.Matrix, sp.Matrix, sp.Matrix, sp.Matr
     return grad, g2, hess, H2
 
 
-def derive_T1() -> Derivation:
+@derivation("T1")
+def derive_T1(d: Derivation) -> None:
     """Derive T1 (chain rule by SymPy for n = 2, 3; MatrixSymbol algebra for generic n)."""
-    d = Derivation.for_theorem(
-        "T1",
-        ["L is C² (mixed partials commute)", "T is invertible and L(Tθ) = L(θ) for all θ"],
-    )
+    d.assume("L is C² (mixed partials commute)", "T is invertible and L(Tθ) = L(θ) for all θ")
     for n in (2, 3):
         g1, g2, H1, H2 = _chain_rule_claims(n)
         d.exact(f"n={n}: chain rule ∇(L∘T)(θ) = Tᵀ(∇L)(Tθ) (SymPy diff)", g1, g2)
@@ -100,4 +98,3 @@ def derive_T1() -> Derivation:
     d.exact("(Aw)ᵀ(A⁻ᵀHA⁻¹)(Aw) = wᵀHw (n=2, entrywise; A⁻¹ explicit)",
             Form(matmul(sp.Transpose(aw), ai.T, H2, ai, aw)), (w2.T * H2 * w2)[0])
     d.exact("(Aw)ᵀ(A⁻ᵀg) = wᵀg (n=2, entrywise)", Form(matmul(sp.Transpose(aw), ai.T, g2)), (w2.T * g2)[0])
-    return d.finish()
