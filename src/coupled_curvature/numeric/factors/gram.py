@@ -44,7 +44,7 @@ from coupled_curvature.numeric.factors.outputs import OutputFactors, output_fact
 from coupled_curvature.numeric.factors.patch_gram import patch_gram, patch_gram_cost, rows_cost
 from coupled_curvature.numeric.factors.rows import block_rows
 from coupled_curvature.numeric.layer_capabilities import train_mode_coupled
-from coupled_curvature.numeric.linalg.scaled import Scaled
+from coupled_curvature.numeric.linalg.pinv import PinvForm
 from coupled_curvature.base.run_settings import DEFAULTS
 
 if TYPE_CHECKING:
@@ -57,28 +57,21 @@ CHECK_SAMPLES = 4
 SECOND_DERIVATIVE_RTOL = 1e-8
 
 
-@dataclass(frozen=True)
-class GramForm:
-    """One block by the Gram route: ``value = wᵀH⁺_τw``, ``wHw = ‖Bw‖²``; ``side`` is ``"gram"``
-    (``m × m`` matrix ``G = BBᵀ``) or ``"factor"`` (``n_b × n_b`` matrix ``BᵀB``, when ``n_b ≤ m``);
-    ``second_derivative`` the largest ``‖f''‖/‖f'‖`` the check found (``None`` where it did not run) and
-    ``affinity`` how the outputs were found affine in the block (the premise of ``H_bb = BᵀB``)."""
+@dataclass(frozen=True, kw_only=True)
+class GramForm(PinvForm):
+    """One block by the Gram route: the :class:`~coupled_curvature.numeric.linalg.pinv.PinvForm` of
+    ``wᵀH⁺_τw``, with ``wHw = ‖Bw‖²``; ``side`` is ``"gram"`` (``m × m`` matrix ``G = BBᵀ``) or ``"factor"``
+    (``n_b × n_b`` matrix ``BᵀB``, when ``n_b ≤ m``); ``second_derivative`` the largest ``‖f''‖/‖f'‖`` the check
+    found (``None`` where it did not run) and ``affinity`` how the outputs were found affine in the block (the
+    premise of ``H_bb = BᵀB``)."""
 
-    value: float | None
     wHw: float
-    rank: int
-    cutoff: float
-    max_abs_eig: float
-    min_kept_rel_eig: float | None
-    noise_kept: int
     side: str
     rows: int
     second_derivative: float | None
     evals: np.ndarray
     weights: np.ndarray
     affinity: str = ""
-    #: ``value`` may be ``None`` (it does not fit float64); ``scaled`` is it as a ``Scaled`` number
-    scaled: Scaled | None = None
 
 
 @dataclass(frozen=True)
@@ -259,9 +252,10 @@ def gram_forms(
         how = ("not checked (forced)" if force else "read off the autograd graph by the tangent route (every sample)"
                if ratios[block] is None else f"|vᵀf''|/‖v‖‖f'‖ = {ratios[block]:.1e} ≤ {SECOND_DERIVATIVE_RTOL:g} "
                f"on {min(check_samples, objective.batches[0].n)} sample(s)")
-        out[block] = GramResult(GramForm(pf.value, u_sq, pf.rank, pf.cutoff, pf.max_abs_eig, pf.min_kept_rel_eig,
-                                         pf.noise_kept, acc.side, rows, ratios[block], spectrum.evals,
-                                         spectrum.weights, how, pf.scaled), None)
+        out[block] = GramResult(GramForm(pf.value, pf.rank, pf.cutoff, pf.max_abs_eig, pf.min_kept_rel_eig,
+                                         pf.noise_kept, pf.scaled, wHw=u_sq, side=acc.side, rows=rows,
+                                         second_derivative=ratios[block], evals=spectrum.evals,
+                                         weights=spectrum.weights, affinity=how), None)
     return {b: out[b] for b in names}
 
 

@@ -45,7 +45,7 @@ from torch import Tensor
 
 from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.linalg.lanczos import Lanczos, ritz, tridiagonal_eig
-from coupled_curvature.numeric.linalg.scaled import Scaled, safe_norm
+from coupled_curvature.numeric.linalg.scaled import Scaled, ScaledValue, safe_norm
 
 STABLE_CHECKS = 4
 CUTOFF_MARGIN = 0.01
@@ -57,7 +57,7 @@ _CHECKS_PER_DOUBLING = 25
 
 
 @dataclass(frozen=True)
-class KrylovForm:
+class KrylovForm(ScaledValue):
     """Result of :func:`krylov_pinv_form` (``value ≈ wᵀH⁺_τ w``; ``wHw`` exact).
 
     ``error_estimate`` is relative to ``|value|``; ``iterations`` counts all products
@@ -96,13 +96,6 @@ class KrylovForm:
     @property
     def ritz_extremes(self) -> tuple[float, float]:
         return (self.ritz_min, self.ritz_max)
-
-    @property
-    def exact(self) -> Scaled | None:
-        """``wᵀH⁺_τw`` as a :class:`~.scaled.Scaled` (``scaled``, or ``value`` split)."""
-        if self.scaled is not None:
-            return self.scaled
-        return None if self.value is None else Scaled.of(self.value)
 
 
 def krylov_pinv_form(

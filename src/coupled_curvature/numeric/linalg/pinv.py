@@ -41,7 +41,7 @@ from coupled_curvature.numeric.linalg.lapack_binding import (
     FastRouteUnavailableWarning,
     fast_route_status,
 )
-from coupled_curvature.numeric.linalg.scaled import Scaled, scaled_sum
+from coupled_curvature.numeric.linalg.scaled import Scaled, ScaledValue, scaled_sum
 
 #: blocks with at least this many non-zero rows take the tridiagonal route (measured crossover
 #: ≈ 300–400 on one core: ``python bench/bench_inverse.py --crossover``).
@@ -56,13 +56,14 @@ def _band_for(n: int) -> int:
 
 
 @dataclass(frozen=True)
-class PinvForm:
+class PinvForm(ScaledValue):
     """``value = wᵀH⁺_τ w`` with ``τ = rtol·max|λ|``; ``rank`` eigenvalues kept, ``noise_kept`` of
     them at rounding level (``|λ| ≤ n·ε·max|λ|``, only possible when ``rtol < n·ε``).
 
     ``scaled`` is the same number as a :class:`~.scaled.Scaled` ``m·2^e`` (never overflows); ``value`` is
     ``None`` where it does not fit float64 (after a rescaling by ``10¹⁰⁰``, ``wᵀH⁺w ≈ 10⁴⁰⁰``), and
-    ``D⁺`` is then formed from ``scaled`` (``scaled.times((g_sq, 1), (w_sq, -1))``)."""
+    ``D⁺`` is then formed from ``scaled`` (``scaled.times((g_sq, 1), (w_sq, -1))``); ``exact`` is either as a
+    :class:`~.scaled.Scaled`."""
 
     value: float | None
     rank: int
@@ -71,13 +72,6 @@ class PinvForm:
     min_kept_rel_eig: float | None
     noise_kept: int = 0
     scaled: Scaled | None = None
-
-    @property
-    def exact(self) -> Scaled | None:
-        """``wᵀH⁺_τw`` as a :class:`~.scaled.Scaled`: ``scaled``, or ``value`` split (``None`` without either)."""
-        if self.scaled is not None:
-            return self.scaled
-        return None if self.value is None else Scaled.of(self.value)
 
 
 def pinv_quadratic_form(H: Tensor, w: Tensor, rtol: float) -> PinvForm:

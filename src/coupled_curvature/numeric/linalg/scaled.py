@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Scaled", "safe_norm", "scaled_sum"]
+__all__ = ["Scaled", "ScaledValue", "safe_norm", "scaled_sum"]
 
 #: the smallest normal float64: a value below it in magnitude has lost relative precision
 _TINY = 2.2250738585072014e-308
@@ -117,6 +117,30 @@ class Scaled:
             return None
         x = math.ldexp(n.mantissa, n.exponent)
         return x if math.isfinite(x) and abs(x) >= _TINY else None
+
+
+class ScaledValue:
+    """A base for results whose float64 ``value`` (``None`` where it does not fit) may come with ``scaled``, the
+    same number as a :class:`Scaled`; :attr:`exact` is the number as a :class:`Scaled` either way.
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class Form(ScaledValue):
+    ...     value: float | None
+    ...     scaled: Scaled | None = None
+    >>> Form(6.0).exact, Form(None, Scaled(0.5, 2000)).exact.exponent, Form(None).exact
+    (Scaled(mantissa=0.75, exponent=3), 2000, None)
+    """
+
+    value: float | None
+    scaled: Scaled | None
+
+    @property
+    def exact(self) -> Scaled | None:
+        """The number as a :class:`Scaled`: ``scaled``, or ``value`` split (``None`` without either)."""
+        if self.scaled is not None:
+            return self.scaled
+        return None if self.value is None else Scaled.of(self.value)
 
 
 def safe_norm(x) -> float:
