@@ -19,6 +19,7 @@ stays ``max|λ|/μ``, not ``(max|λ|/μ)^(2k)`` as with ``H^(2k) + μ^(2k)I``.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from flint import arb, arb_mat, ctx
@@ -155,18 +156,27 @@ def _filter(top: arb, kappa: arb, delta: arb, bits: int) -> tuple[int, arb, list
     return k, e, [(mu * t.cos(), mu * t.sin()) for t in angles]
 
 
+class _Filtered(NamedTuple):
+    """The filter's ``k`` shifted solves ``U`` (with their error bounds ``verr``), its error ``e`` and ``‖w‖²``."""
+
+    k: int
+    e: arb
+    wsq: arb
+    U: arb_mat
+    verr: list[arb]
+
+
 def _filtered(H: arb_mat, w: arb_mat, vecs: np.ndarray, lam: np.ndarray, top: arb, kappa: arb, delta: arb,
-              bits: int) -> tuple[int, arb, arb, arb_mat, list[arb]] | None:
-    """``(k, e, ‖w‖², U, verr)``: the ``k`` shifted solves of the filter of :func:`_filter` (error ``e``),
-    refined (:func:`_refine`) to the goal ``e‖w‖²/4``; ``None`` when no filter fits the budget or the solves do not
-    converge."""
+              bits: int) -> _Filtered | None:
+    """The ``k`` shifted solves of the filter of :func:`_filter` (error ``e``), refined (:func:`_refine`) to the
+    goal ``e‖w‖²/4``; ``None`` when no filter fits the budget or the solves do not converge."""
     filt = _filter(top, kappa, delta, bits)
     if filt is None:
         return None
     k, e, shifts = filt
     wsq = (w.transpose() * w).entries()[0]
     out = _refine(H, w, vecs, lam, shifts, [1 / b for _, b in shifts], (e * wsq / 4).upper().max(arb(0)))
-    return None if out is None else (k, e, wsq, *out)
+    return None if out is None else _Filtered(k, e, wsq, *out)
 
 
 def filtered_form(H: arb_mat, w: arb_mat, vecs: np.ndarray, lam: np.ndarray, top: arb, kappa: arb, delta: arb,
@@ -174,11 +184,8 @@ def filtered_form(H: arb_mat, w: arb_mat, vecs: np.ndarray, lam: np.ndarray, top
     """``wᵀH⁺_τw`` when the kept eigenvalues satisfy ``|λ| ≥ κ`` and the dropped ones ``|λ| ≤ δ < κ``:
     ``wᵀr(H)w ± e‖w‖²`` with ``e = max((μ/κ)^(2k)/κ, δ^(2k−1)/μ^(2k))`` (``r`` within ``e`` of ``1/λ`` on
     the kept and of 0 on the dropped eigenvalues), aiming at ``e‖w‖² ≈ 2^-bits·‖w‖²/top``."""
-    out = _filtered(H, w, vecs, lam, top, kappa, delta, bits)
-    if out is None:
-        return None
-    k, e, wsq, U, verr = out
-    return sum(_forms(w, U, verr), arb(0)) / k + arb(0, (e * wsq).upper())
+    f = _filtered(H, w, vecs, lam, top, kappa, delta, bits)
+    return None if f is None else sum(_forms(w, f.U, f.verr), arb(0)) / f.k + arb(0, (f.e * f.wsq).upper())
 
 
 def norm_sq(x: arb_mat, err: arb) -> arb:
@@ -215,9 +222,8 @@ def filtered_norm(H: arb_mat, w: arb_mat, vecs: np.ndarray, lam: np.ndarray, top
     ``r(H)w = (1/k)·Re Σ_j (H − μζ_jI)⁻¹w`` is approximated by ``x = (1/k)Σ_j Re u_j`` with
     ``‖x − r(H)w‖₂ ≤ (1/k)Σ_j ‖r_j‖₂/(μ sin θ_j)``. Hence ``‖H⁺_τw‖₂ ∈ ‖x‖₂ ± (that + e‖w‖₂)``
     (:func:`norm_sq`)."""
-    out = _filtered(H, w, vecs, lam, top, kappa, delta, bits)
-    if out is None:
+    f = _filtered(H, w, vecs, lam, top, kappa, delta, bits)
+    if f is None:
         return None
-    k, e, wsq, U, verr = out
-    err = (sum(verr, arb(0)) / k + e.upper() * wsq.sqrt()).upper()
-    return norm_sq(_real_mean(U, k), err)
+    err = (sum(f.verr, arb(0)) / f.k + f.e.upper() * f.wsq.sqrt()).upper()
+    return norm_sq(_real_mean(f.U, f.k), err)
