@@ -57,8 +57,11 @@ class Objective:
         return self.call.functional(self.model, {**tensors, **self.buffers}, X)
 
     def batch_loss(self, i: int, params: dict[str, Tensor]) -> Tensor:
+        return self.output_loss(i, self.forward(params, self.batches[i].X))
+
+    def output_loss(self, i: int, out: Tensor) -> Tensor:
+        """Batch ``i``'s weighted term of ``L`` from ``out``, the tensor the loss receives (a scalar, checked)."""
         batch = self.batches[i]
-        out = self.forward(params, batch.X)
         return batch.weight * checked_loss(self.loss_fn(out, batch.y), i)
 
     def loss(self) -> float:
@@ -105,7 +108,7 @@ class Objective:
             leaves = {n: v.clone().requires_grad_(True) for n, v in self.values.items()}
             out = self.forward(leaves, batch.X)
             outs = [out] if out.is_floating_point() and out.requires_grad else []
-            loss = batch.weight * checked_loss(self.loss_fn(out, batch.y), i)
+            loss = self.output_loss(i, out)
             if not outs or not loss.requires_grad:
                 return None
             rs = torch.autograd.grad(loss, outs, retain_graph=True, allow_unused=True)

@@ -19,6 +19,7 @@ from torch import Tensor, nn
 from coupled_curvature.numeric.linalg.tolerance import agrees
 from coupled_curvature.numeric.core.flat import FlatLoss
 from coupled_curvature.numeric.core.objective import Objective
+from coupled_curvature.numeric.factors.cotangents import shifted_forward
 from coupled_curvature.numeric.layer_capabilities import layer_capabilities
 
 __all__ = ["LinearFactors", "kronecker_block", "linear_factors", "per_sample_factors"]
@@ -41,27 +42,11 @@ def per_sample_factors(
     >>> G.reshape(-1).tolist()  # L = mean_n z_n²: ∂²L/∂z_n² = 2/2
     [1.0, 1.0]
     """
-    model = objective.model
-    seen: dict[str, list[Tensor]] = {path: [] for path in paths}
-    shifts: dict[str, Tensor] = {}
-
-    def hook(path: str):
-        def add_shift(module, inputs, output):
-            seen[path].append(inputs[0].detach())
-            if output.dim() != 2 or len(seen[path]) > 1:
-                return None
-            shifts[path] = torch.zeros_like(output, requires_grad=True)
-            return output + shifts[path]
-
-        return add_shift
-
-    handles = [model.get_submodule(p).register_forward_hook(hook(p)) for p in seen]
-    try:
-        loss = objective.batch_loss(batch, objective.values if params is None else params)
-    finally:
-        for h in handles:
-            h.remove()
-    usable = [p for p in seen if len(seen[p]) == 1 and p in shifts]
+    fw = shifted_forward(objective, batch, paths, params)
+    assert fw.out is not None, "shifted_forward ran the forward pass"
+    loss = objective.output_loss(batch, fw.out)
+    shifts = fw.shifts
+    usable = [p for p in fw.once() if shifts[p].dim() == 2]
     if not usable:
         return {}
     grads = torch.autograd.grad(loss, [shifts[p] for p in usable], create_graph=True, allow_unused=True)
@@ -74,7 +59,9 @@ def per_sample_factors(
             cot = torch.eye(out, dtype=torch.float64, device=shifts[p].device).unsqueeze(1).expand(out, n, out)
             cols = torch.autograd.grad(g, shifts[p], grad_outputs=cot, retain_graph=True, is_grads_batched=True)[0]
             G = cols.permute(1, 2, 0)  # G[n, a, b]
-        out_factors[p] = (G, seen[p][0])
+        A = fw.calls[p][0][0]
+        assert A is not None, "an nn.Linear's input is a tensor"
+        out_factors[p] = (G, A)
     return out_factors
 
 

@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 
 from coupled_curvature.numeric.linalg.tolerance import EPS64
-from coupled_curvature.numeric.core.inputs import Batch, checked_loss
+from coupled_curvature.numeric.core.inputs import Batch
 from coupled_curvature.numeric.core.objective import Objective
 
 __all__ = ["MAX_OUTPUTS", "OutputFactors", "output_factors"]
@@ -92,7 +92,7 @@ def output_factors(objective: Objective, batch: int, params: dict[str, Tensor] |
     if k > MAX_OUTPUTS:
         raise ValueError(f"the model has {k} outputs per sample (more than {MAX_OUTPUTS} backward passes per sample)")
     with torch.enable_grad():
-        loss = b.weight * checked_loss(objective.loss_fn(F.reshape(shape), b.y), batch)
+        loss = objective.output_loss(batch, F.reshape(shape))
         (grad,) = torch.autograd.grad(loss, F, create_graph=True)
         eye = torch.eye(k, dtype=F.dtype, device=F.device).unsqueeze(1).expand(k, n, k)
         signs = torch.randint(0, 2, (n, 1), generator=torch.Generator().manual_seed(0)).to(dtype=F.dtype, device=F.device) * 2 - 1

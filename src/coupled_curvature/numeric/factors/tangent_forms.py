@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from coupled_curvature.numeric.core.inputs import checked_loss
 from coupled_curvature.numeric.core.objective import Objective
 from coupled_curvature.numeric.factors.affinity import affine_outputs, leaf_uses
 from coupled_curvature.numeric.factors.cotangents import ShiftedForward, cotangent_rows, shifted_forward
@@ -136,7 +135,7 @@ def tangent_forms(objective: Objective, partition: Mapping[str, Sequence[str]], 
     m = 0
     total = 0.0
     gen = torch.Generator().manual_seed(seed)
-    for i, batch in enumerate(objective.batches):
+    for i in range(len(objective.batches)):
         live = {b: where[b] for b in where if b not in reasons}
         if not live:  # every block refused: the caller takes Hessian-vector products, gradient included
             return TangentForms({}, {b: reasons[b] for b in blocks}, grads, total)
@@ -150,7 +149,7 @@ def tangent_forms(objective: Objective, partition: Mapping[str, Sequence[str]], 
             except ValueError as e:  # not one tensor with the samples along dim 0, too many outputs, a coupling loss
                 reasons.update({b: str(e) for b in live})
                 live = {}
-        loss = batch.weight * checked_loss(objective.loss_fn(out, batch.y), i)
+        loss = objective.output_loss(i, out)
         once = set(fw.once())
         for b, (p, _) in list(live.items()):
             if p not in once:
