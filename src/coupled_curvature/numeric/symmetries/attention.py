@@ -18,6 +18,16 @@ one tensor) is not conformal on the tensor even when ``A = cQ``; ``A = c·I`` on
 Every map returns a deep copy in the model's dtype (the user's model is never changed); on
 float32 the new weights are rounded, so ``.double()`` the model first to see the invariance to
 ~1e-13.
+
+>>> from coupled_curvature.numeric import function_gap
+>>> torch.manual_seed(0) and None
+>>> layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, dtype=torch.float64).eval()
+>>> X = torch.randn(5, 3, 8, dtype=torch.float64)
+>>> A = torch.tensor([[2.0, 1.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 3.0], [0.0, 0.0, 0.0, 1.0]])
+>>> B = torch.eye(4, dtype=torch.float64) + 0.5 * torch.randn(4, 4, dtype=torch.float64)
+>>> moved = [qk_transform(layer, "", A, head=1), vo_transform(layer, "self_attn", B), permute_heads(layer, "", [1, 0])]
+>>> [function_gap(layer, new, X) < 1e-12 for new in moved]
+[True, True, True]
 """
 
 from __future__ import annotations
@@ -32,13 +42,11 @@ from torch import Tensor, nn
 from coupled_curvature.base.errors import InvalidInputError, UnsupportedModelError
 from coupled_curvature.numeric.core.inputs import check_positive, float64_copy, forward_checked, prepare_inputs
 from coupled_curvature.numeric.layer_capabilities import layer_capabilities
+from coupled_curvature.numeric.symmetries.arguments import INTEGER_DTYPES, array_argument
 from coupled_curvature.numeric.symmetries.attention_kinds import (AttentionLayout, Projection, attention_layout,
                                                                   input_rows, output_columns)
 
 __all__ = ["norm_rescale", "permute_heads", "qk_transform", "vo_transform"]
-
-_INTEGER = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
-
 
 def qk_transform(model: nn.Module, attn: str, A: Tensor | Sequence, head: int | None = None, *,
                  max_condition: float = 1e8) -> nn.Module:
@@ -68,15 +76,8 @@ def qk_transform(model: nn.Module, attn: str, A: Tensor | Sequence, head: int | 
 
     See also:
         :func:`vo_transform`, :func:`permute_heads`, :func:`norm_rescale`,
-        :func:`~coupled_curvature.numeric.symmetries.homogeneous.function_gap`.
-
-    >>> from coupled_curvature.numeric import function_gap
-    >>> torch.manual_seed(0) and None
-    >>> layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, dtype=torch.float64).eval()
-    >>> X = torch.randn(5, 3, 8, dtype=torch.float64)
-    >>> A = torch.tensor([[2.0, 1.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 3.0], [0.0, 0.0, 0.0, 1.0]])
-    >>> function_gap(layer, qk_transform(layer, "", A, head=1), X) < 1e-12
-    True
+        :func:`~coupled_curvature.numeric.symmetries.homogeneous.function_gap`; the module's example applies
+        the first three.
     """
     lay = attention_layout(model, attn)
     heads = _heads(head, lay)
@@ -100,31 +101,22 @@ def vo_transform(model: nn.Module, attn: str, B: Tensor | Sequence, head: int | 
     with condition number at most ``max_condition``.
 
     Args:
-        model: the network; it is copied, never modified.
-        attn: the attention module's name as ``model.named_modules()`` lists it (``""`` for the model itself).
-        B: a real invertible ``d_head × d_head`` matrix.
-        head: the head to transform; ``None`` for every head.
+        model: the network, as for :func:`qk_transform`.
+        attn: the attention module's name, as for :func:`qk_transform`.
+        B: a real invertible ``d_v × d_v`` matrix (``d_v`` the value head size).
+        head: the head whose values and output rows move; ``None`` for every head.
         max_condition: the largest condition number of ``B`` accepted.
 
     Returns:
-        A new model with the same function.
+        The new model, as for :func:`qk_transform`.
 
     Raises:
-        InvalidInputError: a matrix of the wrong shape, not finite, or too ill-conditioned; a head out of range.
-        UnsupportedModelError: a module the package cannot prove is that kind of attention (rotary embeddings,
-            grouped-query attention and other layouts are refused with the reason).
+        InvalidInputError: as for :func:`qk_transform`, for ``B``.
+        UnsupportedModelError: as for :func:`qk_transform`.
 
     See also:
         :func:`qk_transform`, :func:`permute_heads`,
-        :func:`~coupled_curvature.numeric.symmetries.homogeneous.function_gap`.
-
-    >>> from coupled_curvature.numeric import function_gap
-    >>> torch.manual_seed(0) and None
-    >>> layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, dtype=torch.float64).eval()
-    >>> X = torch.randn(5, 3, 8, dtype=torch.float64)
-    >>> B = torch.eye(4, dtype=torch.float64) + 0.5 * torch.randn(4, 4, dtype=torch.float64)
-    >>> function_gap(layer, vo_transform(layer, "self_attn", B), X) < 1e-12
-    True
+        :func:`~coupled_curvature.numeric.symmetries.homogeneous.function_gap`; the module's example applies it.
     """
     lay = attention_layout(model, attn)
     heads = _heads(head, lay)
@@ -148,26 +140,19 @@ def permute_heads(model: nn.Module, attn: str, perm: Sequence[int] | Tensor) -> 
     ``perm`` holds integers (no floats, no bools), each of ``0..heads−1`` once.
 
     Args:
-        model: the network; it is copied, never modified.
-        attn: the attention module's name as ``model.named_modules()`` lists it (``""`` for the model itself).
-        perm: the new order of the heads, integers, each of ``0..heads−1`` once.
+        model: the network, as for :func:`qk_transform`.
+        attn: the attention module's name, as for :func:`qk_transform`.
+        perm: the new order of the heads (new head ``i`` is old head ``perm[i]``).
 
     Returns:
-        A new model with the same function.
+        A new model whose heads are relabelled, with the same function.
 
     Raises:
         InvalidInputError: ``perm`` is not a permutation of the heads.
         UnsupportedModelError: a module the package cannot read as multi-head attention.
 
     See also:
-        :func:`qk_transform`, :func:`vo_transform`.
-
-    >>> from coupled_curvature.numeric import function_gap
-    >>> torch.manual_seed(0) and None
-    >>> layer = nn.TransformerEncoderLayer(8, 4, 16, dropout=0.0, dtype=torch.float64).eval()
-    >>> X = torch.randn(5, 3, 8, dtype=torch.float64)
-    >>> function_gap(layer, permute_heads(layer, "", [2, 0, 3, 1]), X) < 1e-12
-    True
+        :func:`qk_transform`, :func:`vo_transform`; the module's example applies it.
     """
     lay = attention_layout(model, attn)
     p = _permutation(perm, lay.heads)
@@ -323,16 +308,13 @@ def _heads(head: object, lay: AttentionLayout) -> range:
 def _matrix(A: object, name: str, n: int, what: str, max_condition: object) -> Tensor:
     """``A`` as a float64 ``n × n`` tensor, finite and with condition number ≤ ``max_condition``."""
     limit = check_positive(max_condition, "max_condition", hint="; pass e.g. 1e8")
-    try:
-        t = A.detach().cpu() if isinstance(A, Tensor) else torch.as_tensor(np.asarray(A))
-    except (TypeError, ValueError, RuntimeError):
-        t = None
-    if t is None or not (t.is_floating_point() or t.dtype in _INTEGER):
+    t = array_argument(A)
+    if t is None or not (t.is_floating_point() or t.dtype in INTEGER_DTYPES):
         raise InvalidInputError(f"{name} must be a real {n} × {n} matrix, got {A!r}; pass e.g. torch.eye({n})")
     if tuple(t.shape) != (n, n):
         raise InvalidInputError(f"{name} has shape {tuple(t.shape)}, but the {what} heads here have size {n}: pass "
                                 f"a {n} × {n} matrix")
-    t = t.to(torch.float64)
+    t = t.to("cpu", torch.float64)
     if not bool(torch.isfinite(t).all()):
         raise InvalidInputError(f"{name} holds NaN or inf; pass a finite matrix")
     cond = float(torch.linalg.cond(t))
@@ -354,11 +336,10 @@ def _map_columns(model: nn.Module, p: Projection, d: int, heads: range, M: Tenso
 
 
 def _permutation(perm: object, n: int) -> Tensor:
-    try:
-        t = perm.detach().cpu() if isinstance(perm, Tensor) else torch.as_tensor(np.asarray(perm))
-    except (TypeError, ValueError, RuntimeError):
-        t = None
-    if t is None or t.dtype not in _INTEGER or t.dim() != 1 \
+    t = array_argument(perm)
+    if t is not None:
+        t = t.cpu()
+    if t is None or t.dtype not in INTEGER_DTYPES or t.dim() != 1 \
             or not torch.equal(torch.sort(t.long()).values, torch.arange(n)):
         raise InvalidInputError(f"perm={perm!r}: pass a permutation of the head indices 0..{n - 1} (integers, each "
                                 f"once), e.g. {list(range(n))[::-1]}")

@@ -18,13 +18,13 @@ import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from torch import Tensor, nn
 
 from coupled_curvature.base.errors import InvalidInputError, TrainModeError, UnsupportedModelError
 from coupled_curvature.numeric.core.inputs import check_flag, float64_copy, forward_checked, prepare_inputs
 from coupled_curvature.numeric.layer_capabilities import LayerCapabilities, layer_capabilities
+from coupled_curvature.numeric.symmetries.arguments import INTEGER_DTYPES, array_argument
 from coupled_curvature.numeric.symmetries.graph import ChannelPath, Kind, channel_path
 
 Layer = int | tuple[str, str]
@@ -282,13 +282,12 @@ def neuron_rescale(model: nn.Module, layer: Layer, scales: Sequence[float] | Ten
     keeps the model's dtype; scales whose products overflow or underflow it are refused.
 
     Args:
-        model: the network; it is copied, never modified.
-        layer: a weight layer's index (Linear/Conv, from 0) in an ``nn.Sequential``, or a pair ``(src, dst)`` of
-            module names of any model.
+        model: the network, as for :func:`layer_rescale`.
+        layer: the weight layer or ``(src, dst)`` pair, as for :func:`layer_rescale`.
         scales: one positive factor per unit (channel) of ``layer``.
 
     Returns:
-        A new model with the same function and the model's dtype.
+        The new model, as for :func:`layer_rescale`.
 
     Raises:
         InvalidInputError: a scale that is not positive and finite, the wrong number of scales, or products that
@@ -320,13 +319,12 @@ def permute_neurons(model: nn.Module, layer: Layer, perm: Sequence[int] | Tensor
     the model's dtype.
 
     Args:
-        model: the network; it is copied, never modified.
-        layer: a weight layer's index (Linear/Conv, from 0) in an ``nn.Sequential``, or a pair ``(src, dst)`` of
-            module names of any model.
+        model: the network, as for :func:`layer_rescale`.
+        layer: the weight layer or ``(src, dst)`` pair, as for :func:`layer_rescale`.
         perm: the new order of the units, integers, each of ``0..units−1`` once.
 
     Returns:
-        A new model with the same function and the model's dtype.
+        The new model, as for :func:`layer_rescale`.
 
     Raises:
         InvalidInputError: ``perm`` is not a permutation of the layer's units.
@@ -359,11 +357,8 @@ def _numbers(values: object, name: str, *, integer: bool, units: int, layer: Lay
     long or float64 tensor; floats are refused where indices are meant (no silent truncation), bools
     and strings always."""
     kind = "integer indices, e.g. [2, 0, 1]" if integer else "real numbers, e.g. [1.0, 2.0, 0.5]"
-    try:
-        t = values.detach() if isinstance(values, Tensor) else torch.as_tensor(np.asarray(values))
-    except (TypeError, ValueError, RuntimeError):
-        t = None
-    if t is None or not (_is_int(t.dtype) or (not integer and t.is_floating_point())):
+    t = array_argument(values)
+    if t is None or not (t.dtype in INTEGER_DTYPES or (not integer and t.is_floating_point())):
         raise InvalidInputError(f"{name} must hold {kind}; got {values!r}: pass {kind.split(', ')[0]}")
     if t.dim() > 1:
         raise InvalidInputError(f"{name} must be a flat list (one entry per unit), got shape {tuple(t.shape)}; "
@@ -372,10 +367,6 @@ def _numbers(values: object, name: str, *, integer: bool, units: int, layer: Lay
         what = "a permutation of 0..n−1, one per unit" if integer else "one per unit"
         raise InvalidInputError(f"{name} has {t.numel()} entries; layer {layer} has {units} units: pass {what}")
     return (t.long() if integer else t.double()).reshape(-1)
-
-
-def _is_int(dtype: torch.dtype) -> bool:
-    return dtype in (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
 
 
 def function_gap(a: nn.Module, b: nn.Module, X: Tensor, *, allow_train_mode: bool = False) -> float:
