@@ -166,6 +166,25 @@ def largest_conditioning(results: Sequence[dict]) -> dict[str, float] | None:
     return kappa
 
 
+def measure_sweep(symmetry: str, points: Sequence[SweepPoint], measure: Callable[[SweepPoint], dict[str, dict]],
+                  say: Callable[[str], None]) -> tuple[list[tuple[str, float]], list[dict[str, dict]]]:
+    """The function gap and the measures (``measure(point)``) at every point of ``symmetry``'s sweep, each point
+    announced through ``say``."""
+    results = []
+    for p in points:
+        say(f"  {symmetry}: {p.label} (function gap {p.result.function_gap:.2e})")
+        results.append(measure(p))
+    return [(p.label, p.result.function_gap) for p in points], results
+
+
+def sweep_values(base: dict[str, dict], results: Sequence[dict[str, dict]], points: Sequence[SweepPoint],
+                 measures: Sequence[str], identity: float | None) -> dict[str, list[tuple[float, float | None]]]:
+    """Each measure's :func:`summary` along a sweep, for the figures: at the ``identity`` parameter (the base
+    model's; left out when the family does not hold the identity) and at every point."""
+    return {m: ([] if identity is None else [(identity, summary(base[m]))])
+            + [(p.x, summary(r[m])) for p, r in zip(points, results)] for m in measures}
+
+
 def block_tolerances(results: Sequence[dict], tol_invariant: float) -> dict[str, float] | None:
     """Per block ``max(tol_invariant, ε₆₄·κ_b)``, ``κ_b`` the largest over ``results``; ``None`` for
     measures that report no conditioning."""
@@ -293,16 +312,9 @@ def invariance_matrix(
             baselines[key] = evaluate_all(model, loss_fn, data, measures, opts, allow, timings)
         base = baselines[key]
         points = sweep(sym, model, loss_fn, X, layer=layer(model), seed=seed, quick=quick)
-        gaps[sym] = [(p.label, p.result.function_gap) for p in points]
-        results = []
-        for p in points:
-            say(f"  {sym}: {p.label} (function gap {p.result.function_gap:.2e})")
-            lf = p.result.loss_fn or loss_fn
-            results.append(evaluate_all(p.result.model, lf, data, measures, opts, allow, timings))
-        x0 = IDENTITY[sym]
-        ident = [] if x0 is None else [(x0, None)]
-        values[sym] = {m: [(x, summary(base[m])) for x, _ in ident] + [(p.x, summary(r[m])) for p, r in zip(points, results)]
-                       for m in measures}
+        gaps[sym], results = measure_sweep(sym, points, lambda p: evaluate_all(
+            p.result.model, p.result.loss_fn or loss_fn, data, measures, opts, allow, timings), say)
+        values[sym] = sweep_values(base, results, points, measures, IDENTITY[sym])
         for m in measures:
             per = [block_deviations(base[m], r[m]) for r in results]
             known = [d for p in per for d in p.values()]

@@ -27,7 +27,7 @@ from coupled_curvature.numeric.core.diagnostics import diagnose
 from coupled_curvature.numeric.core.hvp import math_attention
 from coupled_curvature.numeric.measures import registry as M
 from coupled_curvature.numeric.studies.explorer import (Cell, Matrix, SweepPoint, block_deviations,
-                                                       largest_conditioning, summary, witness)
+                                                       largest_conditioning, measure_sweep, sweep_values, witness)
 from coupled_curvature.numeric.studies.explorer_attention_predictions import (
     ATTENTION_IDENTITY, ATTENTION_PARAMETERS, ATTENTION_PREDICTIONS, ATTENTION_SYMMETRIES, DG, EXTRA_MEASURES, I, MV,
 )
@@ -208,18 +208,15 @@ def attention_matrix(target, measures: Sequence[str], symmetries: Sequence[str],
     for sym in symmetries:
         points = attention_sweep(sym, model, data[0], attn=target.attn, norm_linear=target.norm_linear, seed=seed,
                                  quick=quick)
-        gaps[sym] = [(p.label, p.result.function_gap) for p in points]
-        results = []
-        for p in points:
-            say(f"  {sym}: {p.label} (function gap {p.result.function_gap:.2e})")
+        def measure(p: SweepPoint) -> dict[str, dict]:
             r = evaluate(p.result.model, loss_fn, data, measures, options, timings)
             if sym == "head_perm":
                 perm = list(range(attention_layout(model, target.attn).heads))[::-1]
                 r = {m: _relabel(v, target.attn, perm) if m.endswith("[head]") else v for m, v in r.items()}
-            results.append(r)
-        ident = ATTENTION_IDENTITY[sym]
-        values[sym] = {m: ([(ident, summary(base[m]))] if ident is not None else [])
-                       + [(p.x, summary(r[m])) for p, r in zip(points, results)] for m in measures}
+            return r
+
+        gaps[sym], results = measure_sweep(sym, points, measure, say)
+        values[sym] = sweep_values(base, results, points, measures, ATTENTION_IDENTITY[sym])
         cells += [_cell(m, sym, base[m], [r[m] for r in results], points, seed, tol_invariant, tol_moves, sizes)
                   for m in measures]
     return Matrix(list(measures), list(symmetries), cells, values, gaps, time.perf_counter() - start, timings,

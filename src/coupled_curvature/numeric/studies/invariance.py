@@ -35,6 +35,17 @@ class BlockChange:
     dplus_bound: float | None
 
 
+class _LargestChange:
+    """A computed attribute of :class:`ChainResult`: the largest of its blocks' relative change
+    ``change`` (``dD``, ``dDplus`` or ``drq``), 0.0 where no block has one."""
+
+    def __init__(self, change: str) -> None:
+        self.change = change
+
+    def __get__(self, result: ChainResult, owner: type | None = None) -> float:
+        return max((v for b in result.blocks if (v := getattr(b, self.change)) is not None), default=0.0)
+
+
 @dataclass
 class ChainResult:
     """The maps applied, the function gap they left, and per-block changes."""
@@ -48,17 +59,9 @@ class ChainResult:
     tol_Dplus: float
     notes: list[str] = field(default_factory=list)
 
-    @property
-    def max_dD(self) -> float:
-        return max((b.dD for b in self.blocks if b.dD is not None), default=0.0)
-
-    @property
-    def max_dDplus(self) -> float:
-        return max((b.dDplus for b in self.blocks if b.dDplus is not None), default=0.0)
-
-    @property
-    def max_drq(self) -> float:
-        return max((b.drq for b in self.blocks if b.drq is not None), default=0.0)
+    max_dD = _LargestChange("dD")
+    max_dDplus = _LargestChange("dDplus")
+    max_drq = _LargestChange("drq")
 
     @property
     def passed(self) -> bool:
