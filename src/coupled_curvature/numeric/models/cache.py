@@ -4,7 +4,8 @@ An entry is one file ``<key>.pt`` holding ``{"state": state_dict, "meta": {...}}
 a temporary file in the same folder and moved into place with ``os.replace``, so an interrupted
 run leaves either no entry or a complete one; an unreadable entry counts as missing and is rebuilt.
 The studies read a trained model back with :meth:`ModelCache.load_model` (an entry whose parameters do
-not fit the model counts as missing too) and a measured row, stored without a state, with
+not fit the model counts as missing too), or train and store it on a miss with
+:meth:`ModelCache.load_or_train`, and a measured row, stored without a state, with
 :meth:`ModelCache.load_row` / :meth:`ModelCache.store_row`.
 """
 
@@ -13,12 +14,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
+from typing import TypeVar
 
 import torch
 from torch import nn
 
 from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.base.output import to_bytes, write_file
+
+#: the model type a cached entry is loaded into (and trained as, on a miss)
+ModelT = TypeVar("ModelT", bound=nn.Module)
 
 
 def config_key(config: dict) -> str:
@@ -88,6 +94,23 @@ class ModelCache:
         model.load_state_dict(state)
         model.eval()
         return dict(entry["meta"])
+
+    def load_or_train(self, key: str, model: ModelT,
+                      train: Callable[[], tuple[ModelT, dict]]) -> tuple[ModelT, dict, bool]:
+        """``(model, meta, cached)``: ``model`` with the entry of ``key`` loaded (:meth:`load_model`), else the model
+        and meta that ``train()`` returns, stored under ``key`` first.
+
+        >>> import tempfile
+        >>> c, net = ModelCache(tempfile.mkdtemp()), nn.Linear(2, 1)
+        >>> [c.load_or_train("k", net, lambda: (net, {"epochs": 3}))[1:] for _ in range(2)]
+        [({'epochs': 3}, False), ({'epochs': 3}, True)]
+        """
+        meta = self.load_model(key, model)
+        if meta is not None:
+            return model, meta, True
+        model, meta = train()
+        self.store(key, model.state_dict(), meta)
+        return model, meta, False
 
     def load_row(self, key: str, field: str = "row") -> dict | None:
         """A copy of what :meth:`store_row` stored under ``field`` for ``key``; ``None`` when absent.

@@ -141,17 +141,16 @@ def _model_key(spec: NetSpec, cfg: ExperimentConfig) -> str:
 def trained_model(spec: NetSpec, cfg: ExperimentConfig, cache: ModelCache) -> tuple[nn.Module, Dataset, dict, bool]:
     """Train ``spec`` (or load it from ``cache``); returns model (eval mode), data, meta and whether cached."""
     data = _dataset(spec.dataset, spec.arch)
-    key = _model_key(spec, cfg)
     model = build_spec(spec, data)
-    cached = cache.load_model(key, model)
-    if cached is not None:
-        return model, data, cached, True
-    t0 = time.perf_counter()
-    _train(model, data, cfg, spec.seed)
-    meta = {"train_acc": accuracy(model, *data.train), "test_acc": accuracy(model, *data.test),
-            "train_seconds": time.perf_counter() - t0}
-    cache.store(key, model.state_dict(), meta)
-    return model, data, meta, False
+
+    def train() -> tuple[nn.Sequential, dict]:
+        t0 = time.perf_counter()
+        _train(model, data, cfg, spec.seed)
+        return model, {"train_acc": accuracy(model, *data.train), "test_acc": accuracy(model, *data.test),
+                       "train_seconds": time.perf_counter() - t0}
+
+    model, meta, cached = cache.load_or_train(_model_key(spec, cfg), model, train)
+    return model, data, meta, cached
 
 
 @dataclass

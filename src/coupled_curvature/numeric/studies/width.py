@@ -178,17 +178,16 @@ def train_net(data: Dataset, depth: int, width: int, seed: int, cfg: WidthConfig
                    "train_seconds": time.perf_counter() - t0}
 
 
-def trained_net(cfg: WidthConfig, data: Dataset, depth: int, width: int, seed: int, cache: ModelCache):
+def trained_net(cfg: WidthConfig, data: Dataset, depth: int, width: int, seed: int,
+                cache: ModelCache) -> tuple[nn.Sequential, dict, bool]:
     """``(model, meta, cached)``: from ``cache`` if present, else trained (one thread) and stored atomically."""
-    key = model_key(cfg, depth, width, seed)
+
+    def train() -> tuple[nn.Sequential, dict]:
+        with torch_threads(1):  # the same bits on every machine with this torch build
+            return train_net(data, depth, width, seed, cfg)
+
     model = make_mlp(data.n_features, [width] * depth, data.n_classes, seed=seed)
-    cached = cache.load_model(key, model)  # a stale entry with other shapes is rebuilt, never trusted
-    if cached is not None:
-        return model, cached, True
-    with torch_threads(1):  # the same bits on every machine with this torch build
-        model, meta = train_net(data, depth, width, seed, cfg)
-    cache.store(key, model.state_dict(), meta)
-    return model, meta, False
+    return cache.load_or_train(model_key(cfg, depth, width, seed), model, train)  # a stale entry is rebuilt
 
 
 # ---------------------------------------------------------------------------- measurements
