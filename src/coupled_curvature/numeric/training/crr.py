@@ -16,9 +16,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from coupled_curvature.base.errors import InvalidInputError, TrainModeError, UnsupportedModelError
-from coupled_curvature.numeric.core.inputs import check_increasing
-from coupled_curvature.numeric.layer_capabilities import layer_capabilities
+from coupled_curvature.base.errors import InvalidInputError, UnsupportedModelError
+from coupled_curvature.numeric.core.inputs import check_increasing, refuse_train_mode
 from coupled_curvature.numeric.measures.curvature_rate import (directional_derivatives, piecewise_affine_in_input,
                                                               unit_directions)
 
@@ -96,14 +95,6 @@ def _stream(generator: torch.Generator | int | None) -> torch.Generator:
         return torch.Generator().manual_seed(generator)
     raise InvalidInputError(f"generator must be a torch.Generator, an int seed or None, got {generator!r}")
 
-
-def _check_mode(model: nn.Module) -> None:
-    for name, m in model.named_modules():
-        if m.training and layer_capabilities(m).mode_dependent:
-            raise TrainModeError(
-                f"module {name or type(m).__name__!r} ({type(m).__name__}) is in train mode: batch statistics couple "
-                "the samples' input derivatives and dropout would draw from the global RNG; put it in eval mode "
-                "for the penalty term")
 
 
 @dataclass(frozen=True)
@@ -207,7 +198,8 @@ def crr_details(model: nn.Module, loss_fn: Callable, X: Tensor, y: Tensor, *, or
         raise InvalidInputError("X must be a floating tensor of shape (N, ...) with N ≥ 1")
     if points is not None and (isinstance(points, bool) or not isinstance(points, int) or points < 1):
         raise InvalidInputError(f"points must be an int ≥ 1 or None (the whole batch), got {points!r}")
-    _check_mode(model)
+    refuse_train_mode(model, ": batch statistics couple the samples' input derivatives and dropout would draw from "
+                             "the global RNG; put it in eval mode for the penalty term")
     gen = _stream(generator)
     if points is not None and points < X.shape[0]:
         idx = torch.randperm(X.shape[0], generator=gen)[:points]
