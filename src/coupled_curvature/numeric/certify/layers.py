@@ -13,19 +13,23 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from itertools import chain, cycle
+from typing import TypeVar, overload
 
 import numpy as np
 from flint import arb, arb_mat
-from torch import nn
+from torch import Tensor, nn
 
+from coupled_curvature.base.errors import UnsupportedModelError
 from coupled_curvature.numeric.certify.arrays import Rows, arr, as_array, as_mat, mat
 from coupled_curvature.numeric.certify.ball import Ball, from_arb
 from coupled_curvature.numeric.certify.geometry import ConvMap, PoolMap, conv_map, pool_map
 from coupled_curvature.numeric.layer_capabilities import layer_capabilities
 
-__all__ = ["Kink", "Layer", "make_layer"]
+__all__ = ["Kink", "Layer", "make_layer", "running_stats"]
 
 ZERO = arb(0)
+M = TypeVar("M", bound=nn.Module)
+M2 = TypeVar("M2", bound=nn.Module)
 
 
 def ones(n: int) -> arb_mat:
@@ -34,8 +38,9 @@ def ones(n: int) -> arb_mat:
 
 def vstack(mats: list[Rows]) -> Rows:
     """Rows of ``mats`` one under the other (an arb_mat when all are, else an object array)."""
-    if all(isinstance(m, arb_mat) for m in mats):
-        return arb_mat(sum(m.nrows() for m in mats), mats[0].ncols(), list(chain.from_iterable(m.entries() for m in mats)))
+    arbs = [m for m in mats if isinstance(m, arb_mat)]
+    if len(arbs) == len(mats):
+        return arb_mat(sum(m.nrows() for m in arbs), arbs[0].ncols(), list(chain.from_iterable(m.entries() for m in arbs)))
     return np.concatenate([arr(m) for m in mats])
 
 
@@ -59,6 +64,8 @@ class Layer:
     needs_dx: bool = True
     #: per output entry (``N·F``): locally the constant 0 (a ReLU on a certified negative input)
     locally_zero: list[bool] | None = None
+    #: ``locally_zero`` of the op that feeds this one (set by the network before ``value``; a pool reads it)
+    feed_zero: list[bool] | None = None
 
     def __init__(self, name: str, in_shape: tuple[int, ...]):
         self.name, self.in_shape, self.out_shape = name, in_shape, in_shape
@@ -80,6 +87,10 @@ class Layer:
         return mat(self.vjp(dy, p)), {}
 
 
+@overload
+def add(a: Rows, b: Rows) -> Rows: ...
+@overload
+def add(a: Rows | None, b: Rows | None) -> Rows | None: ...
 def add(a: Rows | None, b: Rows | None) -> Rows | None:
     """``a + b`` (``None`` is 0; an arb_mat plus an array is an array)."""
     if a is None or b is None:
@@ -255,9 +266,6 @@ class Pool(Layer):
         self.windows = np.array([list(w) + [fin] * (wmax - len(w)) for w in self.map.windows])
         self.inv = None if self.map.divisors is None else np.array([arb(1) / d for d in self.map.divisors])
 
-    #: ``locally_zero`` of the op that feeds this one (set by the network before ``value``)
-    feed_zero: list[bool] | None = None
-
     def value(self, x, p):
         if self.inv is not None:
             return as_mat(self._linear(x))
@@ -324,8 +332,9 @@ class BatchNorm(Layer):
         super().__init__(name, in_shape)
         self.P = math.prod(in_shape[1:])
         self.channel = np.repeat(np.arange(in_shape[0]), self.P)  # the channel of each flat column
-        self.mean = [arb(float(v)) for v in m.running_mean.double()]
-        self.root = [(arb(float(v)) + arb(float(m.eps))).sqrt() for v in m.running_var.double()]
+        mean, var = running_stats(m)
+        self.mean = [arb(float(v)) for v in mean]
+        self.root = [(arb(float(v)) + arb(float(m.eps))).sqrt() for v in var]
         self.affine = m.weight is not None
         self.w, self.b = f"{name}.weight", f"{name}.bias"
         self.params = (self.w, self.b) if self.affine else ()
@@ -370,20 +379,46 @@ class Flatten(Layer):
         self.out_shape = (math.prod(in_shape),)
 
 
+@overload
+def _traced(module: nn.Module | None, cls: type[M]) -> M: ...
+@overload
+def _traced(module: nn.Module | None, cls: type[M], other: type[M2]) -> M | M2: ...
+def _traced(module: nn.Module | None, cls: type, other: type | None = None) -> nn.Module:
+    """``module`` as the type its op's kind stands for (:func:`~.trace.trace` reads the kind off the module's
+    exact type), or a ``TypeError``."""
+    classes = (cls,) if other is None else (cls, other)
+    if module is None or not isinstance(module, classes):
+        raise TypeError(f"a traced op of {' or '.join(c.__name__ for c in classes)} holds {type(module).__name__}")
+    return module
+
+
+def running_stats(m: nn.modules.batchnorm._BatchNorm) -> tuple[Tensor, Tensor]:
+    """The running mean and variance of a BatchNorm, in float64 (:func:`~.trace.trace` refuses one without them).
+
+    >>> [t.tolist() for t in running_stats(nn.BatchNorm1d(2))]
+    [[0.0, 0.0], [1.0, 1.0]]
+    """
+    mean, var = m.running_mean, m.running_var
+    if mean is None or var is None:
+        raise UnsupportedModelError(f"{type(m).__name__} without running statistics (track_running_stats=False) "
+                                    "is not supported by certify")
+    return mean.double(), var.double()
+
+
 def make_layer(kind: str, name: str, module: nn.Module | None, in_shape: tuple[int, ...]) -> Layer:
     """The :class:`Layer` of a traced op (``add`` is handled by the caller)."""
     if kind == "linear":
-        return Linear(name, module, in_shape)
+        return Linear(name, _traced(module, nn.Linear), in_shape)
     if kind == "conv":
-        return Conv(name, module, in_shape)
+        return Conv(name, _traced(module, nn.Conv1d, nn.Conv2d), in_shape)
     if kind == "relu":
         return Relu(name, in_shape)
     if kind == "leaky_relu":
-        return Relu(name, in_shape, float(module.negative_slope))
+        return Relu(name, in_shape, float(_traced(module, nn.LeakyReLU).negative_slope))
     if kind in ("maxpool", "avgpool", "adaptive_avgpool"):
-        return Pool(name, module, in_shape)
+        return Pool(name, _traced(module, nn.Module), in_shape)
     if kind == "batchnorm":
-        return BatchNorm(name, module, in_shape)
+        return BatchNorm(name, _traced(module, nn.modules.batchnorm._BatchNorm), in_shape)
     if kind == "flatten" or (kind == "identity" and layer_capabilities(module).reshape):
         return Flatten(name, in_shape)
     return Layer(name, in_shape)

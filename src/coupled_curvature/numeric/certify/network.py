@@ -8,11 +8,12 @@ from fractions import Fraction
 import torch
 from flint import arb_mat
 from torch import nn
+from torch.nn.modules.batchnorm import _BatchNorm
 
 from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.certify.arrays import Rows
 from coupled_curvature.numeric.layer_capabilities import layer_capabilities
-from coupled_curvature.numeric.certify.layers import Kink, Layer, add, make_layer, vstack
+from coupled_curvature.numeric.certify.layers import Kink, Layer, add, make_layer, running_stats, vstack
 from coupled_curvature.numeric.certify.trace import Op
 
 __all__ = ["Network", "check_shapes"]
@@ -24,9 +25,9 @@ def _input_dims(m: nn.Module) -> tuple[tuple[int, ...], int] | None:
     if isinstance(m, nn.Linear):
         return (1,), m.in_features
     caps = layer_capabilities(m)  # the certified kinds: exact types, as trace found them
-    if caps.certify == "conv" and caps.spatial_dims is not None:
+    if caps.certify == "conv" and caps.spatial_dims is not None and isinstance(m, (nn.Conv1d, nn.Conv2d)):
         return (caps.spatial_dims + 1,), m.in_channels
-    if caps.batch_statistics:
+    if caps.batch_statistics and isinstance(m, _BatchNorm):
         return ((1, 2) if caps.unit_axis == "dim1" else (3,)), m.num_features
     if caps.certify in ("maxpool", "avgpool", "adaptive_avgpool") and caps.spatial_dims is not None:
         return (caps.spatial_dims + 1,), -1
@@ -50,8 +51,9 @@ def _check_op(op: Op, in_shapes: list[tuple[int, ...]]) -> None:
             f"module {op.name!r} ({type(m).__name__}) receives per-sample inputs of shape {shape}; certify applies "
             f"it to {want} per-sample inputs{lead} only (torch would broadcast it over the extra axes); pass "
             "data of that shape, or put nn.Flatten() before it")
-    if layer_capabilities(m).batch_statistics:
-        stats = {"running_mean": m.running_mean.double(), "running_var": m.running_var.double()}
+    if isinstance(m, _BatchNorm) and layer_capabilities(m).batch_statistics:
+        mean, var = running_stats(m)
+        stats = {"running_mean": mean, "running_var": var}
         for what, t in stats.items():
             if not bool(torch.isfinite(t).all()):
                 raise InvalidInputError(f"module {op.name!r} ({type(m).__name__}): its {what} holds non-finite "
@@ -153,6 +155,7 @@ class Network:
             if out is not None:
                 tangents[i] = out
         if len(self.ops) - 1 not in tangents:
+            assert dirs is not None, "tangent takes parameter directions or a seed"
             return vstack([arb_mat(self.N, self.output.ncols())] * len(dirs))
         return tangents[len(self.ops) - 1]
 
@@ -181,6 +184,7 @@ class Network:
                 continue
             dy = cot.pop(i)
             layer = self.layers[i]
+            dxs: list[arb_mat | None]
             if layer is None:
                 dxs = [dy, dy]
             else:
@@ -190,5 +194,6 @@ class Network:
                     grads[k] = grads[k] + v if k in grads else v
             for j, dx in zip(self.ops[i].inputs, dxs):
                 if j >= 0:
+                    assert dx is not None, "a layer fed by another op returns its input's cotangent (needs_dx)"
                     cot[j] = cot[j] + dx if j in cot else dx
         return grads

@@ -49,7 +49,7 @@ class ShiftedForward:
     the rest of the graph); ``outputs``: that first output itself, with its graph (a cotangent at the
     module's output goes back to the module's own parameters from it)."""
 
-    out: Tensor | None  # None until the forward pass has run
+    out: Tensor
     calls: dict[str, list[tuple[Tensor | None, Tensor]]]
     shifts: dict[str, Tensor] = field(default_factory=dict)
     marks: dict[str, Node | None] = field(default_factory=dict)
@@ -77,7 +77,9 @@ def shifted_forward(objective: Objective, batch: int, paths: Iterable[str],
     model = objective.model
     values = objective.values if params is None else params
     calls: dict[str, list[tuple[Tensor | None, Tensor]]] = {}
-    fw = ShiftedForward(None, calls)
+    shifts: dict[str, Tensor] = {}
+    marks: dict[str, Node | None] = {}
+    outputs: dict[str, Tensor] = {}
 
     def hook(path: str):
         def add_shift(module, inputs, output):
@@ -90,8 +92,8 @@ def shifted_forward(objective: Objective, batch: int, paths: Iterable[str],
                 return None
             shift = torch.zeros_like(output, requires_grad=True)
             shifted = output + shift
-            fw.outputs[path] = output
-            fw.shifts[path], fw.marks[path] = shift, shifted.grad_fn  # before any in-place op downstream
+            outputs[path] = output
+            shifts[path], marks[path] = shift, shifted.grad_fn  # before any in-place op downstream
             return shifted
 
         return add_shift
@@ -102,11 +104,11 @@ def shifted_forward(objective: Objective, batch: int, paths: Iterable[str],
         handles.append(model.get_submodule(p).register_forward_hook(hook(p)))
     try:
         with torch.enable_grad():
-            fw.out = objective.forward(values, objective.batches[batch].X)
+            out = objective.forward(values, objective.batches[batch].X)
     finally:
         for h in handles:
             h.remove()
-    return fw
+    return ShiftedForward(out, calls, shifts, marks, outputs)
 
 
 def cotangent_rows(fw: ShiftedForward, paths: Sequence[str], cot: Tensor, *, retain_graph: bool = True,
@@ -129,7 +131,6 @@ def cotangent_rows(fw: ShiftedForward, paths: Sequence[str], cot: Tensor, *, ret
     [(slice(0, 3, None), (3, 4, 3))]
     """
     out = fw.out
-    assert out is not None, "shifted_forward ran the forward pass"
     shifts = [fw.shifts[p] for p in paths]
     rows = cot.shape[1]
     per_row = max(1, sum(s.numel() * s.element_size() for s in shifts))

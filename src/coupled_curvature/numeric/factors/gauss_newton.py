@@ -43,6 +43,12 @@ class GaussNewton:
     B: Tensor | None = None
     s: Tensor | None = None
 
+    def factor(self) -> tuple[Tensor, Tensor]:
+        """``(B, s)``; a ``ValueError`` for sums built without ``factor=True`` or where ``s`` does not exist."""
+        if self.B is None or self.s is None:
+            raise ValueError("no factor (B, s): the sums were built without factor=True, or some e_n ∉ range(S_n)")
+        return self.B, self.s
+
 
 @dataclass
 class _Sums:

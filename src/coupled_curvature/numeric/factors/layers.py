@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 
 import torch
 from torch import Tensor, nn
@@ -24,14 +25,14 @@ from coupled_curvature.numeric.layer_capabilities import layer_capabilities
 __all__ = ["LayerRows", "is_factorable", "layer_rows", "linear_module_of", "weight_bias_owner"]
 
 
-def is_factorable(module: nn.Module) -> bool:
+def is_factorable(module: nn.Module) -> TypeGuard[nn.Linear | nn.Conv2d]:
     """``nn.Linear``, or ``nn.Conv2d`` with ``groups=1``: the layers whose output is ``Σ_q W[c,q] U_n[q,p] + b[c]``.
 
     >>> is_factorable(nn.Linear(2, 2)), is_factorable(nn.Conv2d(2, 2, 1, groups=2))
     (True, False)
     """
     factor = layer_capabilities(module).factor  # exact types: a subclass may change forward
-    return factor == "linear" or (factor == "conv" and module.groups == 1)
+    return factor == "linear" or (factor == "conv" and isinstance(module, nn.Conv2d) and module.groups == 1)
 
 
 def weight_bias_owner(model: nn.Module, members: Sequence[str]) -> tuple[str, nn.Module, tuple[str, ...]] | None:
@@ -86,9 +87,9 @@ class LayerRows:
         return parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
 
 
-def _unfold(module: nn.Module, x: Tensor) -> Tensor | None:
+def _unfold(module: nn.Linear | nn.Conv2d, x: Tensor) -> Tensor | None:
     """The layer input as ``(N, Q, P)`` patches, or ``None`` if the layout is not supported."""
-    if type(module) is nn.Linear:
+    if isinstance(module, nn.Linear):  # exact types only (is_factorable): a Linear, else a Conv2d
         if x.dim() < 2:
             return None
         flat = x.reshape(x.shape[0], -1, x.shape[-1])
@@ -100,14 +101,14 @@ def _unfold(module: nn.Module, x: Tensor) -> Tensor | None:
     return F.unfold(padded, module.kernel_size, dilation=module.dilation, padding=0, stride=module.stride)
 
 
-def _as_cp(module: nn.Module, z: Tensor) -> Tensor:
+def _as_cp(module: nn.Linear | nn.Conv2d, z: Tensor) -> Tensor:
     """The layer output as ``(N, C, P)``."""
     if type(module) is nn.Linear:
         return z.reshape(z.shape[0], -1, z.shape[-1]).transpose(1, 2)
     return z.reshape(z.shape[0], z.shape[1], -1)
 
 
-def _reconstructs(module: nn.Module, U: Tensor, z: Tensor) -> bool:
+def _reconstructs(module: nn.Linear | nn.Conv2d, U: Tensor, z: Tensor) -> bool:
     """``W U_n + b`` equals the recorded output (the unfolding matches the layer)."""
     C = z.shape[1]
     if U.shape[2] != z.shape[2] or module.weight.numel() != C * U.shape[1]:
@@ -141,8 +142,8 @@ def layer_rows(objective: Objective, batch: int, paths: Iterable[str], cot: Tens
     ((3, 1, 1, 4), (3, 4, 4), (3, 1, 10))
     """
     model = objective.model
-    mods = {p: model.get_submodule(p) for p in paths}
-    mods = {p: m for p, m in mods.items() if is_factorable(m)}
+    found = {p: model.get_submodule(p) for p in paths}
+    mods = {p: m for p, m in found.items() if is_factorable(m)}
     fw = shifted_forward(objective, batch, mods, params)
     out = fw.out
     if not isinstance(out, Tensor) or out.dim() == 0 or out.shape[0] != cot.shape[0]:

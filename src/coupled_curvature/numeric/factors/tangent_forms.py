@@ -90,6 +90,7 @@ def _tangent(module: nn.Module, attrs: tuple[str, ...], z: Tensor, values: Mappi
     bias = values.get(f"{path}.bias") if getattr(module, "bias", None) is not None else None
     if set(attrs) == {"weight", "bias"} or bias is None and attrs == ("weight",):
         return z
+    assert bias is not None, "a bias block, or a weight block beside a bias"
     if attrs == ("weight",):
         return z - _broadcast(module, bias, z)
     return _broadcast(module, bias, z)
@@ -174,6 +175,7 @@ def tangent_forms(objective: Objective, partition: Mapping[str, Sequence[str]], 
                 grads[n] += g
         total += float(loss.detach())
         if live:
+            assert factors is not None, "output_factors ran while live was not empty, and live only shrinks"
             _accumulate(model, fw, live, factors.A, objective.values, forms, reasons, gen,
                         (r_out.abs().reshape(r_out.shape[0], 1, -1), {n: leaves[n] for b in live for n in partition[b]},
                          {b: list(partition[b]) for b in live}, mags))
@@ -204,13 +206,15 @@ def _accumulate(model: nn.Module, fw: ShiftedForward, live: Mapping[str, tuple[s
     at_output: dict[str, Tensor] = {}
     for rows, cots in cotangent_rows(fw, paths, torch.cat([A, check, abs_row.to(A)], dim=1), retain_graph=True):
         for p in paths:
-            if cots[p] is not None and rows.start <= r + 1 < rows.stop:
-                at_output[p] = cots[p][r + 1 - rows.start]
+            cot = cots[p]
+            if cot is not None and rows.start <= r + 1 < rows.stop:
+                at_output[p] = cot[r + 1 - rows.start]
         for p, bs in by_path.items():  # each module's cotangents read once for all its blocks
-            if cots[p] is not None:
+            cot = cots[p]
+            if cot is not None:
                 stop = min(rows.stop, r + 1)  # the last row is |r|, not a row of A
                 if stop > rows.start:
-                    c = cots[p][:stop - rows.start].reshape(stop - rows.start, n, -1)
+                    c = cot[:stop - rows.start].reshape(stop - rows.start, n, -1)
                     got = ((c * stacked[p]).sum(-1, keepdim=True) if len(c) == 1  # one row: no einsum set-up
                            else torch.einsum("rnm,tnm->tnr", c, stacked[p]))
                     for b, vb in zip(bs, got):

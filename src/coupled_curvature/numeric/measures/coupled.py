@@ -32,7 +32,10 @@ def _diag_blocks(model, loss_fn, data, options, name: str, pick: Callable, defau
     refuse_unknown_options(name, options)
     d = ctx.diagnosis({**run, "inverse": inverse})
     max_dense, method = d.meta["max_dense"], run.get("method") or DEFAULTS["method"]
-    blocks, degenerate, notes, conditioning = {}, [], [], {}
+    blocks: dict[str, float | None] = {}
+    degenerate: list[str] = []
+    notes: list[str] = []
+    conditioning: dict[str, float] = {}
     for b in d:
         if name != "Dplus" and b.scale_invariant:  # D⁺ stays defined there (T7)
             blocks[b.name] = None
@@ -176,32 +179,36 @@ def newton_decrement(model: nn.Module, loss_fn: Callable, data: object, **option
         factored, rejected = ctx.gauss_newton(live, factor=True)
         notes += [f"{n}: factor route rejected ({why}); pseudo-inverse route" for n, why in rejected.items()]
         for n in list(factored):
-            R, m = factored[n].B.shape
+            R, m = factored[n].factor()[0].shape
             if R * m * min(R, m) > budget:
                 notes.append(f"{n}: factor route skipped (B is {R}×{m}, above factor_flops={budget:g}); pseudo-inverse route")
                 del factored[n]
     for n, gn in factored.items():
-        if gn.B.shape[0] == 0 or not bool(gn.s.any()):
+        B, s = gn.factor()
+        if B.shape[0] == 0 or not bool(s.any()):
             blocks[n], routes[n], ranks[n] = 0.0, "factor", 0
             continue
-        sol = torch.linalg.lstsq(gn.B, gn.s.unsqueeze(1), rcond=factor_rcond, driver="gelsd")
+        sol = torch.linalg.lstsq(B, s.unsqueeze(1), rcond=factor_rcond, driver="gelsd")
         x = sol.solution[:, 0]
-        Bx = gn.B @ x
+        Bx = B @ x
         value = float(Bx @ Bx)
         rank, sv = int(sol.rank), sol.singular_values
         blocks[n], routes[n], ranks[n] = value, "factor", rank
         if 0 < rank < sv.numel():
             gaps[n] = float(sv[rank - 1] / sv[rank]) if float(sv[rank]) > 0.0 else math.inf
         if value > 0.0:  # least-squares sensitivity: |δv| ≤ 2‖δB‖‖x‖‖s − Bx‖, ‖δB‖ ≈ ε₆₄‖B‖
-            resid = float((gn.s - Bx).norm())
+            resid = float((s - Bx).norm())
             conditioning[n] = 1.0 + 2.0 * float(sol.singular_values[0]) * float(x.norm()) * resid / value
     rest = [n for n in live if n not in factored]
     dense = ctx.dense(rest) if rest else {}
+    hessians = ctx.dense_hessians(rest) if rest else {}
     for n in rest:
-        form = pinv_quadratic_form(dense[n].hessian(), dense[n].grad, rtol)
+        form = pinv_quadratic_form(hessians[n], dense[n].grad, rtol)
         blocks[n], routes[n], ranks[n] = form.value, "pinv", form.rank
         if form.value is None:
-            notes.append(f"{n}: gᵀH⁺g ≈ 1e{form.exact.log10:.0f} does not fit float64 (the block's scale is too "
+            exact = form.exact
+            assert exact is not None, "a value that does not fit float64 comes as a Scaled"
+            notes.append(f"{n}: gᵀH⁺g ≈ 1e{exact.log10:.0f} does not fit float64 (the block's scale is too "
                          "extreme): left undefined (None)")
         if form.min_kept_rel_eig is not None:
             conditioning[n] = 1.0 / form.min_kept_rel_eig
