@@ -1,4 +1,5 @@
-"""Small helpers shared by the sub-commands: status lines and argument types.
+"""Small helpers shared by the sub-commands: status lines, the parser of a command, the flags several
+commands share, and argument types.
 
 Every numeric option is checked by its ``type=`` when the command line is parsed, before any
 work, so a bad value ends in one ``ccurv: error: …`` line and exit status 2.
@@ -18,7 +19,7 @@ import math
 import sys
 from collections.abc import Callable
 
-__all__ = ["say", "seed", "count", "nonnegative", "positive_float", "bounded_int"]
+__all__ = ["say", "add_command", "add_seed", "add_net", "seed", "count", "nonnegative", "positive_float", "bounded_int"]
 
 SEED_MAX = 2**32 - 1
 
@@ -33,6 +34,26 @@ def say(msg: str) -> None:
         indent = msg[:len(msg) - len(msg.lstrip(" "))]
         msg = "\n".join(wrap(msg.lstrip(" "), width, indent=indent, hang=indent + "  "))
     print(msg, file=sys.stderr, flush=True)
+
+
+def add_command(sub: argparse._SubParsersAction, name: str, run: Callable[[argparse.Namespace], int], help: str,
+                description: str | None = None) -> argparse.ArgumentParser:
+    """The parser of sub-command ``name``: ``help`` is its line in the list, ``description`` its page,
+    ``run(args)`` what it does (its exit status); add its arguments to the parser returned."""
+    p = sub.add_parser(name, help=help, description=description)
+    p.set_defaults(func=run)
+    return p
+
+
+def add_seed(p: argparse.ArgumentParser, help: str) -> None:
+    """Add ``--seed``, an integer in ``[0, 2³² − 1]`` (default 0) that ``help`` says the use of."""
+    p.add_argument("--seed", type=seed, default=0, help=help)
+
+
+def add_net(p: argparse.ArgumentParser, arch: str) -> None:
+    """Add ``--dataset`` and ``--arch`` (default ``mlp:64x3``; ``arch`` is its help): the net a command trains."""
+    p.add_argument("--dataset", default="digits", choices=("digits", "breast_cancer", "wine"))
+    p.add_argument("--arch", default="mlp:64x3", help=arch)
 
 
 def bounded_int(lo: int, hi: int | None = None) -> Callable[[str], int]:

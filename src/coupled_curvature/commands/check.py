@@ -12,15 +12,18 @@ import argparse
 import time
 from typing import Any
 
-from coupled_curvature.commands._common import bounded_int, seed
+from coupled_curvature.commands._common import add_command, add_seed, bounded_int
 from coupled_curvature.numeric.vocabulary import MAX_DPS, MIN_DPS
 from coupled_curvature.commands._common import say as _say
 from coupled_curvature.base.output import check_file, write_json
-from coupled_curvature.reporting.terminal import table, wrap
+from coupled_curvature.reporting.terminal import number, table, wrap
 
-
-def _fmt(x: float | None) -> str:
-    return "-" if x is None else f"{x:.2e}"
+#: the line of ``ccurv --help`` that names the command, and the description its own ``--help`` opens with
+HELP = "machine-check T1-T14 (default: symbolic proofs and numeric cross-checks)"
+DESCRIPTION = ("Check every theorem T1-T14: exact SymPy derivations with trust labels, certificates re-checked "
+               "by an independent rational checker, numeric cross-checks on trained networks (evidence, never proof) "
+               "and, with --formal, the Coq proofs. Exit 0 when everything selected holds, 1 when something fails, "
+               "2 on bad input.")
 
 
 STEP_LEGEND = ("steps by trust label: formal (also stated in general by a pinned Coq theorem), exact "
@@ -43,7 +46,7 @@ def summary_table(report: Any, formal: dict[str, str] | None = None, width: int 
         num = s.numeric
         rows.append([
             t, s.status, formal.get(t, "-"), *(str(s.steps[k]) for k in TRUST_LABELS),
-            "-" if num is None else _fmt(num.figure),
+            "-" if num is None else number(num.figure, ".2e"),
             "-" if num is None else ("yes" if num.agrees else "NO"), f"{s.seconds:.1f}s",
         ])
         if num is not None:
@@ -61,9 +64,7 @@ def _print_chain(result: Any) -> None:
     for step in result.steps:
         print(f"  {step}")
     print(f"  function gap after the chain: {result.function_gap:.3e}")
-    f = lambda x: "-" if x is None else f"{x:.3e}"  # noqa: E731
-    rows = [[b.name, f(b.D), f(b.dD), f(b.Dplus), f(b.dDplus), f(b.dplus_bound), f(b.rq), f(b.drq)]
-            for b in result.blocks]
+    rows = [[b.name, *map(number, (b.D, b.dD, b.Dplus, b.dDplus, b.dplus_bound, b.rq, b.drq))] for b in result.blocks]
     print(table(["block", "D", "ΔD", "D⁺", "ΔD⁺", "ε/λmin_rel", "RQ", "ΔRQ"], rows))
     print("\n".join(wrap("Δ: the block's relative change under the chain; ε/λmin_rel: the float64 conditioning "
                          "limit of the D⁺ change (ε₆₄ over the smallest kept eigenvalue relative to the largest)")))
@@ -130,6 +131,22 @@ def formal_section(only: list[str], checked: bool) -> tuple[bool, dict[str, Any]
         {t: "formal" if ok else "FAILED" for t, ok in per.items()}
 
 
+def register(sub: argparse._SubParsersAction) -> None:
+    check = add_command(sub, "check", run, HELP, DESCRIPTION)
+    check.add_argument("--symbolic", action="store_true", help="only the symbolic derivations")
+    check.add_argument("--numeric", action="store_true", help="only the numeric cross-checks on trained nets")
+    check.add_argument("--only", metavar="IDS", default=None, help="comma-separated theorem ids, e.g. T4,T6")
+    check.add_argument("--json", metavar="FILE", default=None, help="write the machine-readable result to FILE")
+    add_seed(check, "seed for training and the symmetry chains")
+    check.add_argument("--quick", action="store_true",
+                       help="skip the digits 64x3 D⁺ chain (the slow part); small nets only")
+    check.add_argument("--precision", type=bounded_int(MIN_DPS, MAX_DPS), metavar="DPS", default=None,
+                       help="also measure the invariance error in mpmath at DPS digits (it should fall like 10^-DPS)")
+    check.add_argument("--formal", action="store_true",
+                       help="also build the Coq development (proofs/coq) and check every pinned theorem "
+                            "statement and its axioms (needs coqc)")
+
+
 def run(args: argparse.Namespace) -> int:
     from coupled_curvature.proofs import check_all, parse_only
     from coupled_curvature.proofs.formal import INSTALL_HINT, CoqUnavailableError, coq_available
@@ -191,25 +208,3 @@ def run(args: argparse.Namespace) -> int:
         write_json(args.json, data)
         _say(f"wrote {args.json}")
     return 0 if report.ok and precision_ok and formal_ok and (rate is None or rate.ok) else 1
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    check = sub.add_parser(
-        "check", help="machine-check T1-T14 (default: symbolic proofs and numeric cross-checks)",
-        description="Check every theorem T1-T14: exact SymPy derivations with trust labels, certificates re-checked "
-        "by an independent rational checker, numeric cross-checks on trained networks (evidence, never proof) "
-        "and, with --formal, the Coq proofs. Exit 0 when everything selected holds, 1 when something fails, "
-        "2 on bad input.")
-    check.add_argument("--symbolic", action="store_true", help="only the symbolic derivations")
-    check.add_argument("--numeric", action="store_true", help="only the numeric cross-checks on trained nets")
-    check.add_argument("--only", metavar="IDS", default=None, help="comma-separated theorem ids, e.g. T4,T6")
-    check.add_argument("--json", metavar="FILE", default=None, help="write the machine-readable result to FILE")
-    check.add_argument("--seed", type=seed, default=0, help="seed for training and the symmetry chains")
-    check.add_argument("--quick", action="store_true",
-                       help="skip the digits 64x3 D⁺ chain (the slow part); small nets only")
-    check.add_argument("--precision", type=bounded_int(MIN_DPS, MAX_DPS), metavar="DPS", default=None,
-                       help="also measure the invariance error in mpmath at DPS digits (it should fall like 10^-DPS)")
-    check.add_argument("--formal", action="store_true",
-                       help="also build the Coq development (proofs/coq) and check every pinned theorem "
-                            "statement and its axioms (needs coqc)")
-    check.set_defaults(func=run)

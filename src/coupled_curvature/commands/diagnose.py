@@ -12,14 +12,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from coupled_curvature.commands._common import count, nonnegative, positive_float, seed
+from coupled_curvature.commands._common import add_command, add_net, add_seed, count, nonnegative, positive_float
 from coupled_curvature.base.output import check_file, write_json
 from coupled_curvature.base.run_settings import add_flags, chosen
-from coupled_curvature.reporting.terminal import table, wrap
+from coupled_curvature.reporting.terminal import number, table, wrap
 
-
-def _num(x: float | None) -> str:
-    return "-" if x is None else f"{x:.6e}"
+#: the line of ``ccurv --help`` that names the command, and the description its own ``--help`` opens with
+HELP = "D and D⁺ of a net trained here, alone or data-parallel under torchrun"
+DESCRIPTION = ("Data-parallel D and D⁺: every rank builds (and trains) the same net from --seed, takes a "
+               "contiguous shard of the data and sums curvature over ranks. Start it with torchrun "
+               "--nproc_per_node=N -m coupled_curvature diagnose ...; without torchrun it runs as one process.")
 
 
 def diagnosis_text(diagnosis: Any, width: int | None = None) -> str:
@@ -38,8 +40,9 @@ def diagnosis_text(diagnosis: Any, width: int | None = None) -> str:
     notes:
       a, b: D⁺ not computed: block above max_dense
     """
-    rows = [[b.name, str(b.size), _num(b.g_sq), _num(b.wHw), _num(b.rayleigh), _num(b.coupled),
-             _num(b.inverse_coupled), "-" if b.rank is None else str(b.rank)] for b in diagnosis]
+    rows = [[b.name, str(b.size), *(number(x, ".6e") for x in (b.g_sq, b.wHw, b.rayleigh, b.coupled,
+                                                                  b.inverse_coupled)),
+             "-" if b.rank is None else str(b.rank)] for b in diagnosis]
     lines = [table(["block", "size", "‖g‖²", "wᵀHw", "RQ", "D", "D⁺", "rank"], rows, width=width)]
     where: dict[str, list[str]] = {}
     for b in diagnosis:
@@ -50,6 +53,26 @@ def diagnosis_text(diagnosis: Any, width: int | None = None) -> str:
         lines.append("notes:")
         lines += [line for n in notes for line in wrap(n, width, indent="  ", hang="    ")]
     return "\n".join(lines)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = add_command(sub, "diagnose", run, HELP, DESCRIPTION)
+    add_net(p, "KIND:WIDTHxDEPTH with KIND one of mlp, mlp-nobias, mlp-leaky, linear, mlp-bn, cnn")
+    add_seed(p, "initialisation and minibatch-order seed")
+    p.add_argument("--epochs", type=nonnegative, default=20, help="Adam epochs on the training split (0: untrained)")
+    p.add_argument("--state", help="load this state_dict (torch.save) instead of training")
+    p.add_argument("--split", default="train", choices=("train", "test"), help="data to diagnose")
+    p.add_argument("--samples", type=count, help="diagnose only the first N samples of the split")
+    p.add_argument("--reduction", default="mean", choices=("mean", "sum"), help="cross-entropy reduction")
+    add_flags(p)  # the run settings, each with its meaning and default (coupled_curvature.base.run_settings)
+    p.add_argument("--backend", default="auto", choices=("auto", "gloo", "nccl"),
+                   help="auto: nccl when CUDA is available, gloo otherwise")
+    p.add_argument("--init-method", default="env://", help="process-group rendezvous (default env:// from torchrun)")
+    p.add_argument("--timeout", type=positive_float, default=1800.0, help="seconds before a stuck collective fails")
+    p.add_argument("--broadcast", action="store_true",
+                   help="copy rank 0's weights to every rank before diagnosing (for machines whose training "
+                        "differs in the last bits); without it the ranks must agree bit for bit")
+    p.add_argument("--json", metavar="FILE", help="rank 0 writes the Diagnosis here (atomically)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -73,31 +96,3 @@ def run(args: argparse.Namespace) -> int:
     if args.json is not None:
         write_json(args.json, out, reads=[args.state] if args.state else [])
     return 0
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "diagnose", help="D and D⁺ of a net trained here, alone or data-parallel under torchrun",
-        description="Data-parallel D and D⁺: every rank builds (and trains) the same net from --seed, takes a "
-                    "contiguous shard of the data and sums curvature over ranks. Start it with torchrun "
-                    "--nproc_per_node=N -m coupled_curvature diagnose ...; without torchrun it runs as one process.",
-    )
-    p.add_argument("--dataset", default="digits", choices=("digits", "breast_cancer", "wine"))
-    p.add_argument("--arch", default="mlp:64x3",
-                   help="KIND:WIDTHxDEPTH with KIND one of mlp, mlp-nobias, mlp-leaky, linear, mlp-bn, cnn")
-    p.add_argument("--seed", type=seed, default=0, help="initialisation and minibatch-order seed")
-    p.add_argument("--epochs", type=nonnegative, default=20, help="Adam epochs on the training split (0: untrained)")
-    p.add_argument("--state", help="load this state_dict (torch.save) instead of training")
-    p.add_argument("--split", default="train", choices=("train", "test"), help="data to diagnose")
-    p.add_argument("--samples", type=count, help="diagnose only the first N samples of the split")
-    p.add_argument("--reduction", default="mean", choices=("mean", "sum"), help="cross-entropy reduction")
-    add_flags(p)  # the run settings, each with its meaning and default (coupled_curvature.base.run_settings)
-    p.add_argument("--backend", default="auto", choices=("auto", "gloo", "nccl"),
-                   help="auto: nccl when CUDA is available, gloo otherwise")
-    p.add_argument("--init-method", default="env://", help="process-group rendezvous (default env:// from torchrun)")
-    p.add_argument("--timeout", type=positive_float, default=1800.0, help="seconds before a stuck collective fails")
-    p.add_argument("--broadcast", action="store_true",
-                   help="copy rank 0's weights to every rank before diagnosing (for machines whose training "
-                        "differs in the last bits); without it the ranks must agree bit for bit")
-    p.add_argument("--json", metavar="FILE", help="rank 0 writes the Diagnosis here (atomically)")
-    p.set_defaults(func=run)

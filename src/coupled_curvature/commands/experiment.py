@@ -20,55 +20,59 @@ import os
 import time
 
 from coupled_curvature.base.choices import parse_list
-from coupled_curvature.commands._common import count, nonnegative, say, seed
+from coupled_curvature.commands._common import add_command, add_seed, count, nonnegative, say
 from coupled_curvature.reporting.invariance_page import fmt as _fmt
 from coupled_curvature.reporting.terminal import bullets, footnote_repeats, table, wrap
+
+#: the line of ``ccurv experiment --help`` that names the experiment, and the description its own ``--help``
+#: opens with
+INVARIANCE_HELP = "train nets, apply random symmetry chains, tabulate which quantities move"
+INVARIANCE_DESCRIPTION = ("Relative changes of D and D⁺ under layer rescalings (c log-uniform in [1e-3, 1e3]) "
+                          "and permutations, the neuron-wise negative control, and the raw Rayleigh quotient / top "
+                          "eigenvalue.")
+WIDTH_HELP = "exploratory: Kendall τ between curvature measures and the generalization gap across widths"
+WIDTH_DESCRIPTION = ("Train ReLU MLPs of several widths and depths on digits (several seeds), measure D, D⁺ "
+                     "and baseline sharpness measures, and report Kendall τ against the test−train gaps with a "
+                     "seed-bootstrap 95% interval. Exploratory: no bound is claimed.")
+
 
 def register(sub) -> None:
     p = sub.add_parser("experiment", help="run the experiments: exact invariance at scale, and the exploratory width sweep")
     kinds = p.add_subparsers(dest="experiment", required=True, metavar="EXPERIMENT")
-    inv = kinds.add_parser(
-        "invariance",
-        help="train nets, apply random symmetry chains, tabulate which quantities move",
-        description="Relative changes of D and D⁺ under layer rescalings (c log-uniform in [1e-3, 1e3]) and "
-        "permutations, the neuron-wise negative control, and the raw Rayleigh quotient / top eigenvalue.",
-    )
-    _shared_arguments(inv, "small configuration (about a minute on 2 cores)")
+    inv = add_command(kinds, "invariance", run, INVARIANCE_HELP, INVARIANCE_DESCRIPTION)
+    add_experiment_flags(inv, "small configuration (about a minute on 2 cores)")
     inv.add_argument("--certify", action="store_true",
                      help="also certify T3 per net in ball arithmetic (256 bits): a layer rescaling by c = 37/10 "
                      "leaves D in a ball containing 0 while the raw Rayleigh quotient certainly moves")
-    inv.set_defaults(func=run)
     _register_width(kinds)
     from coupled_curvature.commands.training import register_training
 
-    register_training(kinds, _shared_arguments)
+    register_training(kinds, add_experiment_flags)
     from coupled_curvature.commands.experiment_transformers import register_transformers
 
-    register_transformers(kinds)
+    register_transformers(kinds, add_experiment_flags)
 
 
-def _shared_arguments(p: argparse.ArgumentParser, quick_help: str) -> None:
-    """--quick, --out, --cache, --seed and --remeasure, the same for both experiments."""
-    p.add_argument("--quick", action="store_true", help=quick_help)
+def add_experiment_flags(p: argparse.ArgumentParser, quick: str, seed: str = "first seed (default 0)",
+                         cached: bool = True) -> None:
+    """Add the flags every experiment has: --quick (``quick`` says what it runs), --out and --seed (``seed``
+    says its use); with ``cached`` also --cache and --remeasure, for an experiment that caches its models."""
+    p.add_argument("--quick", action="store_true", help=quick)
     p.add_argument("--out", required=True, help="report folder (created or replaced atomically)")
-    p.add_argument("--cache", default=os.path.join(os.path.expanduser("~"), ".cache", "ccurv", "models"),
-                   help="folder of cached trained models and measurements (default ~/.cache/ccurv/models)")
-    p.add_argument("--seed", type=seed, default=0, help="first seed (default 0)")
-    p.add_argument("--remeasure", action="store_true",
-                   help="ignore cached measurements (models still come from the cache)")
+    if cached:
+        p.add_argument("--cache", default=os.path.join(os.path.expanduser("~"), ".cache", "ccurv", "models"),
+                       help="folder of cached trained models and measurements (default ~/.cache/ccurv/models)")
+    add_seed(p, seed)
+    if cached:
+        p.add_argument("--remeasure", action="store_true",
+                       help="ignore cached measurements (models still come from the cache)")
 
 
 def _register_width(kinds) -> None:
     from coupled_curvature.numeric.vocabulary import WIDTH_MEASURES as MEASURES
 
-    w = kinds.add_parser(
-        "width",
-        help="exploratory: Kendall τ between curvature measures and the generalization gap across widths",
-        description="Train ReLU MLPs of several widths and depths on digits (several seeds), measure D, D⁺ and "
-        "baseline sharpness measures, and report Kendall τ against the test−train gaps with a seed-bootstrap "
-        "95% interval. Exploratory: no bound is claimed.",
-    )
-    _shared_arguments(w, "widths 8, 32, 128; depths 1, 3; two seeds (a few minutes)")
+    w = add_command(kinds, "width", run_width_command, WIDTH_HELP, WIDTH_DESCRIPTION)
+    add_experiment_flags(w, "widths 8, 32, 128; depths 1, 3; two seeds (a few minutes)")
     w.add_argument("--seeds", type=count, default=None, help="number of seeds (default 5, --quick 2)")
     w.add_argument("--widths", default=None, help="comma-separated hidden widths (default 8,16,32,64,128,256,512)")
     w.add_argument("--depths", default=None, help="comma-separated numbers of hidden layers (default 1,3)")
@@ -79,7 +83,6 @@ def _register_width(kinds) -> None:
                    help="training points the curvature measures use (default 256, --quick 128)")
     w.add_argument("--threads", type=count, default=None,
                    help="torch threads while measuring (default 1, or 2 for the full run); training always uses 1")
-    w.set_defaults(func=run_width_command)
 
 
 # the terminal table: one key column naming the net, short headers, the legend said once below

@@ -12,21 +12,24 @@ import argparse
 import os
 import time
 
-from coupled_curvature.commands._common import nonnegative, say, seed
+from coupled_curvature.commands._common import add_command, nonnegative, say
+
+#: the line of ``ccurv experiment --help`` that names the experiment, and the description its own ``--help``
+#: opens with
+HELP = "measures under attention's symmetries on small trained transformers, with a figure"
+DESCRIPTION = ("Train tiny GPT-2, BERT, nn.TransformerEncoderLayer and nn.MultiheadAttention classifiers "
+               "(float64, seeded token data) and measure the top eigenvalue, trace, fixed-radius and adaptive sharpness, "
+               "D and D⁺ (tensor and per-head blocks) and the gauge-fixed D and D⁺ under Q/K maps (c·R on one head, a "
+               "general A per head), V/O maps, head permutation and the norm scale.")
 
 
-def register_transformers(kinds) -> None:
-    p = kinds.add_parser(
-        "transformers", help="measures under attention's symmetries on small trained transformers, with a figure",
-        description="Train tiny GPT-2, BERT, nn.TransformerEncoderLayer and nn.MultiheadAttention classifiers "
-        "(float64, seeded token data) and measure the top eigenvalue, trace, fixed-radius and adaptive sharpness, "
-        "D and D⁺ (tensor and per-head blocks) and the gauge-fixed D and D⁺ under Q/K maps (c·R on one head, a "
-        "general A per head), V/O maps, head permutation and the norm scale.")
-    p.add_argument("--quick", action="store_true", help="one sweep point per map (about a minute on 2 cores)")
-    p.add_argument("--out", required=True, help="report folder (created or replaced atomically)")
-    p.add_argument("--seed", type=seed, default=0, help="seed of the data, the initialisation and the maps")
+def register_transformers(kinds, shared) -> None:
+    """Add ``transformers`` to the experiment sub-commands (``shared`` adds --quick, --out and --seed:
+    :func:`~coupled_curvature.commands.experiment.add_experiment_flags`)."""
+    p = add_command(kinds, "transformers", run_transformers, HELP, DESCRIPTION)
+    shared(p, "one sweep point per map (about a minute on 2 cores)",
+           "seed of the data, the initialisation and the maps", cached=False)
     p.add_argument("--steps", type=nonnegative, default=30, help="full-batch Adam steps (lr 1e-2; default 30)")
-    p.set_defaults(func=run_transformers)
 
 
 def run_transformers(args: argparse.Namespace) -> int:

@@ -16,11 +16,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 from coupled_curvature.base.choices import parse_choices, split_list
-from coupled_curvature.commands._common import count, nonnegative, positive_float, say, seed
+from coupled_curvature.commands._common import add_command, add_net, add_seed, count, nonnegative, positive_float, say
 from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.base.output import check_file, check_folder, json_text, write_file, write_folder, write_texts
 from coupled_curvature.reporting.explore_page import DINH, figures, render_html, render_markdown
 from coupled_curvature.reporting.terminal import bullets, table, terminal_width, wrap
+
+#: the line of ``ccurv --help`` that names the command, and the description its own ``--help`` opens with
+HELP = "invariance matrix of sharpness measures under reparameterizations"
+DESCRIPTION = ("Train a net, sweep every symmetry (layer, neuron, permutation, BatchNorm scale, linear "
+               "mixing, nonlinear reparameterizations, loss scaling) and tabulate which sharpness measures stay "
+               "invariant, against the prediction of the theorems.")
 
 ARCHS = ("mlp:64x3", "mlp-nobias:32x4", "cnn", "linear:16x3", "mlp-bn:32x3")
 APPLICABLE = {
@@ -333,6 +339,22 @@ def explore(args: argparse.Namespace):
     return mx, render_terminal(mx, terminal_width())
 
 
+def register(sub: argparse._SubParsersAction) -> None:
+    p = add_command(sub, "explore", run, HELP, DESCRIPTION)
+    add_net(p, f"KIND:WIDTHxDEPTH with KIND one of {', '.join(APPLICABLE)}, e.g. {', '.join(ARCHS)}; or a tiny "
+            "transformer gpt2-tiny, bert-tiny, encoder-layer or mha (attention symmetries qk_conformal, qk_general, "
+            "vo, head_perm, norm_scale; --epochs Adam steps on 8 seeded token sequences)")
+    p.add_argument("--symmetries", default="all", help="comma list of layer,neuron,perm,bn,orthogonal,gl,nonlinear,loss or all (the applicable ones)")
+    p.add_argument("--measures", default="all", help="comma list of measure names or all")
+    p.add_argument("--out", default=None, help="folder for matrix.{txt,md,html,json}, dinh.txt and figures/")
+    p.add_argument("--json", default=None, help="also write the JSON cells here")
+    add_seed(p, "seed for data split, training and the sweeps")
+    p.add_argument("--epochs", type=nonnegative, default=30, help="training epochs (Adam, lr 3e-3, batch 128)")
+    p.add_argument("--samples", type=count, default=512, help="training samples the measures use")
+    p.add_argument("--bn-eps", type=positive_float, default=1e-12, help="BatchNorm eps of the bn twin (>0)")
+    p.add_argument("--quick", action="store_true", help="one sweep point per symmetry")
+
+
 def run(args: argparse.Namespace) -> int:
     if args.out is not None:
         check_folder(args.out, "explore")  # before any training
@@ -367,26 +389,3 @@ def run(args: argparse.Namespace) -> int:
         write_file(args.json, blob + "\n")
     say(f"explore finished in {seconds:.1f}s")
     return 0
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "explore", help="invariance matrix of sharpness measures under reparameterizations",
-        description="Train a net, sweep every symmetry (layer, neuron, permutation, BatchNorm scale, linear "
-        "mixing, nonlinear reparameterizations, loss scaling) and tabulate which sharpness measures stay "
-        "invariant, against the prediction of the theorems.")
-    p.add_argument("--dataset", default="digits", choices=("digits", "breast_cancer", "wine"))
-    p.add_argument("--arch", default="mlp:64x3",
-                   help=f"KIND:WIDTHxDEPTH with KIND one of {', '.join(APPLICABLE)}, e.g. {', '.join(ARCHS)}; or a "
-                   "tiny transformer gpt2-tiny, bert-tiny, encoder-layer or mha (attention symmetries qk_conformal, "
-                   "qk_general, vo, head_perm, norm_scale; --epochs Adam steps on 8 seeded token sequences)")
-    p.add_argument("--symmetries", default="all", help="comma list of layer,neuron,perm,bn,orthogonal,gl,nonlinear,loss or all (the applicable ones)")
-    p.add_argument("--measures", default="all", help="comma list of measure names or all")
-    p.add_argument("--out", default=None, help="folder for matrix.{txt,md,html,json}, dinh.txt and figures/")
-    p.add_argument("--json", default=None, help="also write the JSON cells here")
-    p.add_argument("--seed", type=seed, default=0, help="seed for data split, training and the sweeps")
-    p.add_argument("--epochs", type=nonnegative, default=30, help="training epochs (Adam, lr 3e-3, batch 128)")
-    p.add_argument("--samples", type=count, default=512, help="training samples the measures use")
-    p.add_argument("--bn-eps", type=positive_float, default=1e-12, help="BatchNorm eps of the bn twin (>0)")
-    p.add_argument("--quick", action="store_true", help="one sweep point per symmetry")
-    p.set_defaults(func=run)

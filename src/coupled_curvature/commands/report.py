@@ -17,7 +17,14 @@ from collections.abc import Callable
 from typing import Any
 
 from coupled_curvature.commands._common import say as _say
-from coupled_curvature.commands._common import seed
+from coupled_curvature.commands._common import add_command, add_seed
+
+#: the line of ``ccurv --help`` that names the command, and the description its own ``--help`` opens with
+HELP = "write the proof catalogue as md/html/tex (or pdf) with figures"
+DESCRIPTION = ("Write the theorem catalogue as a document: statements, every derivation step with its "
+               "trust label and checking method, witnesses, numeric cross-checks and figures, as Markdown, "
+               "self-contained HTML and LaTeX, into a folder written atomically; --format pdf compiles the LaTeX "
+               "with pdflatex (twice) into report.pdf.")
 
 
 def collect(only: Any = None, seed: int = 0, heavy: bool = False, progress: Callable[[str], None] | None = None,
@@ -69,6 +76,18 @@ def build_report(out: str = "report", formats: Any = None, only: Any = None, see
     return write_report(out, fmts, data, sweep, changes)
 
 
+def register(sub: argparse._SubParsersAction) -> None:
+    rep = add_command(sub, "report", run, HELP, DESCRIPTION)
+    rep.add_argument("--format", default=None, metavar="FMT",
+                     help="md, html, tex, pdf or a comma-separated list (default: md,html,tex; pdf needs "
+                     "pdflatex)")
+    rep.add_argument("--out", default="report", metavar="DIR", help="output folder (default: ./report)")
+    rep.add_argument("--only", default=None, metavar="IDS", help="comma-separated theorem ids, e.g. T4,T6")
+    add_seed(rep, "seed for training and the symmetry maps")
+    rep.add_argument("--full", action="store_true",
+                     help="include the digits 64x3 D⁺ chain and the 502-parameter precision sweep (~3 min more)")
+
+
 def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     path = build_report(args.out, formats=args.format, only=args.only, seed=args.seed, heavy=args.full,
@@ -76,21 +95,3 @@ def run(args: argparse.Namespace) -> int:
     print(f"report written to {path}")
     _say(f"report finished in {time.perf_counter() - start:.1f}s")
     return 0
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    rep = sub.add_parser(
-        "report", help="write the proof catalogue as md/html/tex (or pdf) with figures",
-        description="Write the theorem catalogue as a document: statements, every derivation step with its "
-        "trust label and checking method, witnesses, numeric cross-checks and figures, as Markdown, "
-        "self-contained HTML and LaTeX, into a folder written atomically; --format pdf compiles the LaTeX "
-        "with pdflatex (twice) into report.pdf.")
-    rep.add_argument("--format", default=None, metavar="FMT",
-                     help="md, html, tex, pdf or a comma-separated list (default: md,html,tex; pdf needs "
-                     "pdflatex)")
-    rep.add_argument("--out", default="report", metavar="DIR", help="output folder (default: ./report)")
-    rep.add_argument("--only", default=None, metavar="IDS", help="comma-separated theorem ids, e.g. T4,T6")
-    rep.add_argument("--seed", type=seed, default=0, help="seed for training and the symmetry maps")
-    rep.add_argument("--full", action="store_true",
-                     help="include the digits 64x3 D⁺ chain and the 502-parameter precision sweep (~3 min more)")
-    rep.set_defaults(func=run)

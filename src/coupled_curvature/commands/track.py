@@ -48,14 +48,19 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from coupled_curvature.commands._common import add_command, say
+from coupled_curvature.reporting.terminal import number, table, wrap
+
 __all__ = ["OWNER", "register", "run", "summary_rows", "comparison_rows"]
+
+#: the line of ``ccurv --help`` that names the command, and the description its own ``--help`` opens with
+HELP = "summarise and plot the curvature log(s) of CurvatureTracker (D per block over training)"
+DESCRIPTION = ("Read LOG_DIR/curvature.jsonl (and LOG_DIR2's, e.g. a rescaled twin of the run), print D per "
+               "block at the first and last record with its range, and write a self-contained HTML page of "
+               "the curves (D, the probe loss, RQ and D⁺ when logged).")
 
 #: the generator tag of the pages this command writes (an existing --out must carry it, or --force)
 OWNER = "ccurv track"
-
-
-def _fmt(x: float | None) -> str:
-    return "-" if x is None else f"{x:.3e}"
 
 
 def _values(records: Sequence[Mapping[str, Any]], key: str) -> list[float]:
@@ -74,7 +79,7 @@ def summary_rows(head: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) 
         first = records[0].get(key) if records else None
         last = records[-1].get(key) if records else None
         vals = _values(records, key)
-        rows.append([b, _fmt(first), _fmt(last), _fmt(min(vals) if vals else None), _fmt(max(vals) if vals else None)])
+        rows.append([b, *map(number, (first, last, min(vals) if vals else None, max(vals) if vals else None))])
     return rows
 
 
@@ -97,8 +102,8 @@ def comparison_rows(a: tuple[Mapping[str, Any], Sequence[Mapping[str, Any]]],
         dk, rk = f"D/{blk}", f"RQ/{blk}"
         dd = [abs(q[dk] / p[dk] - 1.0) for p, q in pairs if p[dk] and q[dk] is not None]
         ratios = [q[rk] / p[rk] for p, q in pairs if rq and p[rk] and q[rk] is not None]
-        rows.append([blk, str(len(dd)), _fmt(max(dd) if dd else None), _fmt(min(ratios) if ratios else None),
-                     _fmt(max(ratios) if ratios else None)])
+        rows.append([blk, str(len(dd)), number(max(dd) if dd else None), number(min(ratios) if ratios else None),
+                     number(max(ratios) if ratios else None)])
     return rows
 
 
@@ -111,11 +116,20 @@ def _describe(i: int, path: str, head: Mapping[str, Any], records: Sequence[Mapp
             f"{', '.join(head['measures'])}{err}")
 
 
+def register(sub: argparse._SubParsersAction) -> None:
+    p = add_command(sub, "track", run, HELP, DESCRIPTION)
+    p.add_argument("log_dir", metavar="LOG_DIR", help="a folder a CurvatureTracker(log_dir=...) wrote")
+    p.add_argument("twin", metavar="LOG_DIR2", nargs="?", default=None,
+                   help="a second run to draw beside the first (e.g. its rescaled twin)")
+    p.add_argument("--out", default=None, help="the HTML page to write (default LOG_DIR/track.html); an existing "
+                   "file is replaced only if it is a page ccurv track wrote, and never a log it reads")
+    p.add_argument("--force", action="store_true",
+                   help="replace an existing --out file that is not a page ccurv track wrote (never a log it reads)")
+
+
 def run(args: argparse.Namespace) -> int:
-    from coupled_curvature.commands._common import say
     from coupled_curvature.numeric.tracking.records import FILENAME, read_log
     from coupled_curvature.base.output import check_file, write_file
-    from coupled_curvature.reporting.terminal import table, wrap
 
     dirs = [args.log_dir] + ([args.twin] if args.twin is not None else [])
     out = args.out if args.out is not None else os.path.join(args.log_dir, "track.html")
@@ -153,20 +167,3 @@ def run(args: argparse.Namespace) -> int:
                        notes=[_describe(i, d, h, r) for i, (d, (h, r)) in enumerate(zip(dirs, runs), 1)] + notes)
     say(f"track: page written to {write_file(out, page, '--out', **guard)}")
     return 0
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "track", help="summarise and plot the curvature log(s) of CurvatureTracker (D per block over training)",
-        description="Read LOG_DIR/curvature.jsonl (and LOG_DIR2's, e.g. a rescaled twin of the run), print D per "
-                    "block at the first and last record with its range, and write a self-contained HTML page of "
-                    "the curves (D, the probe loss, RQ and D⁺ when logged).",
-    )
-    p.add_argument("log_dir", metavar="LOG_DIR", help="a folder a CurvatureTracker(log_dir=...) wrote")
-    p.add_argument("twin", metavar="LOG_DIR2", nargs="?", default=None,
-                   help="a second run to draw beside the first (e.g. its rescaled twin)")
-    p.add_argument("--out", default=None, help="the HTML page to write (default LOG_DIR/track.html); an existing "
-                   "file is replaced only if it is a page ccurv track wrote, and never a log it reads")
-    p.add_argument("--force", action="store_true",
-                   help="replace an existing --out file that is not a page ccurv track wrote (never a log it reads)")
-    p.set_defaults(func=run)

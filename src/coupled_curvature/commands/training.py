@@ -15,27 +15,27 @@ import argparse
 import time
 from typing import Any
 
-from coupled_curvature.commands._common import count, say
+from coupled_curvature.commands._common import add_command, count, say
 
 __all__ = ["register_training", "run_training_command", "terminal_table"]
+
+#: the line of ``ccurv experiment --help`` that names the experiment, and the description its own ``--help``
+#: opens with
+HELP = "CRR, SAM and ASAM against a baseline: λ at the boundary, error, calibration (seed intervals)"
+DESCRIPTION = ("Train a tanh MLP on Two Moons (label-flip noise 0, 0.3, 0.45) and a CNN on digits with "
+               "baseline, Curvature Rate Regularization at a sweep of scales, SAM and ASAM over many seeds; tabulate "
+               "test error, λ at the decision boundary, ECE, D, D⁺ and the top eigenvalue with seed-bootstrap "
+               "intervals, and give a verdict on each claim. The default run takes about 9 minutes on 2 quiet cores.")
 
 
 def register_training(kinds, shared) -> None:
     """Add ``training`` to the experiment sub-commands (``shared`` adds --quick, --out, --cache, --seed,
-    --remeasure)."""
-    t = kinds.add_parser(
-        "training",
-        help="CRR, SAM and ASAM against a baseline: λ at the boundary, error, calibration (seed intervals)",
-        description="Train a tanh MLP on Two Moons (label-flip noise 0, 0.3, 0.45) and a CNN on digits with "
-        "baseline, Curvature Rate Regularization at a sweep of scales, SAM and ASAM over many seeds; tabulate "
-        "test error, λ at the decision boundary, ECE, D, D⁺ and the top eigenvalue with seed-bootstrap "
-        "intervals, and give a verdict on each claim. The default run takes about 9 minutes on 2 quiet cores.",
-    )
+    --remeasure: :func:`~coupled_curvature.commands.experiment.add_experiment_flags`)."""
+    t = add_command(kinds, "training", run_training_command, HELP, DESCRIPTION)
     shared(t, "three seeds, one noise level, five epochs (about a minute)")
     t.add_argument("--seeds", type=count, default=None, help="number of seeds (default 20, --quick 3)")
     t.add_argument("--jobs", type=count, default=None,
                    help="runs trained at once, in worker processes (default 2, --quick 1); the rows do not depend on it")
-    t.set_defaults(func=run_training_command)
 
 
 def terminal_table(data: dict, width: int | None = None) -> str:

@@ -22,7 +22,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 
 __all__ = ["MAX_COLUMNS", "terminal_width", "display_width", "too_wide", "pad", "wrap", "bullets",
-           "table", "footnote_repeats"]
+           "table", "number", "footnote_repeats"]
 
 #: the widest line any command prints, whatever the terminal
 MAX_COLUMNS = 100
@@ -108,6 +108,15 @@ def bullets(items: Iterable[str], width: int | None = None, *, indent: str = "  
     ['  - one note', '  - another note, a', '    longer one']
     """
     return [line for item in items for line in wrap(item, width, indent=indent + "- ")]
+
+
+def number(x: float | None, spec: str = ".3e") -> str:
+    """A table cell: ``x`` formatted by ``spec``, ``-`` when there is none.
+
+    >>> number(0.25), number(None), number(1 / 3, ".2e")
+    ('2.500e-01', '-', '3.33e-01')
+    """
+    return "-" if x is None else format(x, spec)
 
 
 def table(head: Sequence[str], rows: Sequence[Sequence[str]], *, align: str | None = None,
