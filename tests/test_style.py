@@ -15,8 +15,6 @@ MAX_LINES = 400
 LONG: dict[str, str] = {
     "numeric/core/hvp.py": "one engine: the per-batch retained graph that gives g, H_bb w and every dense block "
                            "(per-sample factors, per-head route, assembled from products) and the Krylov products on it",
-    "numeric/linalg/pinv.py": "wᵀH⁺_τw from a symmetric eigendecomposition: the cutoff, its checks and the two-stage "
-                              "LAPACK route that computes it",
     "numeric/symmetries/homogeneous.py": "T2's homogeneous maps (layer and neuron rescaling, unit permutation) and "
                                          "function_gap, each public with its Args/Returns/Raises sections",
 }

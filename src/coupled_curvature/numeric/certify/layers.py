@@ -13,23 +13,21 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from itertools import chain, cycle
-from typing import TypeVar, overload
+from typing import overload
 
 import numpy as np
 from flint import arb, arb_mat
-from torch import Tensor, nn
+from torch import nn
 
-from coupled_curvature.base.errors import UnsupportedModelError
 from coupled_curvature.numeric.certify.arrays import Rows, arr, as_array, as_mat, mat
 from coupled_curvature.numeric.certify.ball import Ball, from_arb
 from coupled_curvature.numeric.certify.geometry import ConvMap, PoolMap, conv_map, pool_map
+from coupled_curvature.numeric.certify.trace import running_stats, traced_module
 from coupled_curvature.numeric.layer_capabilities import layer_capabilities
 
-__all__ = ["Kink", "Layer", "make_layer", "running_stats"]
+__all__ = ["Kink", "Layer", "make_layer"]
 
 ZERO = arb(0)
-M = TypeVar("M", bound=nn.Module)
-M2 = TypeVar("M2", bound=nn.Module)
 
 
 def ones(n: int) -> arb_mat:
@@ -379,46 +377,20 @@ class Flatten(Layer):
         self.out_shape = (math.prod(in_shape),)
 
 
-@overload
-def _traced(module: nn.Module | None, cls: type[M]) -> M: ...
-@overload
-def _traced(module: nn.Module | None, cls: type[M], other: type[M2]) -> M | M2: ...
-def _traced(module: nn.Module | None, cls: type, other: type | None = None) -> nn.Module:
-    """``module`` as the type its op's kind stands for (:func:`~.trace.trace` reads the kind off the module's
-    exact type), or a ``TypeError``."""
-    classes = (cls,) if other is None else (cls, other)
-    if module is None or not isinstance(module, classes):
-        raise TypeError(f"a traced op of {' or '.join(c.__name__ for c in classes)} holds {type(module).__name__}")
-    return module
-
-
-def running_stats(m: nn.modules.batchnorm._BatchNorm) -> tuple[Tensor, Tensor]:
-    """The running mean and variance of a BatchNorm, in float64 (:func:`~.trace.trace` refuses one without them).
-
-    >>> [t.tolist() for t in running_stats(nn.BatchNorm1d(2))]
-    [[0.0, 0.0], [1.0, 1.0]]
-    """
-    mean, var = m.running_mean, m.running_var
-    if mean is None or var is None:
-        raise UnsupportedModelError(f"{type(m).__name__} without running statistics (track_running_stats=False) "
-                                    "is not supported by certify")
-    return mean.double(), var.double()
-
-
 def make_layer(kind: str, name: str, module: nn.Module | None, in_shape: tuple[int, ...]) -> Layer:
     """The :class:`Layer` of a traced op (``add`` is handled by the caller)."""
     if kind == "linear":
-        return Linear(name, _traced(module, nn.Linear), in_shape)
+        return Linear(name, traced_module(module, nn.Linear), in_shape)
     if kind == "conv":
-        return Conv(name, _traced(module, nn.Conv1d, nn.Conv2d), in_shape)
+        return Conv(name, traced_module(module, nn.Conv1d, nn.Conv2d), in_shape)
     if kind == "relu":
         return Relu(name, in_shape)
     if kind == "leaky_relu":
-        return Relu(name, in_shape, float(_traced(module, nn.LeakyReLU).negative_slope))
+        return Relu(name, in_shape, float(traced_module(module, nn.LeakyReLU).negative_slope))
     if kind in ("maxpool", "avgpool", "adaptive_avgpool"):
-        return Pool(name, _traced(module, nn.Module), in_shape)
+        return Pool(name, traced_module(module, nn.Module), in_shape)
     if kind == "batchnorm":
-        return BatchNorm(name, _traced(module, nn.modules.batchnorm._BatchNorm), in_shape)
+        return BatchNorm(name, traced_module(module, nn.modules.batchnorm._BatchNorm), in_shape)
     if kind == "flatten" or (kind == "identity" and layer_capabilities(module).reshape):
         return Flatten(name, in_shape)
     return Layer(name, in_shape)

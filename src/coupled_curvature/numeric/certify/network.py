@@ -13,8 +13,8 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.certify.arrays import Rows
 from coupled_curvature.numeric.layer_capabilities import layer_capabilities
-from coupled_curvature.numeric.certify.layers import Kink, Layer, add, make_layer, running_stats, vstack
-from coupled_curvature.numeric.certify.trace import Op
+from coupled_curvature.numeric.certify.layers import Kink, Layer, add, make_layer, vstack
+from coupled_curvature.numeric.certify.trace import Op, running_stats
 
 __all__ = ["Network", "check_shapes"]
 

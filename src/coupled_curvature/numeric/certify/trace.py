@@ -12,16 +12,20 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field
+from typing import TypeVar, overload
 
 import torch
 import torch.fx
-from torch import nn
+from torch import Tensor, nn
 from torch.nn import functional as F
 
 from coupled_curvature.base.errors import UnsupportedModelError
 from coupled_curvature.numeric.layer_capabilities import layer_capabilities
 
-__all__ = ["Op", "trace"]
+__all__ = ["Op", "running_stats", "trace", "traced_module"]
+
+M = TypeVar("M", bound=nn.Module)
+M2 = TypeVar("M2", bound=nn.Module)
 
 _FUNCTIONS = {operator.add: "add", torch.add: "add", torch.relu: "relu", F.relu: "relu", torch.flatten: "flatten"}
 SUPPORTED = ("Linear, Conv1d, Conv2d, ReLU, LeakyReLU, Identity, Dropout (eval), Flatten, MaxPool1d/2d, AvgPool1d/2d, "
@@ -135,3 +139,33 @@ def _check_module(name: str, m: nn.Module) -> None:
         sizes = m.output_size if isinstance(m.output_size, tuple) else (m.output_size,)
         if any(s is None for s in sizes):
             refuse("output_size None")
+
+
+@overload
+def traced_module(module: nn.Module | None, cls: type[M]) -> M: ...
+@overload
+def traced_module(module: nn.Module | None, cls: type[M], other: type[M2]) -> M | M2: ...
+def traced_module(module: nn.Module | None, cls: type, other: type | None = None) -> nn.Module:
+    """An :class:`Op`'s ``module`` as the type its kind stands for (:func:`trace` reads the kind off the module's
+    exact type), or a ``TypeError``.
+
+    >>> traced_module(trace(nn.Sequential(nn.Linear(2, 1)))[0].module, nn.Linear).out_features
+    1
+    """
+    classes = (cls,) if other is None else (cls, other)
+    if module is None or not isinstance(module, classes):
+        raise TypeError(f"a traced op of {' or '.join(c.__name__ for c in classes)} holds {type(module).__name__}")
+    return module
+
+
+def running_stats(m: nn.modules.batchnorm._BatchNorm) -> tuple[Tensor, Tensor]:
+    """The running mean and variance of a BatchNorm, in float64 (:func:`trace` refuses one without them).
+
+    >>> [t.tolist() for t in running_stats(nn.BatchNorm1d(2))]
+    [[0.0, 0.0], [1.0, 1.0]]
+    """
+    mean, var = m.running_mean, m.running_var
+    if mean is None or var is None:
+        raise UnsupportedModelError(f"{type(m).__name__} without running statistics (track_running_stats=False) "
+                                    "is not supported by certify")
+    return mean.double(), var.double()
