@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import html as _html
 import re
+from collections.abc import Callable
+from typing import Any
 
 from coupled_curvature.reporting.outline import (Block, Bullets, Code, Details, Display, Figure, Inline, Link, Listing,
                                                  Mark, Math, Outline, Paragraph, Proof, ProofStep, References, Section,
                                                  Statement,
-                                                 Steps, Strong, Table, Text, render_inline)
+                                                 Steps, Strong, Table, Text, render_block, render_inline)
 from coupled_curvature.reporting.umath import text_html
 
 __all__ = ["render_html", "inline_html", "PAGE_CSS", "figure_html"]
@@ -146,38 +148,35 @@ def _proof(p: Proof) -> list[str]:
 
 
 def _block(b: Block, svgs: dict[str, str] | None) -> list[str]:
-    if isinstance(b, Section):
-        title = text_html(b.title)
-        h3 = f"<h3 id='{_e(b.id)}'>{title}</h3>" if b.id else f"<h3>{title}</h3>"
-        out = [f"<section id='{b.id}'><h2>{title}</h2>" if b.level == 1 else h3]
-        for x in b.blocks:
-            out += _block(x, svgs)
-        return out + (["</section>"] if b.level == 1 else [])
-    if isinstance(b, Paragraph):
-        return [f"<p>{inline_html(b.parts)}</p>"]
-    if isinstance(b, Statement):
-        return [f"<p><b>Statement.</b> {inline_html(b.parts)}</p>"]
-    if isinstance(b, Bullets):
-        return ["<ul>" + "".join(f"<li>{inline_html(i)}</li>" for i in b.items) + "</ul>"]
-    if isinstance(b, Table):
-        return [_table(b)]
-    if isinstance(b, Figure):
-        return [_svg(svgs, b.name, inline_html(b.caption))]
-    if isinstance(b, Display):
-        return [_MATH.format(b.mathml)]
-    if isinstance(b, Steps):
-        return _steps(b)
-    if isinstance(b, Proof):
-        return _proof(b)
-    if isinstance(b, References):
-        return ["<ul class='refs'>" + "".join(f"<li id='ref-{_e(k)}'>[{_e(lab)}] {_e(txt)}</li>" for k, lab, txt in b.items)
-                + "</ul>"]
-    if isinstance(b, Details):
-        inner = [x for blk in b.blocks for x in _block(blk, svgs)]
-        return [f"<details><summary>{_e(b.summary)}</summary>" + "".join(inner) + "</details>"]
-    if isinstance(b, Listing):
-        return [f"<pre><code class='language-{_e(b.language)}'>{_e(b.text)}</code></pre>"]
-    raise TypeError(f"no HTML form for {type(b).__name__}")
+    return render_block(b, _FORMS, svgs, "HTML")
+
+
+def _section(b: Section, svgs: dict[str, str] | None) -> list[str]:
+    title = text_html(b.title)
+    h3 = f"<h3 id='{_e(b.id)}'>{title}</h3>" if b.id else f"<h3>{title}</h3>"
+    out = [f"<section id='{b.id}'><h2>{title}</h2>" if b.level == 1 else h3]
+    for x in b.blocks:
+        out += _block(x, svgs)
+    return out + (["</section>"] if b.level == 1 else [])
+
+
+#: each block's HTML, given the figures' SVG text (:func:`~coupled_curvature.reporting.outline.render_block`)
+_FORMS: dict[type, Callable[[Any, dict[str, str] | None], list[str]]] = {
+    Section: _section,
+    Paragraph: lambda b, _: [f"<p>{inline_html(b.parts)}</p>"],
+    Statement: lambda b, _: [f"<p><b>Statement.</b> {inline_html(b.parts)}</p>"],
+    Bullets: lambda b, _: ["<ul>" + "".join(f"<li>{inline_html(i)}</li>" for i in b.items) + "</ul>"],
+    Table: lambda b, _: [_table(b)],
+    Figure: lambda b, svgs: [_svg(svgs, b.name, inline_html(b.caption))],
+    Display: lambda b, _: [_MATH.format(b.mathml)],
+    Steps: lambda b, _: _steps(b),
+    Proof: lambda b, _: _proof(b),
+    References: lambda b, _: ["<ul class='refs'>" + "".join(f"<li id='ref-{_e(k)}'>[{_e(lab)}] {_e(txt)}</li>"
+                                                            for k, lab, txt in b.items) + "</ul>"],
+    Details: lambda b, svgs: [f"<details><summary>{_e(b.summary)}</summary>"
+                              + "".join(x for blk in b.blocks for x in _block(blk, svgs)) + "</details>"],
+    Listing: lambda b, _: [f"<pre><code class='language-{_e(b.language)}'>{_e(b.text)}</code></pre>"],
+}
 
 
 def render_html(outline: Outline, svgs: dict[str, str] | None = None) -> str:

@@ -14,11 +14,13 @@ formula only when it is short (:mod:`.steps`), never an explicit instance writte
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
 
 from coupled_curvature.reporting.outline import (Block, Bullets, Code, Details, Display, Figure, Inline, Link, Listing,
                                                  Mark, Math, Outline, Paragraph, Proof, ProofStep, References, Section,
                                                  Statement,
-                                                 Steps, Strong, Table, Text, render_inline)
+                                                 Steps, Strong, Table, Text, render_block, render_inline)
 from coupled_curvature.reporting.umath import text_latex
 
 __all__ = ["render_latex", "tex_text", "inline_tex"]
@@ -172,51 +174,60 @@ def _proof(p: Proof) -> list[str]:
 
 def _block(b: Block, appendix: list[Listing]) -> list[str]:
     """``b`` as LaTeX lines; a named listing goes to ``appendix`` and leaves a reference to it."""
-    if isinstance(b, Section):
-        title = _mixed(b.title).replace(" — ", " --- ")
-        if b.level != 1:
-            return [r"\subsection*{" + title + "}", *(ln for x in b.blocks for ln in _block(x, appendix))]
-        head = [r"\section*{" + title + "}", r"\addcontentsline{toc}{section}{" + title + "}"]
-        head += [rf"\label{{{_label(b.id)}}}"] if b.id else []
-        return head + [ln for x in b.blocks for ln in _block(x, appendix)]
-    if isinstance(b, Statement):
-        return [rf"\begin{{catalogue}}{{{tex_text(b.label)}}}{{{_mixed(b.title)}}}", inline_tex(b.parts),
-                r"\end{catalogue}"]
-    listings = [x for x in b.blocks if isinstance(x, Listing)] if isinstance(b, Details) else []
-    if isinstance(b, Details) and b.blocks and len(listings) == len(b.blocks) and all(x.name for x in listings):
+    return render_block(b, _FORMS, appendix, "LaTeX")
+
+
+def _section(b: Section, appendix: list[Listing]) -> list[str]:
+    title = _mixed(b.title).replace(" — ", " --- ")
+    if b.level != 1:
+        return [r"\subsection*{" + title + "}", *(ln for x in b.blocks for ln in _block(x, appendix))]
+    head = [r"\section*{" + title + "}", r"\addcontentsline{toc}{section}{" + title + "}"]
+    head += [rf"\label{{{_label(b.id)}}}"] if b.id else []
+    return head + [ln for x in b.blocks for ln in _block(x, appendix)]
+
+
+def _details(b: Details, appendix: list[Listing]) -> list[str]:
+    listings = [x for x in b.blocks if isinstance(x, Listing)]
+    if b.blocks and len(listings) == len(b.blocks) and all(x.name for x in listings):
         appendix += listings  # raw listings: in the appendix, a one-line reference here
         return [r"{\small Coq: " + ", ".join(rf"\texttt{{{_breakable(x.name)}}}" for x in listings)
                 + r", printed as coqc prints it in Appendix~\ref{sec:coq-listings}.\par}"]
-    if isinstance(b, Paragraph):
-        if all(isinstance(p, Math) or (isinstance(p, Text) and not p.text.strip()) for p in b.parts):
-            # a formula in pieces: break between them, ragged right
-            return [r"{\raggedright " + inline_tex(b.parts) + r"\par}"]
-        return [inline_tex(b.parts) + r"\par"]
-    if isinstance(b, Bullets):
-        return [r"\begin{itemize}"] + [rf"\item {inline_tex(i)}" for i in b.items] + [r"\end{itemize}"]
-    if isinstance(b, Table):
-        return _longtable(b)
-    if isinstance(b, Figure):
-        return [r"\begin{figure}[H]\centering", rf"\includegraphics[width=0.75\linewidth]{{{b.name}.png}}",
-                rf"\caption{{{inline_tex(b.caption)}}}", rf"\label{{fig:{b.name}}}", r"\end{figure}"]
-    if isinstance(b, Display):
-        return [r"\begin{equation*}", b.tex, r"\end{equation*}"]
-    if isinstance(b, Steps):
-        return _steps(b)
-    if isinstance(b, Proof):
-        return _proof(b)
-    if isinstance(b, References):  # thebibliography's own heading is left out: the section has one
-        return ([r"\begingroup\renewcommand{\section}[2]{}", rf"\begin{{thebibliography}}{{{len(b.items)}}}"]
-                + [rf"\bibitem[{tex_text(lab)}]{{{k}}} {tex_text(txt)}" for k, lab, txt in b.items]
-                + [r"\end{thebibliography}", r"\endgroup"])
-    if isinstance(b, Details):
-        L = [r"\begingroup\footnotesize", rf"\textit{{{tex_text(b.summary)}}}\par"]
-        for x in b.blocks:
-            L += _block(x, appendix)
-        return L + [r"\endgroup"]
-    if isinstance(b, Listing):
-        return [r"\begingroup\footnotesize", r"\begin{verbatim}", b.text, r"\end{verbatim}", r"\endgroup"]
-    raise TypeError(f"no LaTeX form for {type(b).__name__}")
+    L = [r"\begingroup\footnotesize", rf"\textit{{{tex_text(b.summary)}}}\par"]
+    for x in b.blocks:
+        L += _block(x, appendix)
+    return L + [r"\endgroup"]
+
+
+def _paragraph(b: Paragraph, _: list[Listing]) -> list[str]:
+    if all(isinstance(p, Math) or (isinstance(p, Text) and not p.text.strip()) for p in b.parts):
+        # a formula in pieces: break between them, ragged right
+        return [r"{\raggedright " + inline_tex(b.parts) + r"\par}"]
+    return [inline_tex(b.parts) + r"\par"]
+
+
+#: each block's LaTeX lines, given the appendix that named listings go to
+#: (:func:`~coupled_curvature.reporting.outline.render_block`)
+_FORMS: dict[type, Callable[[Any, list[Listing]], list[str]]] = {
+    Section: _section,
+    Statement: lambda b, _: [rf"\begin{{catalogue}}{{{tex_text(b.label)}}}{{{_mixed(b.title)}}}", inline_tex(b.parts),
+                             r"\end{catalogue}"],
+    Details: _details,
+    Paragraph: _paragraph,
+    Bullets: lambda b, _: [r"\begin{itemize}"] + [rf"\item {inline_tex(i)}" for i in b.items] + [r"\end{itemize}"],
+    Table: lambda b, _: _longtable(b),
+    Figure: lambda b, _: [r"\begin{figure}[H]\centering", rf"\includegraphics[width=0.75\linewidth]{{{b.name}.png}}",
+                          rf"\caption{{{inline_tex(b.caption)}}}", rf"\label{{fig:{b.name}}}", r"\end{figure}"],
+    Display: lambda b, _: [r"\begin{equation*}", b.tex, r"\end{equation*}"],
+    Steps: lambda b, _: _steps(b),
+    Proof: lambda b, _: _proof(b),
+    # thebibliography's own heading is left out: the section has one
+    References: lambda b, _: ([r"\begingroup\renewcommand{\section}[2]{}",
+                               rf"\begin{{thebibliography}}{{{len(b.items)}}}"]
+                              + [rf"\bibitem[{tex_text(lab)}]{{{k}}} {tex_text(txt)}" for k, lab, txt in b.items]
+                              + [r"\end{thebibliography}", r"\endgroup"]),
+    Listing: lambda b, _: [r"\begingroup\footnotesize", r"\begin{verbatim}", b.text, r"\end{verbatim}",
+                           r"\endgroup"],
+}
 
 
 #: a theorem of the catalogue, numbered by its id: \begin{catalogue}{T1}{Transformation law}

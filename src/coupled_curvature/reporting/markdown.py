@@ -15,9 +15,12 @@ c⁻²
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from coupled_curvature.reporting.outline import (Block, Bullets, Code, Details, Display, Figure, Inline, Link, Listing,
                                                  Mark, Math, Outline, Paragraph, Proof, References, Section, Statement,
-                                                 Steps, Strong, Table, Text, render_inline)
+                                                 Steps, Strong, Table, Text, render_block, render_inline)
 from coupled_curvature.reporting.umath import normalise
 
 __all__ = ["render_markdown", "inline_md"]
@@ -81,36 +84,35 @@ def _steps(s: Steps) -> list[str]:
 
 
 def _block(b: Block) -> list[str]:
-    if isinstance(b, Section):
-        anchor = [f'<a id="{b.id}"></a>', ""] if b.id else []
-        return anchor + ["#" * (b.level + 1) + " " + normalise(b.title), ""] + [ln for x in b.blocks for ln in _block(x)]
-    if isinstance(b, Paragraph):
-        return [inline_md(b.parts), ""]
-    if isinstance(b, Statement):
-        return ["__Statement.__ " + inline_md(b.parts), ""]
-    if isinstance(b, Bullets):
-        return [f"- {inline_md(i)}" for i in b.items] + [""]
-    if isinstance(b, Table):
-        return _table(b) + [""]
-    if isinstance(b, Figure):
-        cap = inline_md(b.caption)
-        return [f"![{cap}]({b.name}.svg)", "", f"*{cap}*", ""]
-    if isinstance(b, Display):
-        return ["$$", b.tex, "$$", ""]
-    if isinstance(b, Steps):
-        return _steps(b)
-    if isinstance(b, Proof):
-        return _proof(b)
-    if isinstance(b, References):
-        return [f'- <a id="ref-{k}"></a>[{lab}] {txt}' for k, lab, txt in b.items] + [""]
-    if isinstance(b, Details):
-        L = ["<details><summary>" + b.summary + "</summary>", ""]
-        for x in b.blocks:
-            L += _block(x)
-        return L + ["</details>", ""]
-    if isinstance(b, Listing):
-        return ["```" + b.language, b.text, "```", ""]
-    raise TypeError(f"no Markdown form for {type(b).__name__}")
+    return render_block(b, _FORMS, None, "Markdown")
+
+
+def _section(b: Section, _: None) -> list[str]:
+    anchor = [f'<a id="{b.id}"></a>', ""] if b.id else []
+    return anchor + ["#" * (b.level + 1) + " " + normalise(b.title), ""] + [ln for x in b.blocks for ln in _block(x)]
+
+
+def _figure(b: Figure, _: None) -> list[str]:
+    cap = inline_md(b.caption)
+    return [f"![{cap}]({b.name}.svg)", "", f"*{cap}*", ""]
+
+
+#: each block's Markdown lines (:func:`~coupled_curvature.reporting.outline.render_block`)
+_FORMS: dict[type, Callable[[Any, None], list[str]]] = {
+    Section: _section,
+    Paragraph: lambda b, _: [inline_md(b.parts), ""],
+    Statement: lambda b, _: ["__Statement.__ " + inline_md(b.parts), ""],
+    Bullets: lambda b, _: [f"- {inline_md(i)}" for i in b.items] + [""],
+    Table: lambda b, _: _table(b) + [""],
+    Figure: _figure,
+    Display: lambda b, _: ["$$", b.tex, "$$", ""],
+    Steps: lambda b, _: _steps(b),
+    Proof: lambda b, _: _proof(b),
+    References: lambda b, _: [f'- <a id="ref-{k}"></a>[{lab}] {txt}' for k, lab, txt in b.items] + [""],
+    Details: lambda b, _: ["<details><summary>" + b.summary + "</summary>", "",
+                           *(ln for x in b.blocks for ln in _block(x)), "</details>", ""],
+    Listing: lambda b, _: ["```" + b.language, b.text, "```", ""],
+}
 
 
 def render_markdown(outline: Outline) -> str:

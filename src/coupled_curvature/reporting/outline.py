@@ -19,7 +19,7 @@ from typing import Any, Union
 
 __all__ = ["Text", "Code", "Strong", "Mark", "Math", "Link", "Inline", "render_inline", "Paragraph", "Bullets", "Table",
            "Figure", "Display", "Statement", "StepItem", "Steps", "ProofStep", "Proof", "References", "Details", "Listing", "Section", "Block",
-           "Outline"]
+           "render_block", "Outline"]
 
 
 @dataclass(frozen=True)
@@ -211,6 +211,24 @@ class Section:
 
 Block = Union[Paragraph, Bullets, Table, Figure, Display, Statement, Steps, Proof, References, Details, Listing,
               Section]
+
+
+def render_block(block: Block, forms: Mapping[type, Callable[[Any, Any], list[str]]], context: Any,
+                 name: str) -> list[str]:
+    """``block`` as the lines of one output format: ``forms[type(block)](block, context)`` (one table per
+    format, ``context`` what its forms share); ``TypeError`` naming the format (``name``) for a block it lacks.
+
+    >>> render_block(Paragraph((Text("a"),)), {Paragraph: lambda b, _: [b.parts[0].text]}, None, "plain")
+    ['a']
+    >>> render_block(Bullets(()), {}, None, "plain")
+    Traceback (most recent call last):
+    ...
+    TypeError: no plain form for Bullets
+    """
+    form = forms.get(type(block))
+    if form is None:
+        raise TypeError(f"no {name} form for {type(block).__name__}")
+    return form(block, context)
 
 
 @dataclass(frozen=True)
