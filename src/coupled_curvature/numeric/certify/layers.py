@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from itertools import chain, cycle
-from typing import overload
 
 import numpy as np
 from flint import arb, arb_mat
@@ -85,14 +84,10 @@ class Layer:
         return mat(self.vjp(dy, p)), {}
 
 
-@overload
-def add(a: Rows, b: Rows) -> Rows: ...
-@overload
-def add(a: Rows | None, b: Rows | None) -> Rows | None: ...
-def add(a: Rows | None, b: Rows | None) -> Rows | None:
-    """``a + b`` (``None`` is 0; an arb_mat plus an array is an array)."""
-    if a is None or b is None:
-        return b if a is None else a
+def add(a: Rows | None, b: Rows) -> Rows:
+    """``a + b`` (``a = None`` is 0; an arb_mat plus an array is an array)."""
+    if a is None:
+        return b
     return a + b if isinstance(a, arb_mat) and isinstance(b, arb_mat) else arr(a) + arr(b)
 
 
