@@ -297,7 +297,10 @@ def broadcast_model(model: nn.Module, group, src: int = 0) -> None:
 
     >>> import torch, torch.distributed as dist
     >>> dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    >>> broadcast_model(torch.nn.Linear(2, 2), dist.group.WORLD)
+    >>> net = torch.nn.Linear(2, 2); before = net.weight.detach().clone()
+    >>> broadcast_model(net, dist.group.WORLD)
+    >>> bool(torch.equal(net.weight, before))  # one rank: it keeps its own values
+    True
     >>> dist.destroy_process_group()
     """
     dist = _dist()

@@ -124,8 +124,8 @@ def cotangent_rows(fw: ShiftedForward, paths: Sequence[str], cot: Tensor, *, ret
 
     >>> from torch import nn
     >>> from coupled_curvature.numeric.core.inputs import prepare_batches
+    >>> X = torch.randn(4, 2, dtype=torch.float64)  # the targets too: two outputs per sample
     >>> net = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 2)).double()
-    >>> X = torch.randn(4, 2, dtype=torch.float64)
     >>> fw = shifted_forward(Objective(net, nn.MSELoss(), prepare_batches((X, X), nn.MSELoss())), 0, ["0"])
     >>> [(rows, tuple(g["0"].shape)) for rows, g in cotangent_rows(fw, ["0"], torch.ones(4, 3, 2, dtype=torch.float64))]
     [(slice(0, 3, None), (3, 4, 3))]

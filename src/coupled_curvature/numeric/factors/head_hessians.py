@@ -35,10 +35,7 @@ a :class:`ProjectedHessian` of ``C·r`` rows: its non-zero spectrum is ``M``'s, 
 An example: a two-head attention module whose projections are submodules; :func:`head_block_requests` finds its
 per-head blocks and :func:`head_block_hessians` gives one equal to the exact Hessian of the block:
 
->>> import torch
->>> from torch import nn
 >>> from coupled_curvature.numeric.core.inputs import prepare_batches
->>> from coupled_curvature.numeric.core.objective import Objective
 >>> from coupled_curvature.numeric.core.slices import model_partition
 >>> class Heads(nn.Module):
 ...     def __init__(self):

@@ -123,16 +123,9 @@ def working_bits() -> int:
     return mpmath.mp.prec + _GUARD
 
 
-def diagnose(
-    model: nn.Module,
-    loss_fn: Callable,
-    data: object,
-    *,
-    dps: int = 50,
-    blocks: str | Mapping[str, Sequence[str]] = "tensor",
-    inverse: bool = True,
-    pinv_rtol: object = None,
-) -> Diagnosis:
+def diagnose(model: nn.Module, loss_fn: Callable, data: object, *, dps: int = 50,
+             blocks: str | Mapping[str, Sequence[str]] = "tensor", inverse: bool = True,
+             pinv_rtol: object = None) -> Diagnosis:
     """``D = (wᵀHw/wᵀw)/‖g‖²`` and ``D⁺ = (wᵀH⁺w/wᵀw)·‖g‖²`` of every block at ``dps`` decimal
     digits (mpmath numbers), for small MLPs, in the same ``Diagnosis`` shape as the float64 path.
 
