@@ -222,11 +222,10 @@ def read_run(log_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dict
     """``(header, effective records)`` of ``log_dir/curvature.jsonl``: :func:`read_log` without the
     flag (an incomplete last line is dropped).
 
-    >>> import tempfile
-    >>> read_run(tempfile.mkdtemp())
+    >>> read_run("no/such/run")
     Traceback (most recent call last):
     ...
-    coupled_curvature.base.errors.InvalidInputError: '...' holds no curvature.jsonl; pass the log_dir a CurvatureTracker wrote
+    coupled_curvature.base.errors.InvalidInputError: log folder 'no/such/run' does not exist or is not a folder; pass the log_dir a CurvatureTracker wrote
     """
     log = read_log(log_dir)
     return log.head, log.records
