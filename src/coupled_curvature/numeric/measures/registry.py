@@ -60,8 +60,8 @@ def fisher_rao_norm(model: nn.Module, loss_fn: Callable, data: object, **options
     unchanged: rescalings, permutations, BatchNorm scale, mixing in linear nets); moves under
     nonlinear maps and loss scaling (``s²``).
 
-    >>> net = nn.Sequential(nn.Linear(1, 1, bias=False))
-    >>> with torch.no_grad(): _ = net[0].weight.fill_(3.0)
+    >>> net = nn.Linear(1, 1, bias=False)
+    >>> with torch.no_grad(): _ = net.weight.fill_(3.0)
     >>> fisher_rao_norm(net, nn.MSELoss(), (torch.ones(1, 1), torch.zeros(1, 1)))["value"]
     324.0
     """
