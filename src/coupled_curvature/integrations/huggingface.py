@@ -65,15 +65,9 @@ from typing import Any
 from torch import nn
 
 from coupled_curvature.base.errors import InvalidInputError
-from coupled_curvature.integrations.schedule import PREFIX, ScheduledCallback, TrackerSchedule, logged_values
+from coupled_curvature.integrations.schedule import PREFIX, ScheduledCallback, framework_base, logged_values
 
-try:
-    from transformers import TrainerCallback as _Callback
-
-    _TRANSFORMERS = True
-except ImportError:  # the class still exists (and documents itself); making one says what to install
-    _Callback = object  # type: ignore[misc,assignment,unused-ignore]
-    _TRANSFORMERS = False
+_Callback: Any = framework_base("transformers", "TrainerCallback")
 
 __all__ = ["CurvatureCallback", "PREFIX"]
 
@@ -81,31 +75,29 @@ __all__ = ["CurvatureCallback", "PREFIX"]
 class CurvatureCallback(ScheduledCallback, _Callback):
     """Log ``D = (wᵀHw/wᵀw)/‖g‖²`` per block on the fixed ``probe`` every ``every`` optimizer steps.
 
-    ``CurvatureCallback(loss_fn, probe, *, every=100, log_dir=None, inverse=False, blocks="tensor",
-    measures=("D",), strict=False, transform=None, trainer=None, output=None, target="labels")``: the options
-    mean what they mean
-    for :class:`~coupled_curvature.numeric.tracking.tracker.CurvatureTracker`, which the callback
+    The options other than ``trainer`` (the signature's, with their defaults) mean what they mean for
+    :class:`~coupled_curvature.numeric.tracking.tracker.CurvatureTracker`, which the callback
     builds on the ``Trainer``'s model when training starts. ``trainer`` (a ``transformers.Trainer``)
     routes the records through ``trainer.log``; pass it and add the callback with
     ``trainer.add_callback(cb)``. ``tracker`` is the tracker (``None`` before training), ``history``
     its records.
     """
 
+    framework = ("transformers", "hf", _Callback is not object)
+
     def __init__(self, loss_fn: Callable, probe: object, *, every: int = 100, log_dir: str | None = None,
                  inverse: bool = False, blocks: str | Mapping[str, Sequence[str]] = "tensor",
                  measures: Sequence[str] = ("D",), strict: bool = False,
                  transform: Callable[[nn.Module], nn.Module] | None = None, trainer: Any = None,
                  output: str | int | Callable | None = None, target: str | Callable = "labels") -> None:
-        self.hold(TrackerSchedule(loss_fn, probe, every=every, log_dir=log_dir, inverse=inverse, blocks=blocks,
-                                  measures=measures, strict=strict, transform=transform, output=output, target=target),
-                  installed=_TRANSFORMERS, package="transformers", extra="hf")
+        super().__init__(loss_fn, probe, every=every, log_dir=log_dir, inverse=inverse, blocks=blocks,
+                         measures=measures, strict=strict, transform=transform, output=output, target=target)
         if trainer is not None:
             from transformers import Trainer
 
             if not isinstance(trainer, Trainer):
                 raise InvalidInputError(f"trainer must be a transformers.Trainer (or None), "
                                         f"got {type(trainer).__name__}")
-        super().__init__()
         self.trainer = trainer
         self._state: Any = None
 

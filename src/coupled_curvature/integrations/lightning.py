@@ -38,20 +38,13 @@ coupled_curvature.base.errors.InvalidInputError: unknown measure(s) ['Q']; choos
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from torch import nn
 
-from coupled_curvature.integrations.schedule import PREFIX, ScheduledCallback, TrackerSchedule, logged_values
+from coupled_curvature.integrations.schedule import PREFIX, ScheduledCallback, framework_base, logged_values
 
-try:
-    from lightning.pytorch.callbacks import Callback as _Callback
-
-    _LIGHTNING = True
-except ImportError:  # the class still exists (and documents itself); making one says what to install
-    _Callback = object  # type: ignore[misc,assignment,unused-ignore]
-    _LIGHTNING = False
+_Callback: Any = framework_base("lightning.pytorch.callbacks", "Callback")
 
 __all__ = ["CurvatureCallback", "PREFIX"]
 
@@ -59,24 +52,15 @@ __all__ = ["CurvatureCallback", "PREFIX"]
 class CurvatureCallback(ScheduledCallback, _Callback):
     """Log ``D = (wᵀHw/wᵀw)/‖g‖²`` per block on the fixed ``probe`` every ``every`` optimizer steps.
 
-    ``CurvatureCallback(loss_fn, probe, *, every=100, log_dir=None, inverse=False, blocks="tensor",
-    measures=("D",), strict=False, transform=None, output=None, target="labels")``: the options mean what they mean for
+    The options (the signature's, with their defaults) mean what they mean for
     :class:`~coupled_curvature.numeric.tracking.tracker.CurvatureTracker`, which the callback builds
     on the ``LightningModule`` when fitting starts (``transform``, e.g. ``lambda m: m.net``, picks
     the network inside it). ``tracker`` is that tracker (``None`` before fitting), ``history`` its
     records.
     """
 
-    def __init__(self, loss_fn: Callable, probe: object, *, every: int = 100, log_dir: str | None = None,
-                 inverse: bool = False, blocks: str | Mapping[str, Sequence[str]] = "tensor",
-                 measures: Sequence[str] = ("D",), strict: bool = False,
-                 transform: Callable[[nn.Module], nn.Module] | None = None,
-                 output: str | int | Callable | None = None, target: str | Callable = "labels") -> None:
-        self.hold(TrackerSchedule(loss_fn, probe, every=every, log_dir=log_dir, inverse=inverse, blocks=blocks,
-                                  measures=measures, strict=strict, transform=transform, output=output, target=target),
-                  installed=_LIGHTNING, package="lightning", extra="lightning")
-        super().__init__()
-        self._trainer: Any = None
+    framework = ("lightning", "lightning", _Callback is not object)
+    _trainer: Any = None
 
     def setup(self, trainer: Any, pl_module: nn.Module, stage: str) -> None:
         """Build the tracker when fitting starts; a probe the model cannot take fails here."""

@@ -2,8 +2,8 @@
 callback is made, builds the :class:`~coupled_curvature.numeric.tracking.tracker.CurvatureTracker` when
 training starts, and records at each multiple of ``every`` and at a forced (final) step, never twice at
 one step; :class:`ScheduledCallback` is the part of a callback that is the same in every framework (the
-schedule it holds, its options, its tracker and records); :func:`logged_values` turns a record into the
-flat metrics a framework's loggers take.
+schedule it holds, its options, its tracker and records); :func:`framework_base` imports a framework's callback
+class when it is installed; :func:`logged_values` turns a record into the flat metrics a framework's loggers take.
 
 A callback (``integrations.huggingface``, ``integrations.lightning``) is glue around the tracker: the
 tracker computes, checks and writes the records; the callback decides when (after every ``every``-th
@@ -30,6 +30,7 @@ optimizer step) and where they go. For block ``b`` with value ``w``, gradient ``
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -42,30 +43,36 @@ from coupled_curvature.numeric.core.dict_batches import DEFAULT_TARGET, check_ta
 from coupled_curvature.numeric.tracking.sinks import check_log_dir
 from coupled_curvature.numeric.tracking.tracker import CurvatureTracker, check_options
 
-__all__ = ["PREFIX", "ScheduledCallback", "TrackerSchedule", "logged_values"]
+__all__ = ["PREFIX", "OPTIONS", "ScheduledCallback", "TrackerSchedule", "framework_base", "logged_values"]
 
 #: what the keys of a record are prefixed with in a framework's log (its loggers, ``log_history``)
 PREFIX = "curvature/"
 
+#: the tracker's options a schedule passes on, with their defaults (those of the tracker)
+OPTIONS: dict[str, Any] = {"inverse": False, "blocks": "tensor", "measures": ("D",), "strict": False, "transform": None,
+                           "output": None, "target": DEFAULT_TARGET}
+
 
 class TrackerSchedule:
-    """The tracker a callback drives: ``TrackerSchedule(loss_fn, probe, *, every, log_dir, inverse, blocks,
-    measures, strict, transform, output, target)`` with the options of
-    :class:`~coupled_curvature.numeric.tracking.tracker.CurvatureTracker`, checked here (before training)."""
+    """The tracker a callback drives: ``TrackerSchedule(loss_fn, probe, *, every, log_dir, **options)`` with
+    ``options`` those of :data:`OPTIONS` (``inverse``, ``blocks``, ``measures``, ``strict``, ``transform``,
+    ``output``, ``target``: as for :class:`~coupled_curvature.numeric.tracking.tracker.CurvatureTracker`),
+    checked here (before training)."""
 
     def __init__(self, loss_fn: Callable, probe: object, *, every: int = 100, log_dir: str | None = None,
-                 inverse: bool = False, blocks: str | Mapping[str, Sequence[str]] = "tensor",
-                 measures: Sequence[str] = ("D",), strict: bool = False,
-                 transform: Callable[[nn.Module], nn.Module] | None = None,
-                 output: str | int | Callable | None = None, target: str | Callable = DEFAULT_TARGET) -> None:
-        check_options(every=every, inverse=inverse, strict=strict, measures=measures, transform=transform)
-        ModelCall(output)
-        check_target(target)
-        self.loss_fn, self.probe, self.every, self.strict = loss_fn, probe, every, strict
+                 **options: Any) -> None:
+        unknown = sorted(set(options) - set(OPTIONS))
+        if unknown:
+            raise TypeError(f"TrackerSchedule got unexpected option(s) {', '.join(unknown)}; it takes "
+                            f"{', '.join(OPTIONS)}")
+        o = {**OPTIONS, **options}
+        check_options(every=every, inverse=o["inverse"], strict=o["strict"], measures=o["measures"],
+                      transform=o["transform"])
+        ModelCall(o["output"])
+        check_target(o["target"])
+        self.loss_fn, self.probe, self.every, self.strict = loss_fn, probe, every, o["strict"]
         self.log_dir = None if log_dir is None else check_log_dir(log_dir)
-        self._options: dict[str, Any] = {"inverse": inverse, "blocks": blocks, "measures": tuple(measures),
-                                         "strict": strict, "transform": transform, "output": output,
-                                         "target": target}
+        self._options: dict[str, Any] = {**o, "measures": tuple(o["measures"])}
         self.tracker: CurvatureTracker | None = None
         self._last: int | None = None
         self._open = False
@@ -103,23 +110,30 @@ class TrackerSchedule:
 
 
 class ScheduledCallback:
-    """The part of a framework's ``CurvatureCallback`` that is not the framework's: :meth:`hold` takes the
-    :class:`TrackerSchedule` (its options checked first, so a bad option is said before a missing extra) and
-    keeps ``loss_fn``, ``probe``, ``every``, ``strict`` and ``log_dir`` as given; ``tracker`` and ``history``
-    read through the schedule."""
+    """The part of a framework's ``CurvatureCallback`` that is not the framework's: made with the tracker's
+    options, it holds their :class:`TrackerSchedule` (the options checked first, so a bad option is said before
+    a missing extra) and keeps ``loss_fn``, ``probe``, ``every``, ``strict`` and ``log_dir`` as given; ``tracker``
+    and ``history`` read through the schedule. A subclass names its framework in ``framework``: the package,
+    the extra that installs it, and whether it is installed (its base is not :func:`framework_base`'s ``object``)."""
 
-    _schedule: TrackerSchedule
+    framework: tuple[str, str, bool]
 
-    def hold(self, schedule: TrackerSchedule, *, installed: bool, package: str, extra: str) -> None:
-        """Hold ``schedule``; raise :class:`~coupled_curvature.base.errors.MissingExtraError` naming ``extra``
-        when ``package`` (the framework) is not ``installed``."""
-        self._schedule = schedule
+    def __init__(self, loss_fn: Callable, probe: object, *, every: int = 100, log_dir: str | None = None,
+                 inverse: bool = False, blocks: str | Mapping[str, Sequence[str]] = "tensor",
+                 measures: Sequence[str] = ("D",), strict: bool = False,
+                 transform: Callable[[nn.Module], nn.Module] | None = None,
+                 output: str | int | Callable | None = None, target: str | Callable = "labels") -> None:
+        schedule = TrackerSchedule(loss_fn, probe, every=every, log_dir=log_dir, inverse=inverse, blocks=blocks,
+                                   measures=measures, strict=strict, transform=transform, output=output, target=target)
+        package, extra, installed = self.framework
         if not installed:
             MissingExtraError.require(package, "CurvatureCallback", extra,
                                       "in a hand-written loop, CurvatureTracker(...).step(step) does the same")
+        self._schedule = schedule
         self.loss_fn, self.probe = schedule.loss_fn, schedule.probe
         self.every, self.strict = schedule.every, schedule.strict
         self.log_dir = schedule.log_dir
+        super().__init__()
 
     @property
     def tracker(self) -> CurvatureTracker | None:
@@ -130,6 +144,19 @@ class ScheduledCallback:
     def history(self) -> list[dict[str, Any]]:
         """The records so far (an earlier run's first, when ``log_dir`` held one)."""
         return self._schedule.history
+
+
+def framework_base(module: str, name: str) -> Any:
+    """The framework's callback class ``module.name``, or ``object`` when the framework is not installed (the
+    callback still exists and documents itself; making one says what to install).
+
+    >>> framework_base("collections", "OrderedDict").__name__, framework_base("no_such_framework.callbacks", "Callback")
+    ('OrderedDict', <class 'object'>)
+    """
+    try:
+        return getattr(importlib.import_module(module), name)
+    except ImportError:
+        return object
 
 
 def logged_values(record: Mapping[str, Any], prefix: str) -> dict[str, float]:
