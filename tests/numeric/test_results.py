@@ -288,15 +288,15 @@ class _Tty(io.StringIO):
 
 
 def test_progress_auto_on_a_terminal_waits_before_its_first_line(net, monkeypatch):
-    from coupled_curvature.numeric.core import diagnostics
+    from coupled_curvature.numeric.core import progress  # progress_bar reads the delay there
 
     model, X, y = net
     tty = _Tty()
     monkeypatch.setattr(sys, "stderr", tty)
-    monkeypatch.setattr(diagnostics, "AUTO_DELAY", 1e6)  # a call shorter than the delay: silent
+    monkeypatch.setattr(progress, "AUTO_DELAY", 1e6)  # a call shorter than the delay: silent
     diagnose(model, CE, (X, y))
     assert tty.getvalue() == ""
-    monkeypatch.setattr(diagnostics, "AUTO_DELAY", 0.0)
+    monkeypatch.setattr(progress, "AUTO_DELAY", 0.0)
     diagnose(model, CE, (X, y))
     assert "\r  diagnose 6/6 [##########]" in tty.getvalue() and tty.getvalue().endswith("\n")
 

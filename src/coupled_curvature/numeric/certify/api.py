@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -18,6 +18,7 @@ from coupled_curvature.numeric.certify.loss import ArbLoss, LossTerms, check_los
 from coupled_curvature.numeric.certify.network import Network, check_shapes
 from coupled_curvature.numeric.certify.trace import Op, trace
 from coupled_curvature.numeric.core.blocks import resolve_blocks
+from coupled_curvature.numeric.core.by_block import ByBlock
 from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.core.inputs import check_flag, check_loss_fn, check_targets, forward_checked
 from coupled_curvature.numeric.core.options import check_pinv_rtol
@@ -27,7 +28,7 @@ __all__ = ["Certificate", "certify"]
 
 
 @dataclass(frozen=True)
-class Certificate:
+class Certificate(ByBlock[BlockCertificate]):
     """Per-block :class:`~.blocks.BlockCertificate`, indexed by block name like a ``Diagnosis``.
 
     ``prec`` is the precision asked for, ``prec_used`` the one that ran (``2·prec`` when an undecided
@@ -45,19 +46,8 @@ class Certificate:
     seconds: float
     arbs: dict[str, BlockArbs] = field(default_factory=dict, repr=False, compare=False)
 
-    def __getitem__(self, name: str) -> BlockCertificate:
-        if name not in self.blocks:
-            raise KeyError(f"no block {name!r}; blocks: {', '.join(self.blocks)}")
-        return self.blocks[name]
-
-    def __iter__(self) -> Iterator[BlockCertificate]:
-        return iter(self.blocks.values())
-
-    def __len__(self) -> int:
-        return len(self.blocks)
-
-    def names(self) -> list[str]:
-        return list(self.blocks)
+    def by_name(self) -> Mapping[str, BlockCertificate]:
+        return self.blocks
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ KeyError: "no block 'c'; blocks are: a, b"
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Generic, Protocol, TypeVar
 
 __all__ = ["ByBlock"]
@@ -29,22 +29,29 @@ B = TypeVar("B", bound=_Named)
 
 
 class ByBlock(Generic[B]):
-    """Per-block records by name (``result["0.weight"]``), iterated in partition order."""
+    """Per-block records by name (``result["0.weight"]``), iterated in partition order. A class that keeps its
+    records otherwise (a dataclass field) overrides :meth:`by_name` and gets the same lookup.
+    """
 
     def __init__(self, blocks: Sequence[B]) -> None:
         self._blocks = {b.name: b for b in blocks}
 
+    def by_name(self) -> Mapping[str, B]:
+        """The records keyed by block name, in partition order."""
+        return self._blocks
+
     def __getitem__(self, name: str) -> B:
+        blocks = self.by_name()
         try:
-            return self._blocks[name]
+            return blocks[name]
         except KeyError:
-            raise KeyError(f"no block {name!r}; blocks are: {', '.join(self._blocks)}") from None
+            raise KeyError(f"no block {name!r}; blocks are: {', '.join(blocks)}") from None
 
     def __iter__(self) -> Iterator[B]:
-        return iter(self._blocks.values())
+        return iter(self.by_name().values())
 
     def __len__(self) -> int:
-        return len(self._blocks)
+        return len(self.by_name())
 
     def names(self) -> list[str]:
-        return list(self._blocks)
+        return list(self.by_name())

@@ -10,12 +10,14 @@ module when it runs: the results module imports from here.)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, SupportsFloat
 
 import torch  # noqa: F401  (the doctest below uses it)
 
 from coupled_curvature.base.errors import InvalidInputError
+from coupled_curvature.numeric.core.by_block import ByBlock
 from coupled_curvature.numeric.linalg.tolerance import relative_change
 
 if TYPE_CHECKING:
@@ -42,16 +44,13 @@ class BlockChange:
 
 
 @dataclass(frozen=True)
-class Comparison:
+class Comparison(ByBlock[BlockChange]):
     """:func:`compare`'s result: one :class:`BlockChange` per block, in ``before``'s order."""
 
     blocks: tuple[BlockChange, ...]
 
-    def __getitem__(self, name: str) -> BlockChange:
-        for b in self.blocks:
-            if b.name == name:
-                return b
-        raise KeyError(f"no block {name!r}; blocks are: {', '.join(b.name for b in self.blocks)}")
+    def by_name(self) -> Mapping[str, BlockChange]:
+        return {b.name: b for b in self.blocks}
 
     def max_change(self, measure: str) -> float | None:
         """``max_b |after_b − before_b| / |before_b|`` over the blocks where ``measure`` is defined on
