@@ -13,7 +13,7 @@ True
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -76,14 +76,6 @@ def _value(x: float | None) -> float:
 
 def _row(net: str, quantity: str, measured: float, bound: str, agrees: bool) -> dict[str, Any]:
     return {"net": net, "quantity": quantity, "measured": float(measured), "bound": bound, "agrees": bool(agrees)}
-
-
-def _result(theorem: str, prediction: str, figure_name: str, rows: list[dict[str, Any]], *, among: str = "",
-            figure: Callable = max) -> NumericCheck:
-    """The check of ``rows``: it agrees when every row does; its figure is ``figure`` (max or min) of the
-    measured values of the rows whose quantity contains ``among``."""
-    fig = figure(r["measured"] for r in rows if among in r["quantity"])
-    return NumericCheck(theorem, prediction, figure_name, fig, all(r["agrees"] for r in rows), rows)
 
 
 class Lab:
@@ -168,128 +160,122 @@ class Lab:
 # -- per-theorem checks --------------------------------------------------------------------------
 
 _CHECKS: dict[str, Callable[[Lab], NumericCheck]] = {}
+_Rows = Iterator[dict[str, Any]]
 
 
-def _checks(theorem_id: str) -> Callable[[Callable[[Lab], NumericCheck]], Callable[[Lab], NumericCheck]]:
-    """Register the decorated function as the cross-check of a registered theorem that declares one."""
+def _checks(theorem_id: str, prediction: str, figure_name: str, *, among: str = "", figure: Callable = max
+            ) -> Callable[[Callable[[Lab], _Rows]], Callable[[Lab], NumericCheck]]:
+    """Register the cross-check of a registered theorem that declares one: the decorated function yields its
+    rows; the check agrees when every row does, and its figure (``figure_name``) is ``figure`` (max or min) of
+    the measured values of the rows whose quantity contains ``among``."""
     theorem = get_theorem(theorem_id)
     if theorem.crosscheck is None:
         raise InvalidInputError(f"{theorem_id} declares no numeric cross-check in the theorem registry")
 
-    def register(fn: Callable[[Lab], NumericCheck]) -> Callable[[Lab], NumericCheck]:
-        _CHECKS[theorem.id] = fn
-        return fn
+    def register(measure: Callable[[Lab], _Rows]) -> Callable[[Lab], NumericCheck]:
+        def check(lab: Lab) -> NumericCheck:
+            rows = list(measure(lab))
+            fig = figure(r["measured"] for r in rows if among in r["quantity"])
+            return NumericCheck(theorem.id, prediction, figure_name, fig, all(r["agrees"] for r in rows), rows)
+
+        _CHECKS[theorem.id] = check
+        return check
 
     return register
 
 
-@_checks("T2")
-def _t2(lab: Lab) -> NumericCheck:
-    rows = []
+def _within(net: str, quantity: str, measured: float, tol: float) -> dict[str, Any]:
+    """A row that agrees when ``measured ≤ tol`` (an invariance kept up to rounding)."""
+    return _row(net, quantity, measured, f"≤ {tol:g}", measured <= tol)
+
+
+def _moves(net: str, quantity: str, measured: float) -> dict[str, Any]:
+    """A row that agrees when ``measured > MOVE`` (a quantity the theorem says must move)."""
+    return _row(net, quantity, measured, f"> {MOVE:g}", measured > MOVE)
+
+
+@_checks("T2", "the output is unchanged (up to rounding)", "max relative function gap")
+def _t2(lab: Lab) -> _Rows:
     for key in lab.chain_nets():
         trained, ds = lab.net(key)
         with torch.no_grad():
             scale = float(trained.model(ds.X_train).abs().max())
-        gap = lab.chain(key).function_gap / scale
-        rows.append(_row(key, "max|f'−f|/max|f| after rescaling chain + permutations", gap, "≤ 1e-10", gap <= 1e-10))
+        yield _within(key, "max|f'−f|/max|f| after rescaling chain + permutations",
+                      lab.chain(key).function_gap / scale, 1e-10)
     for key in SMALL[:1]:
         trained, ds = lab.net(key)
         with torch.no_grad():
             scale = float(trained.model(ds.X_train).abs().max())
-        gap = max(g for g, _, _ in lab.neuron(key)) / scale
-        rows.append(_row(key, "max|f'−f|/max|f| after neuron-wise scaling", gap, "≤ 1e-10", gap <= 1e-10))
-    return _result("T2", "the output is unchanged (up to rounding)", "max relative function gap", rows)
+        yield _within(key, "max|f'−f|/max|f| after neuron-wise scaling", max(g for g, _, _ in lab.neuron(key)) / scale,
+                      1e-10)
 
 
-@_checks("T3")
-def _t3(lab: Lab) -> NumericCheck:
-    rows = []
+@_checks("T3", "D and D⁺ unchanged; the raw Rayleigh quotient moves", "max rel ΔD", among="ΔD ")
+def _t3(lab: Lab) -> _Rows:
     for key in lab.chain_nets():
         ch = lab.chain(key)
-        rows.append(_row(key, "max rel ΔD (all blocks)", ch.max_dD, f"≤ {TOL_D:g}", ch.max_dD <= TOL_D))
-        rows.append(_row(key, "max rel ΔD⁺ (all blocks)", ch.max_dDplus, f"≤ {TOL_DPLUS:g}", ch.max_dDplus <= TOL_DPLUS))
-        rows.append(_row(key, "max rel ΔRQ (raw curvature moves)", ch.max_drq, f"> {MOVE:g}", ch.max_drq > MOVE))
-    rows += certified_rows(lab, "layer")
-    return _result("T3", "D and D⁺ unchanged; the raw Rayleigh quotient moves", "max rel ΔD", rows, among="ΔD ")
+        yield _within(key, "max rel ΔD (all blocks)", ch.max_dD, TOL_D)
+        yield _within(key, "max rel ΔD⁺ (all blocks)", ch.max_dDplus, TOL_DPLUS)
+        yield _moves(key, "max rel ΔRQ (raw curvature moves)", ch.max_drq)
+    yield from certified_rows(lab, "layer")
 
 
-@_checks("T5")
-def _t5(lab: Lab) -> NumericCheck:
+@_checks("T5", "non-uniform neuron scaling moves D; layer-uniform keeps it (per-tensor blocks)",
+         "min rel ΔD under non-uniform scaling", among="non-uniform", figure=min)
+def _t5(lab: Lab) -> _Rows:
     from coupled_curvature.numeric.core.diagnostics import diagnose
     from coupled_curvature.numeric.symmetries.homogeneous import layer_rescale
 
-    rows = []
     for key in ("bc-16x2", "digits-nobias-16x2"):
         runs = lab.neuron(key)
         names = [n for n in runs[0][1].names() if n.startswith(("0.", "2.weight"))]
         for name in names:
             moved = min(_rel(b[name].coupled, a[name].coupled) for _, b, a in runs)
-            rows.append(_row(key, f"min over {len(runs)} draws of rel ΔD[{name}], non-uniform scaling", moved,
-                             f"> {MOVE:g}", moved > MOVE))
+            yield _moves(key, f"min over {len(runs)} draws of rel ΔD[{name}], non-uniform scaling", moved)
     trained, ds = lab.net("bc-16x2")
     before = diagnose(trained.model, lab.loss, ds.train, blocks="layer", inverse=False)
     after = diagnose(layer_rescale(trained.model, 0, 8.0), lab.loss, ds.train, blocks="layer", inverse=False)
-    d_next = _rel(before["2"].coupled, after["2"].coupled)
-    d_this = _rel(before["0"].coupled, after["0"].coupled)
-    rows.append(_row("bc-16x2", "'layer' partition, uniform c=8 on layer 0: rel ΔD[layer 0]", d_this, f"≤ {TOL_D:g}",
-                     d_this <= TOL_D))
-    rows.append(_row("bc-16x2", "'layer' partition, uniform c=8 on layer 0: rel ΔD[layer 1]", d_next, f"> {MOVE:g}",
-                     d_next > MOVE))
-    rows += certified_rows(lab, "neuron")
-    return _result("T5", "non-uniform neuron scaling moves D; layer-uniform keeps it (per-tensor blocks)",
-                   "min rel ΔD under non-uniform scaling", rows, among="non-uniform", figure=min)
+    uniform = "'layer' partition, uniform c=8 on layer 0: rel ΔD"
+    yield _within("bc-16x2", f"{uniform}[layer 0]", _rel(before["0"].coupled, after["0"].coupled), TOL_D)
+    yield _moves("bc-16x2", f"{uniform}[layer 1]", _rel(before["2"].coupled, after["2"].coupled))
+    yield from certified_rows(lab, "neuron")
 
 
-@_checks("T7")
-def _t7(lab: Lab) -> NumericCheck:
-    rows = []
+@_checks("T7", "D⁺ (relative cutoff) unchanged under conformal block maps", "max rel ΔD⁺")
+def _t7(lab: Lab) -> _Rows:
     for key in lab.chain_nets():
         ch = lab.chain(key)
         bound = max((b.dplus_bound for b in ch.blocks if b.dplus_bound is not None), default=float("nan"))
-        rows.append(_row(key, f"max rel ΔD⁺ (float64 conditioning limit {bound:.1e})", ch.max_dDplus,
-                         f"≤ {TOL_DPLUS:g}", ch.max_dDplus <= TOL_DPLUS))
-    return _result("T7", "D⁺ (relative cutoff) unchanged under conformal block maps", "max rel ΔD⁺", rows)
+        yield _within(key, f"max rel ΔD⁺ (float64 conditioning limit {bound:.1e})", ch.max_dDplus, TOL_DPLUS)
 
 
-@_checks("T9")
-def _t9(lab: Lab) -> NumericCheck:
+@_checks("T9", "bias-free, k=1: wᵀg = P and wᵀHw = Q for every layer; D ≤ Q/P²", "max rel Euler-identity error",
+         among="rel |")
+def _t9(lab: Lab) -> _Rows:
     from coupled_curvature.numeric.core.diagnostics import diagnose
     from coupled_curvature.numeric.studies.invariance import euler_PQ
 
-    rows = []
     for key in BIAS_FREE:
         trained, ds = lab.net(key)
         P, Q = euler_PQ(trained.model, lab.loss, *ds.train)
-        diag = diagnose(trained.model, lab.loss, ds.train, inverse=False)
-        for b in diag:
-            e1, e2 = _rel(P, b.w_dot_g), _rel(Q, b.wHw)
-            rows.append(_row(key, f"{b.name}: rel |wᵀg − P|/|P|", e1, "≤ 1e-10", e1 <= 1e-10))
-            rows.append(_row(key, f"{b.name}: rel |wᵀHw − Q|/|Q|", e2, "≤ 1e-10", e2 <= 1e-10))
-            bound = Q / P**2
-            ratio = _value(b.coupled) / bound
-            rows.append(_row(key, f"{b.name}: D / (Q/P²) (= cos²∠(w, g))", ratio, "≤ 1", ratio <= 1.0 + 1e-12))
-    return _result("T9", "bias-free, k=1: wᵀg = P and wᵀHw = Q for every layer; D ≤ Q/P²",
-                   "max rel Euler-identity error", rows, among="rel |")
+        for b in diagnose(trained.model, lab.loss, ds.train, inverse=False):
+            yield _within(key, f"{b.name}: rel |wᵀg − P|/|P|", _rel(P, b.w_dot_g), 1e-10)
+            yield _within(key, f"{b.name}: rel |wᵀHw − Q|/|Q|", _rel(Q, b.wHw), 1e-10)
+            ratio = _value(b.coupled) / (Q / P**2)
+            yield _row(key, f"{b.name}: D / (Q/P²) (= cos²∠(w, g))", ratio, "≤ 1", ratio <= 1.0 + 1e-12)
 
 
-@_checks("T11")
-def _t11(lab: Lab) -> NumericCheck:
-    rows = []
+@_checks("T11", "ρ = wᵀHw/(wᵀg)² unchanged even under non-uniform neuron scaling", "max rel Δρ")
+def _t11(lab: Lab) -> _Rows:
     for key in ("bc-16x2", "digits-nobias-16x2"):
-        worst = 0.0
-        for _, b, a in lab.neuron(key):
-            for blk in b:
-                worst = max(worst, _rel(blk.radial_ratio, a[blk.name].radial_ratio))
-        rows.append(_row(key, "max rel Δρ under non-uniform neuron scaling (all blocks)", worst, f"≤ {TOL_D:g}",
-                         worst <= TOL_D))
-    return _result("T11", "ρ = wᵀHw/(wᵀg)² unchanged even under non-uniform neuron scaling", "max rel Δρ", rows)
+        changes = [_rel(blk.radial_ratio, a[blk.name].radial_ratio) for _, b, a in lab.neuron(key) for blk in b]
+        yield _within(key, "max rel Δρ under non-uniform neuron scaling (all blocks)", max([0.0, *changes]), TOL_D)
 
 
-@_checks("T12")
-def _t12(lab: Lab) -> NumericCheck:
+@_checks("T12", "L -> sL: D -> D/s, D⁺ -> sD⁺, ρ -> ρ/s, D·D⁺ unchanged", "max rel error of D/s", among="D_sum")
+def _t12(lab: Lab) -> _Rows:
     from coupled_curvature.numeric.core.diagnostics import diagnose
 
-    rows = []
     for key in ("bc-16x2", "bc-nobias-16x2"):
         trained, ds = lab.net(key)
         N = len(ds.y_train)
@@ -300,35 +286,30 @@ def _t12(lab: Lab) -> NumericCheck:
         eR = max(_rel(_value(m.radial_ratio) / N, tot[m.name].radial_ratio) for m in mean)
         eDD = max(_rel(_value(m.coupled) * _value(m.inverse_coupled),
                        _value(tot[m.name].coupled) * _value(tot[m.name].inverse_coupled)) for m in mean)
-        rows.append(_row(key, f"sum vs mean (s = N = {N}): rel |D_sum − D_mean/N|", eD, f"≤ {TOL_D:g}", eD <= TOL_D))
-        rows.append(_row(key, "rel |D⁺_sum − N·D⁺_mean|", eP, f"≤ {TOL_DPLUS:g}", eP <= TOL_DPLUS))
-        rows.append(_row(key, "rel |ρ_sum − ρ_mean/N|", eR, f"≤ {TOL_D:g}", eR <= TOL_D))
-        rows.append(_row(key, "rel Δ(D·D⁺)", eDD, f"≤ {TOL_DPLUS:g}", eDD <= TOL_DPLUS))
-    return _result("T12", "L -> sL: D -> D/s, D⁺ -> sD⁺, ρ -> ρ/s, D·D⁺ unchanged",
-                   "max rel error of D/s", rows, among="D_sum")
+        yield _within(key, f"sum vs mean (s = N = {N}): rel |D_sum − D_mean/N|", eD, TOL_D)
+        yield _within(key, "rel |D⁺_sum − N·D⁺_mean|", eP, TOL_DPLUS)
+        yield _within(key, "rel |ρ_sum − ρ_mean/N|", eR, TOL_D)
+        yield _within(key, "rel Δ(D·D⁺)", eDD, TOL_DPLUS)
 
 
-@_checks("T13")
-def _t13(lab: Lab) -> NumericCheck:
+@_checks("T13", "qk_transform keeps the function; D of the Q weight is kept by A = c·I on all heads, moved by a "
+         "non-conformal A and, on a fused in_proj_weight, by a per-head cQ", "max rel ΔD under a conformal A",
+         among="(conformal on the block)")
+def _t13(lab: Lab) -> _Rows:
     from coupled_curvature.proofs.attention_crosscheck import attention_rows
 
     lab.say(f"T13 attention maps on two small trained nn.MultiheadAttention classifiers (seed {lab.seed})")
-    rows = [_row(*r) for r in attention_rows(lab.seed, tol=TOL_D, move=MOVE)]
-    return _result("T13", "qk_transform keeps the function; D of the Q weight is kept by A = c·I on all heads, "
-                   "moved by a non-conformal A and, on a fused in_proj_weight, by a per-head cQ",
-                   "max rel ΔD under a conformal A", rows, among="(conformal on the block)")
+    yield from (_row(*r) for r in attention_rows(lab.seed, tol=TOL_D, move=MOVE))
 
 
-@_checks("T14")
-def _t14(lab: Lab) -> NumericCheck:
+@_checks("T14", "random non-conformal per-head A (Q/K), B (V/O) and a non-uniform neuron rescaling keep the function "
+         "and move the raw D; the gauge-fixed D stays", "max rel ΔD, gauge-fixed", among="gauge-fixed")
+def _t14(lab: Lab) -> _Rows:
     from coupled_curvature.proofs.gauge_crosscheck import gauge_rows
 
     lab.say(f"T14 gauge-fixed D on two small trained nn.MultiheadAttention classifiers and bc-16x2 (seed {lab.seed})")
     trained, ds = lab.net("bc-16x2")
-    rows = [_row(*r) for r in gauge_rows(lab.seed, tol=TOL_D, move=MOVE, mlp=(trained.model, ds.train))]
-    return _result("T14", "random non-conformal per-head A (Q/K), B (V/O) and a non-uniform neuron rescaling keep "
-                   "the function and move the raw D; the gauge-fixed D stays", "max rel ΔD, gauge-fixed", rows,
-                   among="gauge-fixed")
+    yield from (_row(*r) for r in gauge_rows(lab.seed, tol=TOL_D, move=MOVE, mlp=(trained.model, ds.train)))
 
 
 #: the net, the precision and the exact factors of the certified rows (non-dyadic: the rescaled weights are
@@ -337,7 +318,7 @@ CERTIFIED_NET, CERTIFIED_PREC, CERTIFIED_C = "bc-16x2", 256, Fraction(37, 10)
 
 
 def certified_rows(lab: Lab, kind: str) -> list[dict[str, Any]]:
-    """Rows quoting certified balls (``certify_invariance``, arb at 256 bits) on ``bc-16x2``.
+    """_Rows quoting certified balls (``certify_invariance``, arb at 256 bits) on ``bc-16x2``.
 
     ``kind="layer"`` (T3): ``layer_rescale(0, 37/10)``: every block's ``D`` change ball contains 0 and is
     narrower than 1e-30 relative; the ``RQ`` change balls of the rescaled blocks exclude 0.
