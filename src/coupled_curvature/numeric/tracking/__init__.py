@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from coupled_curvature.numeric.lazy import lazy_exports
 
-_LAZY: dict[str, tuple[str, str]] = {
-    "CurvatureTracker": ("tracker", "CurvatureTracker"),
-    "read_run": ("records", "read_run"),
-    "read_log": ("records", "read_log"),
-    "JsonlSink": ("sinks", "JsonlSink"),
-    "TensorBoardSink": ("sinks", "TensorBoardSink"),
-    "CallableSink": ("sinks", "CallableSink"),
+_LAZY: dict[str, str | tuple[str, str]] = {
+    "CurvatureTracker": "tracker",
+    "read_run": "records",
+    "read_log": "records",
+    "JsonlSink": "sinks",
+    "TensorBoardSink": "sinks",
+    "CallableSink": "sinks",
 }
 
 __all__ = list(_LAZY)
