@@ -57,6 +57,13 @@ def _umask() -> int:
     return mask
 
 
+def _absolute(name: object, option: str, what: str) -> str:
+    """``name`` as an absolute path; ``InvalidInputError`` when it names no ``what`` (folder, file) at all."""
+    if not isinstance(name, (str, os.PathLike)) or not str(name).strip():
+        raise InvalidInputError(f"{option} needs a {what} name, got {name!r}")
+    return os.path.abspath(os.fspath(name))
+
+
 def _parent(path: str, option: str, shown: str) -> str:
     """The folder that will hold ``path``; it must exist (nothing is created on the way)."""
     parent = os.path.dirname(path)
@@ -93,9 +100,7 @@ def check_folder(out: str, command: str, option: str = "--out") -> str:
     ``InvalidInputError`` when ``out`` is a file, lies below a file, cannot be written, or is a
     non-empty folder that is not a previous output of the same command.
     """
-    if not isinstance(out, (str, os.PathLike)) or not str(out).strip():
-        raise InvalidInputError(f"{option} needs a folder name, got {out!r}")
-    path = os.path.abspath(os.fspath(out))
+    path = _absolute(out, option, "folder")
     if os.path.exists(path):
         if not os.path.isdir(path):
             raise InvalidInputError(f"{option} {out!r} exists and is a file, not a folder; choose another {option}")
@@ -134,9 +139,7 @@ def check_file(path: str, option: str = "--json", *, reads: Sequence[str] = (), 
     ...
     coupled_curvature.base.errors.InvalidInputError: --out '...run.jsonl' exists and is not an output of ccurv track; refusing to replace it (choose another --out, or pass --force to replace it)
     """
-    if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
-        raise InvalidInputError(f"{option} needs a file name, got {path!r}")
-    full = os.path.abspath(os.fspath(path))
+    full = _absolute(path, option, "file")
     if os.path.isdir(full):
         raise InvalidInputError(f"{option} {path!r} is a folder; name a file, e.g. {os.path.join(str(path), 'out.json')!r}")
     if any(_same_file(full, r) for r in reads):

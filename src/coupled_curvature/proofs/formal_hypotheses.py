@@ -51,19 +51,20 @@ def _unwrap(p: str) -> str:
     return p
 
 
+#: a binder a statement may open with, and what ends it: ``forall x, …`` and ``let x := … in …``
+_BINDERS = (("forall ", ","), ("let ", " in "))
+
+
 def premises(statement: str) -> tuple[list[str], str]:
     """The top-level premises of a printed statement, in order, and its conclusion (whitespace normalised)."""
     s = " ".join(statement.split())
     out: list[str] = []
     while True:
         s = s.strip()
-        if s.startswith("forall "):
-            comma = _top_level(s, ",")
-            s = s[comma + 1:] if comma >= 0 else ""
-            continue
-        if s.startswith("let "):
-            at = _top_level(s, " in ")
-            s = s[at + 4:] if at >= 0 else ""
+        end = next((end for opening, end in _BINDERS if s.startswith(opening)), None)
+        if end is not None:  # skip the binder
+            at = _top_level(s, end)
+            s = s[at + len(end):] if at >= 0 else ""
             continue
         cut = _top_level(s, "->")
         if cut < 0:
