@@ -99,6 +99,11 @@ def prod(*factors: Any) -> sp.Expr:
     return sp.Mul(*[sp.sympify(f) for f in factors], evaluate=False)
 
 
+def _operand(x: Any) -> Any:
+    """``x`` as an argument of an unevaluated expression: an explicit matrix made immutable, else sympified."""
+    return sp.ImmutableMatrix(x) if isinstance(x, sp.MatrixBase) else sp.sympify(x)
+
+
 def matmul(*factors: Any) -> MatrixExpr:
     """Unevaluated matrix product (scalars are kept where they stand).
 
@@ -108,8 +113,7 @@ def matmul(*factors: Any) -> MatrixExpr:
     >>> matmul(A.I, A, w), matmul(A.I, A, w).doit()
     (A**(-1)*A*w, w)
     """
-    fs = [sp.ImmutableMatrix(f) if isinstance(f, sp.MatrixBase) else sp.sympify(f) for f in factors]
-    return MatMul(*fs, evaluate=False)
+    return MatMul(*map(_operand, factors), evaluate=False)
 
 
 class TexSymbol(sp.Symbol):
@@ -179,7 +183,7 @@ class Form(sp.Expr):
     is_commutative = True
 
     def __new__(cls, arg: Any) -> "Form":
-        arg = sp.ImmutableMatrix(arg) if isinstance(arg, sp.MatrixBase) else sp.sympify(arg)
+        arg = _operand(arg)
         if getattr(arg, "shape", None) != (1, 1):
             raise ValueError(f"Form needs a 1x1 matrix expression, got shape {getattr(arg, 'shape', None)}")
         return sp.Expr.__new__(cls, arg)
@@ -225,8 +229,7 @@ class PseudoInverse(MatrixExpr):
     """
 
     def __new__(cls, arg: Any) -> "PseudoInverse":
-        arg = sp.ImmutableMatrix(arg) if isinstance(arg, sp.MatrixBase) else sp.sympify(arg)
-        return sp.Basic.__new__(cls, arg)
+        return sp.Basic.__new__(cls, _operand(arg))
 
     @property
     def arg(self) -> Any:
