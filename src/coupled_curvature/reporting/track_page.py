@@ -86,11 +86,16 @@ def _draw(ax: Axes, runs: Sequence[Run], measure: str, colors: dict[str, Any]) -
                 ax.plot(xs, ys, _STYLES[i % len(_STYLES)], color=colors[b], lw=1.3 if i == 0 else 0.9,
                         marker=_MARKERS[i % len(_MARKERS)] if len(xs) <= 60 else None, ms=4 if i == 0 else 6)
     ax.set_yscale("log")
-    ax.set_xlabel("step")
-    ax.set_ylabel(_YLABELS[measure])
-    ax.set_title(_TITLES[measure], fontsize=10)
-    ax.grid(True, which="both", alpha=0.25)
+    _against_steps(ax, _YLABELS[measure], _TITLES[measure])
     return left
+
+
+def _against_steps(ax: Axes, ylabel: str, title: str) -> None:
+    """Label a panel of curves over the training steps and grid it."""
+    ax.set_xlabel("step")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="both", alpha=0.25)
 
 
 def _legend(ax: Axes, runs: Sequence[Run], colors: dict[str, Any]) -> None:
@@ -124,10 +129,7 @@ def _figure(runs: Sequence[Run], measure: str, with_loss: bool) -> tuple[Figure,
             xs, ys = [r["step"] for r in recs if r.get("loss") is not None], [r["loss"] for r in recs
                                                                               if r.get("loss") is not None]
             ax.plot(xs, ys, _STYLES[i % len(_STYLES)], color="k", lw=1.3, label=label)
-        ax.set_xlabel("step")
-        ax.set_ylabel("loss on the probe")
-        ax.set_title("loss on the probe", fontsize=10)
-        ax.grid(True, which="both", alpha=0.25)
+        _against_steps(ax, "loss on the probe", "loss on the probe")
     fig.subplots_adjust(left=0.06, right=0.98, bottom=0.13, top=0.9, wspace=0.3)
     return fig, left
 
