@@ -14,7 +14,7 @@ from coupled_curvature.base.errors import InvalidInputError
 from coupled_curvature.numeric.certify.arrays import Rows
 from coupled_curvature.numeric.layer_capabilities import layer_capabilities
 from coupled_curvature.numeric.certify.layers import Kink, Layer, add, make_layer, vstack
-from coupled_curvature.numeric.certify.trace import Op, running_stats
+from coupled_curvature.numeric.certify.trace import Op, running_stats, traced_module
 
 __all__ = ["Network", "check_shapes"]
 
@@ -25,8 +25,8 @@ def _input_dims(m: nn.Module) -> tuple[tuple[int, ...], int] | None:
     if isinstance(m, nn.Linear):
         return (1,), m.in_features
     caps = layer_capabilities(m)  # the certified kinds: exact types, as trace found them
-    if caps.certify == "conv" and caps.spatial_dims is not None and isinstance(m, (nn.Conv1d, nn.Conv2d)):
-        return (caps.spatial_dims + 1,), m.in_channels
+    if caps.certify == "conv" and caps.spatial_dims is not None:
+        return (caps.spatial_dims + 1,), traced_module(m, nn.Conv1d, nn.Conv2d).in_channels
     if caps.batch_statistics and isinstance(m, _BatchNorm):
         return ((1, 2) if caps.unit_axis == "dim1" else (3,)), m.num_features
     if caps.certify in ("maxpool", "avgpool", "adaptive_avgpool") and caps.spatial_dims is not None:
