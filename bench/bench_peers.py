@@ -19,12 +19,13 @@ timed as the median of k runs. Targets: D >= 10x faster than curvlinops on 14x95
 accuracy on 3x64 (judged on MINRES's time to the accuracy; a block it never reaches counts its whole run, so the
 ratio is then a lower bound). Timings depend on load (the load average is printed; on a machine loaded beyond
 its cores use --threads 1, as waiting OpenMP threads make 2 threads ~10x slower); CPU time is printed too, the
-steadier measure there. Last measured 2026-12-05 (torch 2.14.1, curvlinops 3.0.1, --threads 1, 2 shared CPUs,
-load 1.3-3.0, medians of 7), D on 14x95, 1,797 samples, two runs: ours 0.46 / 0.42 s, curvlinops 3.53 / 4.47 s =
-7.7x / 10.7x wall, 6.2x / 7.3x CPU time (0.45 / 0.42 s vs 2.78 / 3.07 s); before the cotangent rows went one pass
-each on the CPU 4.6x wall, 4.8x CPU; --samples 256: 7.2x wall, 6.3x CPU. So 10x holds by wall time only where load
-slows curvlinops more; by CPU time it is missed by 1.4-1.6x: D costs ~7 float64 gradients, its 11 row passes
-alone 3.8, curvlinops' 30 Hessian-vector products ~40 (breakdown in docs/benchmarks.md).
+steadier measure there. Last measured 2026-12-06 on a quiet machine (torch 2.13.0, curvlinops 3.0.1, load
+0.1 at start, medians of 7), D on 14x95, 1,797 samples: --threads 1, two runs, ours 0.40 / 0.37 s, curvlinops
+1.78 / 1.70 s = 4.5x / 4.6x; --threads 2, ours 0.29 s, curvlinops 1.31 s = 4.5x wall, 4.7x CPU time. The 7.7x-10.7x
+of 2026-12-05 came from load slowing curvlinops more than ours. 10x is missed: D is 11 cotangent-row passes (9 of
+the cross-entropy factor, the sample-independence check, |r|) plus the gradient, and at one thread those passes
+with their per-block contractions take about 0.22 s (profiled), more than a tenth of curvlinops' 1.78 s
+(breakdown in docs/benchmarks.md).
 
 Run:  python bench/bench_peers.py [--quick] [--samples N] [--threads 2] [--maxiter 1000] [--with-126k-inverse]
 Needs the `bench` extra:  pip install '.[bench]'
