@@ -255,6 +255,27 @@ def test_a_head_block_above_max_dense_whose_projection_fits_is_dense_not_krylov(
     assert all(p.blocks[b].spectral is SpectralRoute.NONE for b in heads)
 
 
+def test_an_unconverged_head_block_names_the_max_dense_its_projection_needs():
+    """Lanczos cut short on a head block (136 entries, Hessian in at most 64 dimensions): the refusal names
+    max_dense ≥ 64, not the block's size, and that max_dense then gives the exact D⁺ of the assembled block."""
+    net, data, heads = _narrow_gpt2()
+    d = diagnose(net, lm_loss, data, blocks=heads, method="auto", max_dense=50, krylov_max_iter=2)
+    ref = diagnose(net, lm_loss, data, blocks=heads, method="dense", max_dense=200)
+    p = plan(net, lm_loss, data, run_options(blocks=heads, method="dense", max_dense=50))
+    for b in heads:
+        assert d[b].size == 136 and d[b].inverse_coupled is None and d[b].krylov_converged is False, b
+        assert "max_dense ≥ 64 (the dimension its per-head Hessian" in d[b].dplus_missing, d[b].dplus_missing
+        assert "raise max_dense to 64 " in p.blocks[b].spectral_reason, p.blocks[b].spectral_reason
+    fixed = diagnose(net, lm_loss, data, blocks=heads, method="auto", max_dense=64)
+    for b in heads:
+        tol = conditioned_rtol(1e-10, 1.0 / ref[b].min_kept_rel_eig)
+        assert abs(fixed[b].inverse_coupled - ref[b].inverse_coupled) <= tol * abs(ref[b].inverse_coupled), b
+    mlp = nn.Sequential(nn.Linear(6, 12), nn.Tanh(), nn.Linear(12, 3)).double()  # control: not a head block
+    X, y = torch.randn(8, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(0)), torch.arange(8) % 3
+    u = diagnose(mlp, CE, (X, y), blocks={"w": ["0.weight"]}, method="krylov", krylov_max_iter=2)["w"]
+    assert u.inverse_coupled is None and "max_dense ≥ 72 (its size" in u.dplus_missing, u.dplus_missing
+
+
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
 def test_projected_route_matches_assembled_blocks_with_and_without_bias(bias):
     torch.manual_seed(0)

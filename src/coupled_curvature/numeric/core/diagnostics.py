@@ -292,7 +292,8 @@ def _block_record(c: BlockCurvature, o: RunOptions) -> BlockDiagnosis:
     if missing is not None:
         notes.append(missing_note(missing))
     elif c.krylov is not None and not c.krylov.converged:
-        record = replace(record, notes=tuple(notes)).unconverged(c.krylov.iterations, c.krylov.error_estimate)
+        record = replace(record, notes=tuple(notes)).unconverged(c.krylov.iterations, c.krylov.error_estimate,
+                                                                    dense_size=c.dense_size)
         notes = list(record.notes)
     if record.scale_invariant and not record.g_at_rounding:
         notes.append("wᵀg ≈ 0: the block may be scale-invariant (T10); D is then uninformative")

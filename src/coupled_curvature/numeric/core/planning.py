@@ -160,10 +160,12 @@ def _block_plan(name: str, members: list[str], size: int, o: RunOptions, gram_ok
                 f"dense: a per-head attention block of {size:,} parameters whose Hessian lies in at most "
                 f"{projected[0]:,} dimensions (its output columns × the row space of {projected[1]:,} input "
                 f"token(s)) ≤ max_dense = {o.max_dense:,}: eigendecomposed there, exact")
+        to = "" if projected is None else f" to {projected[0]} (its per-head Hessian's dimension)"
         return SpectralRoute.NONE, (f"block has {size} parameters, above max_dense={o.max_dense} "
-                                    "(raise max_dense to build the dense block, or use method='krylov' or 'auto')")
+                                    f"(raise max_dense{to} to build the dense block, or use method='krylov' or 'auto')")
 
-    bp = BlockPlan(name, members, size, WHwRoute.HVP, "", SpectralRoute.NONE, "D⁺ not asked for (inverse=False)")
+    bp = BlockPlan(name, members, size, WHwRoute.HVP, "", SpectralRoute.NONE, "D⁺ not asked for (inverse=False)",
+                   dense_size=projected[0] if projected is not None and projected[0] < size else None)
     if not o.inverse:
         return bp
     if o.method in ("gram", "auto") and gram_ok:

@@ -111,9 +111,11 @@ class BlockDiagnosis:
         return replace(self, wHpinvw=value, inverse_coupled=dplus, rank=rank, min_kept_rel_eig=min_kept_rel_eig,
                        notes=(*notes, note), dplus_missing=None)
 
-    def unconverged(self, iterations: int, error: float | None) -> BlockDiagnosis:
+    def unconverged(self, iterations: int, error: float | None, *, dense_size: int | None = None) -> BlockDiagnosis:
         """This block after a Lanczos run that did not converge: ``D⁺`` and ``wᵀH⁺w`` become ``None``, the
-        estimate moves to ``krylov_estimate``, and ``dplus_missing`` says why (steps, error estimate, what to do).
+        estimate moves to ``krylov_estimate``, and ``dplus_missing`` says why (steps, error estimate, what to do:
+        the ``max_dense`` that sends the block to the exact dense route, its size or, for a per-head attention
+        block, the smaller ``dense_size`` its Hessian is eigendecomposed at).
 
         >>> b = BlockDiagnosis("w", ("w",), 2, 4.0, 1.0, 0.5, 8.0, 2.0, 2.0, 1.0, 0.25, 2, 0.0, method="krylov")
         >>> u = b.unconverged(64, 3.0)
@@ -124,9 +126,11 @@ class BlockDiagnosis:
         """
         err = "unknown" if error is None else f"{error:.1e}"
         est = "" if self.inverse_coupled is None else f"; the estimate D⁺ ≈ {self.inverse_coupled:.1e} is in krylov_estimate"
+        need = (f"{self.size} (its size" if dense_size is None else
+                f"{dense_size} (the dimension its per-head Hessian is eigendecomposed in")
         reason = (f"Lanczos did not converge in {iterations} Hessian-vector products (estimated relative error "
-                  f"{err}{est}): raise krylov_max_iter, or use method=\"dense\" with max_dense ≥ {self.size} (its "
-                  "size: a dense eigendecomposition is exact)")
+                  f"{err}{est}): raise krylov_max_iter, or use method=\"dense\" with max_dense ≥ {need}: a dense "
+                  "eigendecomposition is exact)")
         return replace(self, krylov_estimate=self.inverse_coupled, inverse_coupled=None, wHpinvw=None,
                        krylov_converged=False, krylov_iterations=iterations, krylov_error=error, dplus_missing=reason,
                        notes=(*self.notes, missing_note(reason)))

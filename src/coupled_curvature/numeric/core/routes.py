@@ -68,6 +68,9 @@ class BlockPlan:
     spectral_reason: str
     fallback: SpectralRoute = SpectralRoute.NONE
     fallback_reason: str = ""
+    #: the size of the matrix a dense route eigendecomposes, where smaller than ``size`` (a per-head attention
+    #: block's projected bound); ``None``: ``size``
+    dense_size: int | None = None
 
 
 @dataclass
@@ -115,6 +118,7 @@ class BlockCurvature:
     dense: Tensor | ProjectedHessian | None = None
     notes: list[str] = field(default_factory=list)
     g_rounding: float | None = None  #: the rounding level of ``g``, ``m·ε·‖Σ_b |J_bᵀ|r_b||‖`` (``None``: not computed)
+    dense_size: int | None = None  #: :attr:`BlockPlan.dense_size`
 
     @property
     def size(self) -> int:
