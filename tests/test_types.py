@@ -2,8 +2,9 @@
 
 No module is exempt today. A module not yet clean would be listed in a ``[[tool.mypy.overrides]]`` entry
 (``ignore_errors``): the debt. Such a list only shrinks: a listed module that has become clean fails here
-until it is taken off, and an error in a module off the list fails the check. A tiny module with a type error, checked with
-the same configuration, fails (the control that the check can fail at all); the same module corrected passes.
+until it is taken off, and an error in a module off the list fails the check. A tiny module with a type
+error, checked with the same configuration, fails (the control that the check can fail at all); the same
+module corrected passes.
 
 The two package runs are slow (about a minute each without mypy's cache, seconds with it); CI runs ``mypy``
 itself after ``lint-imports`` (.ci/run). The tests need the checkout's sources (src/), so the copy of the

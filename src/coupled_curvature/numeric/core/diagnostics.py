@@ -202,7 +202,7 @@ def diagnose_plan(p: Plan) -> Diagnosis:
     run = execute(p, bar)
     records = []
     for c in run.blocks.values():
-        records.append(_block_record(c, o))
+        records.append(_block_record(c, o, p.blocks[c.name].dense_size))
         bar.update(len(records), c.name)
     bar.close()
     notes = list(run.notes)
@@ -241,8 +241,9 @@ def _overall(routes) -> str:
     return seen.pop() if len(seen) == 1 else "mixed"
 
 
-def _block_record(c: BlockCurvature, o: RunOptions) -> BlockDiagnosis:
-    """One block's record from the engine's result, with ``D⁺`` at the run's cutoff ``o.pinv_rtol``."""
+def _block_record(c: BlockCurvature, o: RunOptions, dense_size: int | None = None) -> BlockDiagnosis:
+    """One block's record from the engine's result, with ``D⁺`` at the run's cutoff ``o.pinv_rtol``;
+    ``dense_size``: the plan's :attr:`~.routes.BlockPlan.dense_size`, named when Lanczos did not converge."""
     notes: list[str] = list(c.notes)
     w = c.w
     w_sq = float(w @ w)
@@ -293,7 +294,7 @@ def _block_record(c: BlockCurvature, o: RunOptions) -> BlockDiagnosis:
         notes.append(missing_note(missing))
     elif c.krylov is not None and not c.krylov.converged:
         record = replace(record, notes=tuple(notes)).unconverged(c.krylov.iterations, c.krylov.error_estimate,
-                                                                    dense_size=c.dense_size)
+                                                                    dense_size=dense_size)
         notes = list(record.notes)
     if record.scale_invariant and not record.g_at_rounding:
         notes.append("wᵀg ≈ 0: the block may be scale-invariant (T10); D is then uninformative")

@@ -175,7 +175,7 @@ def execute(p: Plan, bar: Progress | None = None) -> Execution:
                     else None)
         blocks[b] = BlockCurvature(b, list(members), values[b], c.grad, value, wr, wreason, route, reason,
                                    spectrum, forms.get(b), gram.get(b), c.Hw, c.dense, [*c.notes, *notes[b]],
-                                   g_rounding.get(b), p.blocks[b].dense_size)
+                                   g_rounding.get(b))
     return Execution(p, blocks, float(loss), n_samples, model_notes, gram_refused, tangent_refused)
 
 

@@ -148,6 +148,7 @@ def _block_plan(name: str, members: list[str], size: int, o: RunOptions, gram_ok
     """One block's spectral route with its reason, and its fallback if the route is Gram; ``projected``: a
     per-head block's bound on the size it is eigendecomposed at, and its tokens (module docstring)."""
     reduced = projected is not None and projected[0] <= o.max_dense
+    dense_size = projected[0] if projected is not None and projected[0] < size else None
 
     def plain(method: str) -> tuple[SpectralRoute, str]:
         if method == "krylov" or (method == "auto" and size > o.max_dense and not reduced):
@@ -160,12 +161,12 @@ def _block_plan(name: str, members: list[str], size: int, o: RunOptions, gram_ok
                 f"dense: a per-head attention block of {size:,} parameters whose Hessian lies in at most "
                 f"{projected[0]:,} dimensions (its output columns × the row space of {projected[1]:,} input "
                 f"token(s)) ≤ max_dense = {o.max_dense:,}: eigendecomposed there, exact")
-        to = "" if projected is None else f" to {projected[0]} (its per-head Hessian's dimension)"
+        to = "" if dense_size is None else f" to {dense_size} (its per-head Hessian's dimension)"
         return SpectralRoute.NONE, (f"block has {size} parameters, above max_dense={o.max_dense} "
                                     f"(raise max_dense{to} to build the dense block, or use method='krylov' or 'auto')")
 
     bp = BlockPlan(name, members, size, WHwRoute.HVP, "", SpectralRoute.NONE, "D⁺ not asked for (inverse=False)",
-                   dense_size=projected[0] if projected is not None and projected[0] < size else None)
+                   dense_size=dense_size)
     if not o.inverse:
         return bp
     if o.method in ("gram", "auto") and gram_ok:

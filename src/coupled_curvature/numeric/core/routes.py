@@ -118,7 +118,6 @@ class BlockCurvature:
     dense: Tensor | ProjectedHessian | None = None
     notes: list[str] = field(default_factory=list)
     g_rounding: float | None = None  #: the rounding level of ``g``, ``m·ε·‖Σ_b |J_bᵀ|r_b||‖`` (``None``: not computed)
-    dense_size: int | None = None  #: :attr:`BlockPlan.dense_size`
 
     @property
     def size(self) -> int:
